@@ -1,0 +1,32 @@
+# streamguard — PGXS build
+EXTENSION = streamguard
+MODULE_big = streamguard
+OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
+DATA = $(wildcard streamguard--*.sql)
+
+PG_CONFIG ?= pg_config
+PG_CPPFLAGS = -I$(srcdir)/src
+SHLIB_LINK_INTERNAL = $(libpq)
+PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
+
+# pg_regress: sql/<name>.sql against expected/<name>.out, on a throwaway
+# instance with the library preloaded (test/regress.conf).
+REGRESS = $(sort $(notdir $(basename $(wildcard sql/*.sql))))
+REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=$(srcdir)/test/regress.conf
+
+ISOLATION = $(sort $(notdir $(basename $(wildcard test/isolation/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation --outputdir=output_iso \
+	--temp-instance=tmp_check_iso --temp-config=$(srcdir)/test/regress.conf
+
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+PROVE_FLAGS = -v
+
+EXTRA_CLEAN = tmp_check_regress tmp_check_iso output_iso results regression.diffs regression.out log
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: bench
+bench:
+	test/bench/run.sh

@@ -1,0 +1,573 @@
+/*-------------------------------------------------------------------------
+ *
+ * append.c
+ *		append() and append_batch(): writing events into a stream inside
+ *		the caller's transaction.
+ *
+ * An append (1) resolves the stream and checks the caller's append
+ * privilege, (2) picks the partition (explicit, else a stable hash of the
+ * key, else the session spreads round-robin), (3) takes seqs from the
+ * readable-horizon tracker (horizon.c), which registers the transaction
+ * as in flight on that partition, (4) when a dedup key is given, claims
+ * it in streamguard.append_dedup with INSERT ... ON CONFLICT, which makes
+ * a concurrent claimant of the same key wait for the first transaction to
+ * end, and (5) inserts the event into the stream's current segment.  A
+ * duplicate keeps the seqs it took as a gap; gaps are allowed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "streamguard.h"
+
+PG_FUNCTION_INFO_V1(sg_append);
+PG_FUNCTION_INFO_V1(sg_append_batch);
+
+#define SG_MAX_DEDUP_KEY (NAMEDATALEN * 4)
+
+typedef struct OrigEntry
+{
+	char		key[SG_MAX_DEDUP_KEY];
+	int32		part;
+	int64		seq;
+} OrigEntry;
+
+typedef struct SeenEntry
+{
+	char		key[SG_MAX_DEDUP_KEY];
+	int			index;
+} SeenEntry;
+
+static uint32 sg_spread_counter = 0;
+
+static int
+sg_choose_partition(SgStreamMeta *meta, bool has_part, int32 part,
+					const char *key, int keylen)
+{
+	if (has_part)
+	{
+		if (part < 0 || part >= meta->nparts)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("partition %d is out of range for stream \"%s\"", part, meta->name),
+					 errdetail("The stream has partitions 0 to %d.", meta->nparts - 1)));
+		return part;
+	}
+	if (meta->nparts == 1)
+		return 0;
+	if (key != NULL)
+		return (int) (hash_bytes((const unsigned char *) key, keylen) % (uint32) meta->nparts);
+	if (sg_spread_counter == 0)
+		sg_spread_counter = (uint32) MyProcPid;
+	return (int) (sg_spread_counter++ % (uint32) meta->nparts);
+}
+
+static SPIPlanPtr
+sg_insert_plan(int32 stream_id, int32 seg)
+{
+	char	   *sql;
+	Oid			types[6] = {INT4ARRAYOID, INT8ARRAYOID, TEXTARRAYOID, JSONBOID, TEXTARRAYOID, TIMESTAMPTZOID};
+
+	/* one plan shape for single and batched appends: arrays unnested */
+	types[3] = get_array_type(JSONBOID);
+	sql = psprintf("INSERT INTO %s (partition, seq, key, payload, dedup_key, appended_at) "
+				   "SELECT u.p, u.s, u.k, u.j, u.d, $6 "
+				   "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), "
+				   "pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(p, s, k, j, d)",
+				   StreamSegmentName(stream_id, seg));
+	return SgPlanCached(NULL, sql, 6, types);
+}
+
+static SPIPlanPtr
+sg_insert_one_plan(int32 stream_id, int32 seg)
+{
+	char	   *sql;
+	Oid			types[6] = {INT4OID, INT8OID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID};
+
+	sql = psprintf("INSERT INTO %s (partition, seq, key, payload, dedup_key, appended_at) "
+				   "VALUES ($1, $2, $3, $4, $5, $6)",
+				   StreamSegmentName(stream_id, seg));
+	return SgPlanCached(NULL, sql, 6, types);
+}
+
+/*
+ * Claim dedup keys.  keys[i] (NULL = no key) took (parts[i], seqs[i]).
+ * On return dup[i] is true for keys already appended within the window,
+ * with parts[i]/seqs[i] replaced by the original position.
+ */
+static void
+sg_claim_dedup(SgStreamMeta *meta, int n, Datum *keys, bool *keynulls,
+			   int32 *parts, int64 *seqs, bool *dup, TimestampTz now)
+{
+	Oid			types[6] = {INT4OID, TEXTARRAYOID, INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[6];
+	Datum	   *k = palloc(sizeof(Datum) * n);
+	Datum	   *p = palloc(sizeof(Datum) * n);
+	Datum	   *s = palloc(sizeof(Datum) * n);
+	int		   *idx = palloc(sizeof(int) * n);
+	int			m = 0,
+				i;
+	SPIPlanPtr	plan;
+	HTAB	   *fresh;
+	HASHCTL		ctl;
+	int			ret;
+
+	for (i = 0; i < n; i++)
+	{
+		dup[i] = false;
+		if (keynulls[i])
+			continue;
+		k[m] = keys[i];
+		p[m] = Int32GetDatum(parts[i]);
+		s[m] = Int64GetDatum(seqs[i]);
+		idx[m] = i;
+		m++;
+	}
+	if (m == 0)
+		return;
+
+	values[0] = Int32GetDatum(meta->stream_id);
+	values[1] = PointerGetDatum(construct_array(k, m, TEXTOID, -1, false, TYPALIGN_INT));
+	values[2] = PointerGetDatum(construct_array(p, m, INT4OID, 4, true, TYPALIGN_INT));
+	values[3] = PointerGetDatum(construct_array(s, m, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[4] = TimestampTzGetDatum(now);
+	values[5] = TimestampTzGetDatum(now - meta->dedup_window_us);
+
+	/*
+	 * Keys are claimed in key order so that two batches sharing several keys
+	 * wait for each other instead of deadlocking.
+	 */
+	plan = SgPlanCached(NULL,
+						"INSERT INTO streamguard.append_dedup AS d "
+						"(stream_id, dedup_key, partition, seq, appended_at) "
+						"SELECT $1, u.k, u.p, u.s, $5 FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), "
+						"pg_catalog.unnest($4)) AS u(k, p, s) "
+						"ORDER BY u.k "
+						"ON CONFLICT (stream_id, dedup_key) DO UPDATE SET "
+						"partition = excluded.partition, seq = excluded.seq, appended_at = excluded.appended_at "
+						"WHERE d.appended_at OPERATOR(pg_catalog.<) $6 "
+						"RETURNING d.dedup_key",
+						6, types);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "dedup claim failed: %s", SPI_result_code_string(ret));
+	if ((int) SPI_processed == m)
+		return;
+
+	/* some keys were taken already: find which, and their positions */
+	ctl.keysize = SG_MAX_DEDUP_KEY;
+	ctl.entrysize = ctl.keysize;
+	ctl.hcxt = CurrentMemoryContext;
+	fresh = hash_create("streamguard fresh keys", Max(m, 16), &ctl,
+						HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char		hk[SG_MAX_DEDUP_KEY];
+
+		memset(hk, 0, sizeof(hk));
+		strlcpy(hk, key, sizeof(hk));
+		hash_search(fresh, hk, HASH_ENTER, NULL);
+	}
+	{
+		Oid			ltypes[2] = {INT4OID, TEXTARRAYOID};
+		Datum		lvalues[2];
+		Snapshot	snap;
+		SPIPlanPtr	lplan;
+		HTAB	   *orig;
+
+		lplan = SgPlanCached(NULL,
+							 "SELECT dedup_key, partition, seq FROM streamguard.append_dedup "
+							 "WHERE stream_id OPERATOR(pg_catalog.=) $1 "
+							 "AND dedup_key OPERATOR(pg_catalog.=) ANY ($2)",
+							 2, ltypes);
+		lvalues[0] = values[0];
+		lvalues[1] = values[1];
+		snap = SgFreshSnapshot();
+		ret = SPI_execute_snapshot(lplan, lvalues, NULL, snap, InvalidSnapshot, true, false, 0);
+		UnregisterSnapshot(snap);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "dedup lookup failed: %s", SPI_result_code_string(ret));
+
+		ctl.keysize = SG_MAX_DEDUP_KEY;
+		ctl.entrysize = sizeof(OrigEntry);
+		orig = hash_create("streamguard original keys", Max(m, 16), &ctl,
+						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		for (i = 0; i < (int) SPI_processed; i++)
+		{
+			HeapTuple	t = SPI_tuptable->vals[i];
+			char		hk[SG_MAX_DEDUP_KEY];
+			OrigEntry  *e;
+			bool		isnull;
+
+			memset(hk, 0, sizeof(hk));
+			strlcpy(hk, SPI_getvalue(t, SPI_tuptable->tupdesc, 1), sizeof(hk));
+			e = hash_search(orig, hk, HASH_ENTER, NULL);
+			e->part = DatumGetInt32(SPI_getbinval(t, SPI_tuptable->tupdesc, 2, &isnull));
+			e->seq = DatumGetInt64(SPI_getbinval(t, SPI_tuptable->tupdesc, 3, &isnull));
+		}
+		for (i = 0; i < m; i++)
+		{
+			char		hk[SG_MAX_DEDUP_KEY];
+			OrigEntry  *e;
+
+			memset(hk, 0, sizeof(hk));
+			strlcpy(hk, TextDatumGetCString(k[i]), sizeof(hk));
+			if (hash_search(fresh, hk, HASH_FIND, NULL) != NULL)
+				continue;
+			e = hash_search(orig, hk, HASH_FIND, NULL);
+			if (e == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("could not serialize access to dedup key \"%s\" of stream \"%s\"",
+								hk, meta->name),
+						 errdetail("The key was appended by a transaction this snapshot cannot see."),
+						 errhint("Retry the transaction.")));
+			dup[idx[i]] = true;
+			parts[idx[i]] = e->part;
+			seqs[idx[i]] = e->seq;
+		}
+	}
+}
+
+static void
+sg_check_dedup_key(const char *key)
+{
+	size_t		len = strlen(key);
+
+	if (len == 0 || len >= SG_MAX_DEDUP_KEY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dedup_key must be 1 to %d bytes, got %zu", SG_MAX_DEDUP_KEY - 1, len)));
+}
+
+/*
+ * append(stream, payload, key, dedup_key, partition) -> position
+ */
+Datum
+sg_append(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgStreamMeta *meta;
+	text	   *key = NULL;
+	char	   *keystr = NULL;
+	int			part;
+	int32		seg;
+	int64		seq;
+	TimestampTz now;
+	SgUserSave	save;
+	TupleDesc	tupdesc;
+	Datum		result[2];
+	bool		rnulls[2] = {false, false};
+	bool		duplicate = false;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payload must not be NULL")));
+	if (!PG_ARGISNULL(2))
+	{
+		key = PG_GETARG_TEXT_PP(2);
+		keystr = text_to_cstring(key);
+	}
+	if (!PG_ARGISNULL(3))
+		sg_check_dedup_key(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "append must return a composite type");
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_APPEND);
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	part = sg_choose_partition(meta, !PG_ARGISNULL(4), PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4),
+							   keystr, keystr ? (int) strlen(keystr) : 0);
+	seq = HorizonAssignSeqs(meta->ref, part, 1, &seg);
+	now = GetCurrentTimestamp();
+
+	SgBecomeDataOwner(&save);
+	if (!PG_ARGISNULL(3))
+	{
+		Datum		dk = PG_GETARG_DATUM(3);
+		bool		dknull = false;
+		int32		p32 = part;
+
+		sg_claim_dedup(meta, 1, &dk, &dknull, &p32, &seq, &duplicate, now);
+		part = p32;
+	}
+	if (!duplicate)
+	{
+		Datum		values[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+		int			ret;
+
+		values[0] = Int32GetDatum(part);
+		values[1] = Int64GetDatum(seq);
+		if (key)
+			values[2] = PointerGetDatum(key);
+		else
+			nulls[2] = 'n';
+		values[3] = PG_GETARG_DATUM(1);
+		if (!PG_ARGISNULL(3))
+			values[4] = PG_GETARG_DATUM(3);
+		else
+			nulls[4] = 'n';
+		values[5] = TimestampTzGetDatum(now);
+		ret = SPI_execute_plan(sg_insert_one_plan(meta->stream_id, seg), values, nulls, false, 0);
+		if (ret != SPI_OK_INSERT)
+			elog(ERROR, "append insert failed: %s", SPI_result_code_string(ret));
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+
+	result[0] = Int32GetDatum(part);
+	result[1] = Int64GetDatum(seq);
+	tupdesc = BlessTupleDesc(tupdesc);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, result, rnulls)));
+}
+
+static void
+sg_deconstruct(ArrayType *arr, Oid elemtype, const char *what, int expect,
+			   Datum **elems, bool **nulls, int *n)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a one-dimensional array", what)));
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, elemtype, typlen, typbyval, typalign, elems, nulls, n);
+	if (expect >= 0 && *n != expect)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s has %d elements but payloads has %d", what, *n, expect)));
+}
+
+/*
+ * append_batch(stream, payloads, keys, dedup_keys, partitions) -> setof position
+ */
+Datum
+sg_append_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name;
+	SgStreamMeta *meta;
+	Datum	   *payloads,
+			   *keys = NULL,
+			   *dkeys = NULL,
+			   *pin = NULL;
+	bool	   *pnulls,
+			   *knulls = NULL,
+			   *dnulls = NULL,
+			   *pinnulls = NULL;
+	int			n,
+				nk,
+				i;
+	int32	   *parts;
+	int64	   *seqs;
+	int32	   *segs;
+	bool	   *dup;
+	int		   *per_part;
+	int64	   *next_in_part;
+	int32	   *seg_of_part;
+	TimestampTz now;
+	SgUserSave	save;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	name = SgTextArg(fcinfo, 0, "stream name");
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payloads must not be NULL")));
+	sg_deconstruct(PG_GETARG_ARRAYTYPE_P(1), JSONBOID, "payloads", -1, &payloads, &pnulls, &n);
+	for (i = 0; i < n; i++)
+		if (pnulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("payloads[%d] must not be NULL", i + 1)));
+	if (!PG_ARGISNULL(2))
+		sg_deconstruct(PG_GETARG_ARRAYTYPE_P(2), TEXTOID, "keys", n, &keys, &knulls, &nk);
+	if (!PG_ARGISNULL(3))
+	{
+		sg_deconstruct(PG_GETARG_ARRAYTYPE_P(3), TEXTOID, "dedup_keys", n, &dkeys, &dnulls, &nk);
+		for (i = 0; i < n; i++)
+			if (!dnulls[i])
+				sg_check_dedup_key(TextDatumGetCString(dkeys[i]));
+	}
+	if (!PG_ARGISNULL(4))
+		sg_deconstruct(PG_GETARG_ARRAYTYPE_P(4), INT4OID, "partitions", n, &pin, &pinnulls, &nk);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_APPEND);
+	if (n == 0)
+	{
+		SPI_finish();
+		return (Datum) 0;
+	}
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+
+	parts = palloc(sizeof(int32) * n);
+	seqs = palloc(sizeof(int64) * n);
+	segs = palloc(sizeof(int32) * n);
+	dup = palloc0(sizeof(bool) * n);
+	per_part = palloc0(sizeof(int) * meta->nparts);
+	next_in_part = palloc0(sizeof(int64) * meta->nparts);
+	seg_of_part = palloc0(sizeof(int32) * meta->nparts);
+
+	for (i = 0; i < n; i++)
+	{
+		char	   *k = NULL;
+		int			klen = 0;
+
+		if (keys && !knulls[i])
+		{
+			text	   *t = DatumGetTextPP(keys[i]);
+
+			k = VARDATA_ANY(t);
+			klen = VARSIZE_ANY_EXHDR(t);
+		}
+		parts[i] = sg_choose_partition(meta, pin && !pinnulls[i],
+									   (pin && !pinnulls[i]) ? DatumGetInt32(pin[i]) : 0,
+									   k, klen);
+		per_part[parts[i]]++;
+	}
+	/* one seq range per partition */
+	for (i = 0; i < meta->nparts; i++)
+		if (per_part[i] > 0)
+			next_in_part[i] = HorizonAssignSeqs(meta->ref, i, per_part[i], &seg_of_part[i]);
+	for (i = 0; i < n; i++)
+	{
+		seqs[i] = next_in_part[parts[i]]++;
+		segs[i] = seg_of_part[parts[i]];
+	}
+	now = GetCurrentTimestamp();
+
+	SgBecomeDataOwner(&save);
+	if (dkeys)
+	{
+		HTAB	   *seen;
+		HASHCTL		ctl;
+		bool	   *claim_nulls = palloc(sizeof(bool) * n);
+		int		   *first_of = palloc(sizeof(int) * n);
+
+		/* duplicates inside the batch point at their first occurrence */
+		ctl.keysize = SG_MAX_DEDUP_KEY;
+		ctl.entrysize = sizeof(SeenEntry);
+		ctl.hcxt = CurrentMemoryContext;
+		seen = hash_create("streamguard batch keys", Max(n, 16), &ctl,
+						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		for (i = 0; i < n; i++)
+		{
+			char		hk[SG_MAX_DEDUP_KEY];
+			SeenEntry  *e;
+			bool		found;
+
+			first_of[i] = -1;
+			claim_nulls[i] = dnulls[i];
+			if (dnulls[i])
+				continue;
+			memset(hk, 0, sizeof(hk));
+			strlcpy(hk, TextDatumGetCString(dkeys[i]), sizeof(hk));
+			e = hash_search(seen, hk, HASH_ENTER, &found);
+			if (found)
+			{
+				first_of[i] = e->index;
+				claim_nulls[i] = true;
+			}
+			else
+				e->index = i;
+		}
+		sg_claim_dedup(meta, n, dkeys, claim_nulls, parts, seqs, dup, now);
+		for (i = 0; i < n; i++)
+			if (first_of[i] >= 0)
+			{
+				dup[i] = true;
+				parts[i] = parts[first_of[i]];
+				seqs[i] = seqs[first_of[i]];
+			}
+	}
+
+	/* insert the new events, one statement per segment they go to */
+	{
+		bool	   *done = palloc0(sizeof(bool) * n);
+		Datum	   *ap = palloc(sizeof(Datum) * n);
+		Datum	   *as = palloc(sizeof(Datum) * n);
+		Datum	   *ak = palloc(sizeof(Datum) * n);
+		bool	   *akn = palloc(sizeof(bool) * n);
+		Datum	   *aj = palloc(sizeof(Datum) * n);
+		Datum	   *ad = palloc(sizeof(Datum) * n);
+		bool	   *adn = palloc(sizeof(bool) * n);
+		int			dims[1];
+		int			lbs[1] = {1};
+
+		for (;;)
+		{
+			int32		seg = -1;
+			int			m = 0;
+			Datum		values[6];
+			int			ret;
+
+			for (i = 0; i < n; i++)
+			{
+				if (done[i] || dup[i])
+					continue;
+				if (seg < 0)
+					seg = segs[i];
+				if (segs[i] != seg)
+					continue;
+				done[i] = true;
+				ap[m] = Int32GetDatum(parts[i]);
+				as[m] = Int64GetDatum(seqs[i]);
+				ak[m] = keys ? keys[i] : (Datum) 0;
+				akn[m] = keys ? knulls[i] : true;
+				aj[m] = payloads[i];
+				ad[m] = dkeys ? dkeys[i] : (Datum) 0;
+				adn[m] = dkeys ? dnulls[i] : true;
+				m++;
+			}
+			if (m == 0)
+				break;
+			dims[0] = m;
+			values[0] = PointerGetDatum(construct_array(ap, m, INT4OID, 4, true, TYPALIGN_INT));
+			values[1] = PointerGetDatum(construct_array(as, m, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+			values[2] = PointerGetDatum(construct_md_array(ak, akn, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+			values[3] = PointerGetDatum(construct_array(aj, m, JSONBOID, -1, false, TYPALIGN_INT));
+			values[4] = PointerGetDatum(construct_md_array(ad, adn, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+			values[5] = TimestampTzGetDatum(now);
+			ret = SPI_execute_plan(sg_insert_plan(meta->stream_id, seg), values, NULL, false, 0);
+			if (ret != SPI_OK_INSERT)
+				elog(ERROR, "append_batch insert failed: %s", SPI_result_code_string(ret));
+		}
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[2] = {Int32GetDatum(parts[i]), Int64GetDatum(seqs[i])};
+		bool		nulls[2] = {false, false};
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

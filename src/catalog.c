@@ -1,0 +1,757 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *		Stream metadata: create_stream, drop_stream, grant_stream,
+ *		revoke_stream, the per-backend metadata cache, privileges, and the
+ *		storage segments.
+ *
+ * Metadata lives in ordinary tables of schema streamguard (stream,
+ * stream_partition, stream_grant, segment, consumer, append_dedup).
+ * Events live in segment tables streamguard_data.s<stream id>_<segment>,
+ * each (partition, seq)-keyed and append-only; retention drops whole
+ * segments (see maintenance.c).  All of these belong to the role that
+ * owns schema streamguard_data (the extension's installer); SQL callers
+ * never touch them directly.  Entry points check the caller's stream
+ * privileges here and then run their SPI work as that owner, with every
+ * name fixed by us and every value passed as a parameter.
+ *
+ * The metadata cache: a backend keeps each stream's row, grants and its
+ * shared-memory handle in a hash keyed by name.  It is valid while the
+ * shared slot's incarnation and generation are unchanged; changes bump
+ * the generation when they commit (HorizonBumpGenerationAtCommit).
+ * Metadata is read with a fresh snapshot, so a REPEATABLE READ caller
+ * still sees the current definition.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/regproc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "streamguard.h"
+
+PG_FUNCTION_INFO_V1(sg_create_stream);
+PG_FUNCTION_INFO_V1(sg_drop_stream);
+PG_FUNCTION_INFO_V1(sg_grant_stream);
+PG_FUNCTION_INFO_V1(sg_revoke_stream);
+
+static HTAB *sg_meta_cache = NULL;
+static HTAB *sg_plan_cache = NULL;
+
+#define SG_PLAN_KEY_LEN 512
+
+typedef struct SgPlanEntry
+{
+	char		key[SG_PLAN_KEY_LEN];
+	SPIPlanPtr	plan;
+} SgPlanEntry;
+
+/* ---------------------------------------------------------------- helpers */
+
+Oid
+StreamDataOwner(void)
+{
+	Oid			nsp = get_namespace_oid(SG_DATA_SCHEMA, true);
+	HeapTuple	tup;
+	Oid			owner;
+
+	if (!OidIsValid(nsp))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"streamguard\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION streamguard.")));
+	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for namespace %u", nsp);
+	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * Run as the owner of the storage, with search_path pinned so that no
+ * object of the caller's can stand in for a built-in one.  An error
+ * unwinds both through transaction (or subtransaction) abort.
+ */
+void
+SgBecomeDataOwner(SgUserSave *save)
+{
+	Oid			owner = StreamDataOwner();
+
+	GetUserIdAndSecContext(&save->userid, &save->sec_context);
+	SetUserIdAndSecContext(owner, save->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save->guc_nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+void
+SgRestoreUser(SgUserSave *save)
+{
+	AtEOXact_GUC(true, save->guc_nest);
+	SetUserIdAndSecContext(save->userid, save->sec_context);
+}
+
+char *
+StreamSegmentName(int32 stream_id, int32 seg)
+{
+	return psprintf("%s.s%d_%d", SG_DATA_SCHEMA, stream_id, seg);
+}
+
+/*
+ * Lock a storage segment for reading; false if retention dropped it.
+ * Holding the lock keeps maintenance from dropping it until we commit.
+ */
+bool
+StreamSegmentLock(int32 stream_id, int32 seg)
+{
+	char	   *relname = StreamSegmentName(stream_id, seg);
+	Oid			relid;
+
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(relname)),
+							 AccessShareLock, true);
+	pfree(relname);
+	return OidIsValid(relid);
+}
+
+/*
+ * A fresh, registered snapshot taken now.  Callers UnregisterSnapshot it.
+ */
+Snapshot
+SgFreshSnapshot(void)
+{
+	return RegisterSnapshot(GetLatestSnapshot());
+}
+
+/*
+ * Prepared SPI plans, kept for the life of the backend, keyed by their
+ * text.  The plan cache re-plans them when the objects they name change.
+ */
+SPIPlanPtr
+SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes)
+{
+	SgPlanEntry *entry;
+	bool		found;
+	char		hkey[SG_PLAN_KEY_LEN];
+
+	if (sg_plan_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = SG_PLAN_KEY_LEN;
+		ctl.entrysize = sizeof(SgPlanEntry);
+		ctl.hcxt = CacheMemoryContext;
+		sg_plan_cache = hash_create("streamguard plans", 64, &ctl,
+									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	memset(hkey, 0, sizeof(hkey));
+	strlcpy(hkey, key ? key : sql, SG_PLAN_KEY_LEN);
+	entry = hash_search(sg_plan_cache, hkey, HASH_ENTER, &found);
+	if (!found || entry->plan == NULL)
+	{
+		SPIPlanPtr	plan;
+
+		entry->plan = NULL;
+		plan = SPI_prepare(sql, nargs, argtypes);
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		entry->plan = plan;
+	}
+	return entry->plan;
+}
+
+static int64
+sg_interval_usecs(Interval *iv)
+{
+	return iv->time + (int64) iv->day * USECS_PER_DAY +
+		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
+static void
+sg_check_interval(const char *what, Interval *iv, bool allow_null_check)
+{
+	int64		us = sg_interval_usecs(iv);
+
+	if (us < USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be at least 1 second, got \"%s\"", what,
+						DatumGetCString(DirectFunctionCall1(interval_out,
+															IntervalPGetDatum(iv))))));
+}
+
+/* ------------------------------------------------------- metadata cache */
+
+static void
+sg_load_meta(SgStreamMeta *meta, const char *name)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	SPIPlanPtr	plan;
+	Snapshot	snap;
+	int			ret;
+	bool		isnull;
+	int32		cur_seg,
+				min_seg;
+	uint32		gen_before = 0;
+	int			i;
+	SgUserSave	save;
+
+	SgBecomeDataOwner(&save);
+	plan = SgPlanCached(NULL,
+						"SELECT id, partitions, owner, current_seg, min_seg, dedup_window "
+						"FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1",
+						1, types);
+	values[0] = CStringGetTextDatum(name);
+	snap = SgFreshSnapshot();
+	ret = SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot,
+							   true, false, 1);
+	UnregisterSnapshot(snap);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "stream lookup failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+	{
+		SgRestoreUser(&save);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("stream \"%s\" does not exist", name)));
+	}
+	meta->stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	meta->nparts = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	meta->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	cur_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	min_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
+	meta->dedup_window_us = sg_interval_usecs(DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0],
+																				SPI_tuptable->tupdesc, 6, &isnull)));
+	strlcpy(meta->name, name, NAMEDATALEN);
+
+	meta->ref = HorizonAttachStream(meta->stream_id, meta->nparts, cur_seg, min_seg);
+	gen_before = pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation);
+
+	/* grants */
+	{
+		Oid			gtypes[1] = {INT4OID};
+		Datum		gvalues[1];
+
+		plan = SgPlanCached(NULL,
+							"SELECT grantee, can_append, can_read FROM streamguard.stream_grant "
+							"WHERE stream_id OPERATOR(pg_catalog.=) $1",
+							1, gtypes);
+		gvalues[0] = Int32GetDatum(meta->stream_id);
+		snap = SgFreshSnapshot();
+		ret = SPI_execute_snapshot(plan, gvalues, NULL, snap, InvalidSnapshot,
+								   true, false, 0);
+		UnregisterSnapshot(snap);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "grant lookup failed: %s", SPI_result_code_string(ret));
+		if (meta->grant_roles)
+		{
+			pfree(meta->grant_roles);
+			pfree(meta->grant_append);
+			pfree(meta->grant_read);
+		}
+		meta->ngrants = (int) SPI_processed;
+		meta->grant_roles = MemoryContextAlloc(CacheMemoryContext, sizeof(Oid) * (meta->ngrants + 1));
+		meta->grant_append = MemoryContextAlloc(CacheMemoryContext, sizeof(bool) * (meta->ngrants + 1));
+		meta->grant_read = MemoryContextAlloc(CacheMemoryContext, sizeof(bool) * (meta->ngrants + 1));
+		for (i = 0; i < meta->ngrants; i++)
+		{
+			HeapTuple	t = SPI_tuptable->vals[i];
+
+			meta->grant_roles[i] = DatumGetObjectId(SPI_getbinval(t, SPI_tuptable->tupdesc, 1, &isnull));
+			meta->grant_append[i] = DatumGetBool(SPI_getbinval(t, SPI_tuptable->tupdesc, 2, &isnull));
+			meta->grant_read[i] = DatumGetBool(SPI_getbinval(t, SPI_tuptable->tupdesc, 3, &isnull));
+		}
+	}
+	SgRestoreUser(&save);
+	meta->generation = gen_before;
+}
+
+static bool
+sg_has_privilege(SgStreamMeta *meta, SgPrivilege priv)
+{
+	Oid			user = GetUserId();
+	int			i;
+
+	if (superuser() || has_privs_of_role(user, meta->owner))
+		return true;
+	for (i = 0; i < meta->ngrants; i++)
+	{
+		bool		granted = (priv == SG_PRIV_APPEND) ? meta->grant_append[i] : meta->grant_read[i];
+
+		if (granted && has_privs_of_role(user, meta->grant_roles[i]))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Find a stream of the current database by name and check the caller's
+ * privilege on it.  The caller must be connected to SPI.  The result is
+ * valid until the next call.
+ */
+SgStreamMeta *
+StreamLookup(const char *name, SgPrivilege priv)
+{
+	SgStreamMeta *meta;
+	bool		found;
+	char		key[NAMEDATALEN];
+
+	SgCheckName("stream", name);
+	if (sg_meta_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = NAMEDATALEN;
+		ctl.entrysize = sizeof(SgStreamMeta);
+		ctl.hcxt = CacheMemoryContext;
+		sg_meta_cache = hash_create("streamguard streams", 32, &ctl,
+									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	memset(key, 0, sizeof(key));
+	strlcpy(key, name, NAMEDATALEN);
+	meta = hash_search(sg_meta_cache, key, HASH_ENTER, &found);
+	if (!found)
+	{
+		memset(((char *) meta) + NAMEDATALEN, 0, sizeof(SgStreamMeta) - NAMEDATALEN);
+		meta->ref.slot = -1;
+	}
+	if (!found ||
+		!HorizonRefValid(meta->ref, MyDatabaseId, meta->stream_id) ||
+		pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation) != meta->generation)
+	{
+		PG_TRY();
+		{
+			sg_load_meta(meta, name);
+		}
+		PG_CATCH();
+		{
+			meta->ref.slot = -1;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+
+	if (!sg_has_privilege(meta, priv))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to %s stream \"%s\"",
+						priv == SG_PRIV_APPEND ? "append to" : "read", name),
+				 errhint("The stream's owner can run streamguard.grant_stream('%s', '%s', '%s').",
+						 name, GetUserNameFromId(GetUserId(), false),
+						 priv == SG_PRIV_APPEND ? "append" : "read")));
+	return meta;
+}
+
+void
+StreamCheckOwner(SgStreamMeta *meta)
+{
+	if (!superuser() && !has_privs_of_role(GetUserId(), meta->owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of stream \"%s\"", meta->name)));
+}
+
+void
+StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg)
+{
+	SgStream   *st = HorizonStream(meta->ref.slot);
+
+	*min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
+	*cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
+}
+
+/*
+ * Highest committed seq of a partition, counting segments already dropped
+ * by retention (their floor).  Runs as the data owner; SPI connected.
+ */
+int64
+StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
+{
+	int64		result = 0;
+	int32		seg;
+	SgUserSave	save;
+	Snapshot	snap;
+	bool		isnull;
+	Datum		d;
+
+	SgBecomeDataOwner(&save);
+	snap = SgFreshSnapshot();
+	{
+		Oid			types[2] = {INT4OID, INT4OID};
+		Datum		values[2] = {Int32GetDatum(stream_id), Int32GetDatum(partition)};
+		SPIPlanPtr	plan = SgPlanCached(NULL,
+										"SELECT seq_floor FROM streamguard.stream_partition "
+										"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2",
+										2, types);
+
+		if (SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "seq floor lookup failed");
+		if (SPI_processed > 0)
+		{
+			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+			if (!isnull)
+				result = DatumGetInt64(d);
+		}
+	}
+	for (seg = cur_seg; seg >= min_seg; seg--)
+	{
+		char	   *relname = StreamSegmentName(stream_id, seg);
+		char	   *sql;
+		Oid			types[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(partition)};
+		SPIPlanPtr	plan;
+
+		if (!StreamSegmentLock(stream_id, seg))
+			continue;
+		sql = psprintf("SELECT max(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1", relname);
+		plan = SgPlanCached(NULL, sql, 1, types);
+		if (SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "max(seq) lookup failed");
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+		{
+			if (DatumGetInt64(d) > result)
+				result = DatumGetInt64(d);
+			break;
+		}
+	}
+	UnregisterSnapshot(snap);
+	SgRestoreUser(&save);
+	return result;
+}
+
+/*
+ * Create storage segment `seg` of a stream.  Runs as the data owner.
+ */
+Oid
+SgCreateSegment(int32 stream_id, int32 seg)
+{
+	char	   *relname = StreamSegmentName(stream_id, seg);
+	char	   *sql;
+	SgUserSave	save;
+	Oid			relid;
+
+	SgBecomeDataOwner(&save);
+	sql = psprintf("CREATE TABLE %s ("
+				   " partition int NOT NULL,"
+				   " seq bigint NOT NULL,"
+				   " key text,"
+				   " payload jsonb NOT NULL,"
+				   " dedup_key text,"
+				   " appended_at timestamptz NOT NULL,"
+				   " PRIMARY KEY (partition, seq))", relname);
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create segment %s", relname);
+	sql = psprintf("INSERT INTO streamguard.segment (stream_id, seg, created_at) "
+				   "VALUES (%d, %d, pg_catalog.clock_timestamp())", stream_id, seg);
+	if (SPI_execute(sql, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record segment %s", relname);
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(relname)),
+							 NoLock, false);
+	SgRestoreUser(&save);
+	return relid;
+}
+
+/* ------------------------------------------------------- SQL functions */
+
+/*
+ * create_stream(name, partitions, retention, dedup_window, segment_interval)
+ */
+Datum
+sg_create_stream(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	int32		nparts;
+	Interval   *retention = NULL;
+	Interval   *dedup_window;
+	Interval   *segment_interval = NULL;
+	SgUserSave	save;
+	int32		stream_id;
+	bool		isnull;
+	int			ret;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	SgCheckName("stream", name);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("partitions must not be NULL")));
+	nparts = PG_GETARG_INT32(1);
+	if (nparts < 1 || nparts > SG_MAX_PARTITIONS_PER_STREAM)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partitions must be between 1 and %d, got %d",
+						SG_MAX_PARTITIONS_PER_STREAM, nparts)));
+	if (!PG_ARGISNULL(2))
+	{
+		retention = PG_GETARG_INTERVAL_P(2);
+		sg_check_interval("retention", retention, false);
+	}
+	if (PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("dedup_window must not be NULL")));
+	dedup_window = PG_GETARG_INTERVAL_P(3);
+	sg_check_interval("dedup_window", dedup_window, false);
+	if (!PG_ARGISNULL(4))
+	{
+		segment_interval = PG_GETARG_INTERVAL_P(4);
+		sg_check_interval("segment_interval", segment_interval, false);
+		if (retention == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("segment_interval needs a retention"),
+					 errdetail("Without retention a stream keeps all events in one segment.")));
+	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save);
+	{
+		Oid			types[6] = {TEXTOID, INT4OID, OIDOID, INTERVALOID, INTERVALOID, INTERVALOID};
+		Datum		values[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+
+		values[0] = CStringGetTextDatum(name);
+		values[1] = Int32GetDatum(nparts);
+		values[2] = ObjectIdGetDatum(save.userid);
+		if (retention)
+			values[3] = IntervalPGetDatum(retention);
+		else
+			nulls[3] = 'n';
+		values[4] = IntervalPGetDatum(dedup_window);
+		if (segment_interval)
+			values[5] = IntervalPGetDatum(segment_interval);
+		else if (retention)
+			values[5] = DirectFunctionCall2(interval_div, IntervalPGetDatum(retention),
+											Float8GetDatum(4.0));
+		else
+			nulls[5] = 'n';
+		if (!nulls[5] && sg_interval_usecs(DatumGetIntervalP(values[5])) < USECS_PER_SEC)
+		{
+			Interval   *one = palloc0(sizeof(Interval));
+
+			one->time = USECS_PER_SEC;
+			values[5] = IntervalPGetDatum(one);
+		}
+
+		ret = SPI_execute_with_args("INSERT INTO streamguard.stream "
+									"(name, partitions, owner, retention, dedup_window, segment_interval) "
+									"VALUES ($1, $2, $3, $4, $5, $6) "
+									"ON CONFLICT (name) DO NOTHING RETURNING id",
+									6, types, values, nulls, false, 0);
+		if (ret != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "could not insert stream: %s", SPI_result_code_string(ret));
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("stream \"%s\" already exists", name)));
+		stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	{
+		Oid			types[2] = {INT4OID, INT4OID};
+		Datum		values[2] = {Int32GetDatum(stream_id), Int32GetDatum(nparts)};
+
+		ret = SPI_execute_with_args("INSERT INTO streamguard.stream_partition (stream_id, partition) "
+									"SELECT $1, g FROM pg_catalog.generate_series(0, $2 - 1) g",
+									2, types, values, NULL, false, 0);
+		if (ret != SPI_OK_INSERT)
+			elog(ERROR, "could not insert partitions: %s", SPI_result_code_string(ret));
+	}
+	SgCreateSegment(stream_id, 0);
+	SgRestoreUser(&save);
+	SPI_finish();
+
+	MaintenanceWakeLauncher();
+	PG_RETURN_VOID();
+}
+
+/*
+ * drop_stream(name, force)
+ */
+Datum
+sg_drop_stream(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	bool		force;
+	SgStreamMeta *meta;
+	int32		stream_id;
+	SgUserSave	save;
+	int			ret;
+	bool		isnull;
+	int64		nconsumers;
+	int32		min_seg,
+				cur_seg,
+				seg;
+	StringInfoData sql;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("force must not be NULL")));
+	force = PG_GETARG_BOOL(1);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	StreamCheckOwner(meta);
+	stream_id = meta->stream_id;
+
+	SgBecomeDataOwner(&save);
+	{
+		Oid			types[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(stream_id)};
+
+		/* serialize against concurrent drops and maintenance */
+		ret = SPI_execute_with_args("SELECT current_seg, min_seg FROM streamguard.stream "
+									"WHERE id = $1 FOR UPDATE",
+									1, types, values, NULL, false, 0);
+		if (ret != SPI_OK_SELECT || SPI_processed == 0)
+		{
+			SgRestoreUser(&save);
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("stream \"%s\" does not exist", name)));
+		}
+		cur_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		min_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+
+		ret = SPI_execute_with_args("SELECT count(DISTINCT name) FROM streamguard.consumer WHERE stream_id = $1",
+									1, types, values, NULL, false, 0);
+		nconsumers = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		if (nconsumers > 0 && !force)
+		{
+			SgRestoreUser(&save);
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("cannot drop stream \"%s\" because %lld consumer(s) depend on it",
+							name, (long long) nconsumers),
+					 errhint("Drop the consumers with streamguard.drop_consumer, or use force => true.")));
+		}
+
+		SPI_execute_with_args("DELETE FROM streamguard.consumer WHERE stream_id = $1", 1, types, values, NULL, false, 0);
+		SPI_execute_with_args("DELETE FROM streamguard.append_dedup WHERE stream_id = $1", 1, types, values, NULL, false, 0);
+		SPI_execute_with_args("DELETE FROM streamguard.stream_grant WHERE stream_id = $1", 1, types, values, NULL, false, 0);
+		SPI_execute_with_args("DELETE FROM streamguard.stream_partition WHERE stream_id = $1", 1, types, values, NULL, false, 0);
+		SPI_execute_with_args("DELETE FROM streamguard.segment WHERE stream_id = $1", 1, types, values, NULL, false, 0);
+		SPI_execute_with_args("DELETE FROM streamguard.stream WHERE id = $1", 1, types, values, NULL, false, 0);
+	}
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "DROP TABLE IF EXISTS ");
+	for (seg = min_seg; seg <= cur_seg; seg++)
+		appendStringInfo(&sql, "%s%s", seg > min_seg ? ", " : "", StreamSegmentName(stream_id, seg));
+	ret = SPI_execute(sql.data, false, 0);
+	if (ret != SPI_OK_UTILITY)
+		elog(ERROR, "could not drop segments of stream \"%s\"", name);
+	SgRestoreUser(&save);
+	SPI_finish();
+
+	HorizonFreeAtCommit(stream_id);
+	PG_RETURN_VOID();
+}
+
+static void
+sg_change_grant(FunctionCallInfo fcinfo, bool grant)
+{
+	char	   *name;
+	Oid			grantee;
+	char	   *priv;
+	bool		p_append,
+				p_read;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+	int			ret;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("grantee must not be NULL")));
+	grantee = PG_GETARG_OID(1);
+	priv = SgTextArg(fcinfo, 2, "privilege");
+	if (strcmp(priv, "append") == 0)
+		p_append = true, p_read = false;
+	else if (strcmp(priv, "read") == 0)
+		p_append = false, p_read = true;
+	else if (strcmp(priv, "all") == 0)
+		p_append = true, p_read = true;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid stream privilege \"%s\"", priv),
+				 errhint("Valid privileges are \"append\", \"read\" and \"all\".")));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	StreamCheckOwner(meta);
+
+	SgBecomeDataOwner(&save);
+	{
+		Oid			types[4] = {INT4OID, OIDOID, BOOLOID, BOOLOID};
+		Datum		values[4] = {Int32GetDatum(meta->stream_id), ObjectIdGetDatum(grantee),
+		BoolGetDatum(p_append), BoolGetDatum(p_read)};
+
+		if (grant)
+			ret = SPI_execute_with_args("INSERT INTO streamguard.stream_grant AS g "
+										"(stream_id, grantee, can_append, can_read) VALUES ($1, $2, $3, $4) "
+										"ON CONFLICT (stream_id, grantee) DO UPDATE SET "
+										"can_append = g.can_append OR excluded.can_append, "
+										"can_read = g.can_read OR excluded.can_read",
+										4, types, values, NULL, false, 0);
+		else
+		{
+			ret = SPI_execute_with_args("UPDATE streamguard.stream_grant SET "
+										"can_append = can_append AND NOT $3, can_read = can_read AND NOT $4 "
+										"WHERE stream_id = $1 AND grantee = $2",
+										4, types, values, NULL, false, 0);
+			if (ret >= 0)
+				ret = SPI_execute_with_args("DELETE FROM streamguard.stream_grant "
+											"WHERE stream_id = $1 AND grantee = $2 AND NOT can_append AND NOT can_read",
+											2, types, values, NULL, false, 0);
+		}
+		if (ret < 0)
+			elog(ERROR, "could not change grant: %s", SPI_result_code_string(ret));
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+	HorizonBumpGenerationAtCommit(meta->stream_id);
+}
+
+Datum
+sg_grant_stream(PG_FUNCTION_ARGS)
+{
+	sg_change_grant(fcinfo, true);
+	PG_RETURN_VOID();
+}
+
+Datum
+sg_revoke_stream(PG_FUNCTION_ARGS)
+{
+	sg_change_grant(fcinfo, false);
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,505 @@
+/*-------------------------------------------------------------------------
+ *
+ * consumer.c
+ *		SQL consumers: poll(), seek(), drop_consumer().
+ *
+ * A consumer is a row per (stream, name, partition) in streamguard.consumer
+ * holding the last consumed seq.  poll() reads events past that position
+ * and below the partition's readable horizon, and moves the position in
+ * the caller's transaction: COMMIT acknowledges, ROLLBACK redelivers.
+ *
+ * Two sessions polling with one consumer name share it partition by
+ * partition: a poll locks the position row of each partition it reads
+ * with FOR UPDATE SKIP LOCKED, so a partition held by one open poll
+ * transaction is skipped by the other, which neither waits nor receives
+ * the same events.  Position rows are created on first poll under a
+ * conditional lock, for the same reason.
+ *
+ * Ordering of a read: the horizon is computed first, then a fresh snapshot
+ * is taken for the events.  Every seq below the horizon belonged to a
+ * transaction already out of the proc array when the horizon was read, so
+ * that snapshot sees all committed events below it (horizon.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "streamguard.h"
+
+PG_FUNCTION_INFO_V1(sg_poll);
+PG_FUNCTION_INFO_V1(sg_seek);
+PG_FUNCTION_INFO_V1(sg_seek_time);
+PG_FUNCTION_INFO_V1(sg_drop_consumer);
+
+#define SG_MAX_POLL 100000
+#define SG_LOCKTAG_CONSUMER 0x5347	/* advisory lock space of ours */
+
+static uint32 sg_poll_rotor = 0;
+
+/*
+ * Create the consumer's position rows if missing.  Returns false if
+ * another transaction is creating them right now (the caller then has
+ * nothing to read this time).
+ */
+static bool
+sg_ensure_consumer(SgStreamMeta *meta, const char *consumer)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2];
+	SPIPlanPtr	plan;
+	Snapshot	snap;
+	LOCKTAG		tag;
+	int			ret;
+	bool		isnull;
+	int64		have;
+
+	values[0] = Int32GetDatum(meta->stream_id);
+	values[1] = CStringGetTextDatum(consumer);
+	plan = SgPlanCached(NULL,
+						"SELECT count(*) FROM streamguard.consumer "
+						"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+						2, types);
+	snap = SgFreshSnapshot();
+	ret = SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1);
+	UnregisterSnapshot(snap);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "consumer lookup failed");
+	have = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (have >= meta->nparts)
+		return true;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) meta->stream_id,
+						 hash_bytes((const unsigned char *) consumer, strlen(consumer)),
+						 SG_LOCKTAG_CONSUMER);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+		return false;
+	plan = SgPlanCached(NULL,
+						"INSERT INTO streamguard.consumer (stream_id, name, partition, position) "
+						"SELECT $1, $2, sp.partition, sp.seq_floor FROM streamguard.stream_partition sp "
+						"WHERE sp.stream_id OPERATOR(pg_catalog.=) $1 "
+						"ON CONFLICT DO NOTHING",
+						2, types);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "consumer creation failed: %s", SPI_result_code_string(ret));
+	return true;
+}
+
+/* Read the unlocked positions of a consumer (fresh snapshot). */
+static void
+sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *present)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2];
+	SPIPlanPtr	plan;
+	Snapshot	snap;
+	uint64		i;
+	int			ret;
+
+	values[0] = Int32GetDatum(meta->stream_id);
+	values[1] = CStringGetTextDatum(consumer);
+	plan = SgPlanCached(NULL,
+						"SELECT partition, position FROM streamguard.consumer "
+						"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+						2, types);
+	snap = SgFreshSnapshot();
+	ret = SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 0);
+	UnregisterSnapshot(snap);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "consumer lookup failed");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (p >= 0 && p < meta->nparts)
+		{
+			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+			present[p] = true;
+		}
+	}
+}
+
+/*
+ * Read events of one partition with seq in (after, before), at most
+ * `limit`, oldest segment first, into the tuplestore.  Returns the number
+ * read and the last seq in *last.
+ */
+static int
+sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
+				  int limit, Snapshot snap, Tuplestorestate *store, TupleDesc desc,
+				  int64 *last)
+{
+	int32		min_seg,
+				cur_seg,
+				seg;
+	int			got = 0;
+	Oid			types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
+
+	StreamSegmentRange(meta, &min_seg, &cur_seg);
+	for (seg = min_seg; seg <= cur_seg && got < limit; seg++)
+	{
+		char	   *sql;
+		SPIPlanPtr	plan;
+		Datum		values[4];
+		int			ret;
+		uint64		i;
+
+		if (!StreamSegmentLock(meta->stream_id, seg))
+			continue;
+		sql = psprintf("SELECT partition, seq, key, payload, dedup_key, appended_at FROM %s "
+					   "WHERE partition OPERATOR(pg_catalog.=) $1 "
+					   "AND seq OPERATOR(pg_catalog.>) $2 AND seq OPERATOR(pg_catalog.<) $3 "
+					   "ORDER BY seq LIMIT $4",
+					   StreamSegmentName(meta->stream_id, seg));
+		plan = SgPlanCached(NULL, sql, 4, types);
+		pfree(sql);
+		values[0] = Int32GetDatum(partition);
+		values[1] = Int64GetDatum(after);
+		values[2] = Int64GetDatum(before);
+		values[3] = Int64GetDatum(limit - got);
+		ret = SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 0);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "event read failed: %s", SPI_result_code_string(ret));
+		for (i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+
+			if (store)
+				tuplestore_puttuple(store, SPI_tuptable->vals[i]);
+			*last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+			after = *last;
+			got++;
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	return got;
+}
+
+/*
+ * poll(stream, consumer, max_events) -> setof event
+ */
+Datum
+sg_poll(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name;
+	char	   *consumer;
+	int32		max_events;
+	SgStreamMeta *meta;
+	SgStream   *st;
+	SgUserSave	save;
+	int64	   *pos;
+	bool	   *present;
+	int			remaining;
+	int			start,
+				k;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	name = SgTextArg(fcinfo, 0, "stream name");
+	consumer = SgTextArg(fcinfo, 1, "consumer name");
+	SgCheckName("consumer", consumer);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("max_events must not be NULL")));
+	max_events = PG_GETARG_INT32(2);
+	if (max_events < 1 || max_events > SG_MAX_POLL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL, max_events)));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	st = HorizonStream(meta->ref.slot);
+
+	SgBecomeDataOwner(&save);
+	pos = palloc0(sizeof(int64) * meta->nparts);
+	present = palloc0(sizeof(bool) * meta->nparts);
+	if (!sg_ensure_consumer(meta, consumer))
+	{
+		SgRestoreUser(&save);
+		SPI_finish();
+		return (Datum) 0;
+	}
+	sg_read_positions(meta, consumer, pos, present);
+
+	remaining = max_events;
+	start = (int) (sg_poll_rotor++ % (uint32) meta->nparts);
+	for (k = 0; k < meta->nparts && remaining > 0; k++)
+	{
+		int			p = (start + k) % meta->nparts;
+		int64		horizon;
+		int64		locked_pos;
+		int64		last = 0;
+		int			got;
+		Snapshot	snap;
+		Oid			types[4] = {INT4OID, TEXTOID, INT4OID, INT8OID};
+		Datum		values[4];
+		SPIPlanPtr	plan;
+		bool		isnull;
+		int			ret;
+
+		if (!present[p])
+			continue;
+		horizon = HorizonReadable(st, p, NULL, NULL);
+		if (pos[p] + 1 >= horizon)
+			continue;			/* nothing readable */
+
+		values[0] = Int32GetDatum(meta->stream_id);
+		values[1] = CStringGetTextDatum(consumer);
+		values[2] = Int32GetDatum(p);
+		plan = SgPlanCached(NULL,
+							"SELECT position FROM streamguard.consumer "
+							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+							"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE SKIP LOCKED",
+							3, types);
+		ret = SPI_execute_plan(plan, values, NULL, false, 0);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "consumer lock failed: %s", SPI_result_code_string(ret));
+		if (SPI_processed == 0)
+			continue;			/* another poll holds this partition */
+		locked_pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		if (locked_pos + 1 >= horizon)
+			continue;
+
+		snap = SgFreshSnapshot();
+		got = sg_read_partition(meta, p, locked_pos, horizon, remaining, snap,
+								rsinfo->setResult, rsinfo->setDesc, &last);
+		UnregisterSnapshot(snap);
+		if (got == 0)
+			continue;
+		remaining -= got;
+
+		values[3] = Int64GetDatum(last);
+		plan = SgPlanCached(NULL,
+							"UPDATE streamguard.consumer SET position = $4, updated_at = pg_catalog.now() "
+							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+							"AND partition OPERATOR(pg_catalog.=) $3",
+							4, types);
+		ret = SPI_execute_plan(plan, values, NULL, false, 0);
+		if (ret != SPI_OK_UPDATE || SPI_processed != 1)
+			elog(ERROR, "consumer position update failed");
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+	return (Datum) 0;
+}
+
+static void
+sg_set_position(SgStreamMeta *meta, const char *consumer, int partition, int64 position)
+{
+	Oid			types[4] = {INT4OID, TEXTOID, INT4OID, INT8OID};
+	Datum		values[4];
+	int			ret;
+
+	values[0] = Int32GetDatum(meta->stream_id);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = Int32GetDatum(partition);
+	values[3] = Int64GetDatum(position);
+	ret = SPI_execute_with_args("INSERT INTO streamguard.consumer AS c (stream_id, name, partition, position) "
+								"VALUES ($1, $2, $3, $4) "
+								"ON CONFLICT (stream_id, name, partition) DO UPDATE SET "
+								"position = excluded.position, updated_at = pg_catalog.now()",
+								4, types, values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "seek failed: %s", SPI_result_code_string(ret));
+}
+
+/*
+ * Make sure every partition has a position row, so that a seek of one
+ * partition does not leave the consumer half-created.
+ */
+static void
+sg_seek_prepare(SgStreamMeta *meta, const char *consumer)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2];
+	int			ret;
+
+	values[0] = Int32GetDatum(meta->stream_id);
+	values[1] = CStringGetTextDatum(consumer);
+	ret = SPI_execute_with_args("INSERT INTO streamguard.consumer (stream_id, name, partition, position) "
+								"SELECT $1, $2, sp.partition, sp.seq_floor FROM streamguard.stream_partition sp "
+								"WHERE sp.stream_id = $1 ON CONFLICT DO NOTHING",
+								2, types, values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "consumer creation failed: %s", SPI_result_code_string(ret));
+}
+
+/*
+ * seek(stream, consumer, partition, seq): the next poll of the partition
+ * returns events with seq >= seq.
+ */
+Datum
+sg_seek(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *consumer;
+	int32		partition;
+	int64		seq;
+	int64		next_seq;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	consumer = SgTextArg(fcinfo, 1, "consumer name");
+	SgCheckName("consumer", consumer);
+	if (PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", PG_ARGISNULL(2) ? "partition" : "seq")));
+	partition = PG_GETARG_INT32(2);
+	seq = PG_GETARG_INT64(3);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	if (partition < 0 || partition >= meta->nparts)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition %d is out of range for stream \"%s\"", partition, name),
+				 errdetail("The stream has partitions 0 to %d.", meta->nparts - 1)));
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	(void) HorizonReadable(HorizonStream(meta->ref.slot), partition, &next_seq, NULL);
+	if (seq < 1 || seq > next_seq)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("seq %lld is out of range for partition %d of stream \"%s\"",
+						(long long) seq, partition, name),
+				 errdetail("Valid seqs are 1 to %lld.", (long long) next_seq)));
+
+	SgBecomeDataOwner(&save);
+	sg_seek_prepare(meta, consumer);
+	sg_set_position(meta, consumer, partition, seq - 1);
+	SgRestoreUser(&save);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * seek(stream, consumer, from_time): every partition restarts at its first
+ * retained event appended at or after from_time.
+ */
+Datum
+sg_seek_time(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *consumer;
+	TimestampTz from;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+	int			p;
+	int32		min_seg,
+				cur_seg;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	consumer = SgTextArg(fcinfo, 1, "consumer name");
+	SgCheckName("consumer", consumer);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("from_time must not be NULL")));
+	from = PG_GETARG_TIMESTAMPTZ(2);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamSegmentRange(meta, &min_seg, &cur_seg);
+
+	SgBecomeDataOwner(&save);
+	sg_seek_prepare(meta, consumer);
+	for (p = 0; p < meta->nparts; p++)
+	{
+		int64		target = -1;
+		int32		seg;
+		int64		next_seq;
+
+		for (seg = min_seg; seg <= cur_seg && target < 0; seg++)
+		{
+			char	   *sql;
+			Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+			Datum		values[2] = {Int32GetDatum(p), TimestampTzGetDatum(from)};
+			bool		isnull;
+			Datum		d;
+
+			if (!StreamSegmentLock(meta->stream_id, seg))
+				continue;
+			sql = psprintf("SELECT min(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
+						   "AND appended_at OPERATOR(pg_catalog.>=) $2",
+						   StreamSegmentName(meta->stream_id, seg));
+			if (SPI_execute_plan(SgPlanCached(NULL, sql, 2, types), values, NULL, true, 1) != SPI_OK_SELECT)
+				elog(ERROR, "seek by time failed");
+			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+			if (!isnull)
+				target = DatumGetInt64(d);
+		}
+		if (target < 0)
+		{
+			(void) HorizonReadable(HorizonStream(meta->ref.slot), p, &next_seq, NULL);
+			target = next_seq;
+		}
+		sg_set_position(meta, consumer, p, target - 1);
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * drop_consumer(stream, consumer)
+ */
+Datum
+sg_drop_consumer(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *consumer;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2];
+	int			ret;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	consumer = SgTextArg(fcinfo, 1, "consumer name");
+	SgCheckName("consumer", consumer);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	SgBecomeDataOwner(&save);
+	values[0] = Int32GetDatum(meta->stream_id);
+	values[1] = CStringGetTextDatum(consumer);
+	ret = SPI_execute_with_args("DELETE FROM streamguard.consumer WHERE stream_id = $1 AND name = $2",
+								2, types, values, NULL, false, 0);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "drop_consumer failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+	{
+		SgRestoreUser(&save);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("consumer \"%s\" of stream \"%s\" does not exist", consumer, name)));
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,686 @@
+/*-------------------------------------------------------------------------
+ *
+ * horizon.c
+ *		Shared memory for streams: per-partition sequence counters, the
+ *		registry of in-flight appends, and the readable horizon.
+ *
+ * THE PROBLEM.  Sequence numbers are handed out when an append runs, but
+ * transactions commit in any order.  A consumer that reads "seq > my
+ * position" could read seq 11 (committed) before seq 10 (still in flight)
+ * commits, advance past 10 and never see it.  Producers must not wait for
+ * each other's commits either, or a partition is capped at one fsync per
+ * event.
+ *
+ * THE DESIGN (Kafka's "last stable offset", built from PostgreSQL parts).
+ * Every partition has a counter next_seq.  Every backend owns a small
+ * array of "open append" entries in shared memory: (partition, first seq
+ * this transaction took in that partition).  The readable horizon of a
+ * partition is
+ *
+ *		min( next_seq, min(first_seq of open entries for the partition) )
+ *
+ * and every seq below it belongs to a transaction that has committed or
+ * aborted.  Consumers read only seq < horizon, with a snapshot taken
+ * after the horizon was computed.  Entries are cleared in the transaction
+ * callback at COMMIT/ABORT, which PostgreSQL runs after the transaction
+ * has been removed from the proc array, so a snapshot taken after a
+ * reader saw an entry disappear sees the transaction's outcome.  PREPARE
+ * of a transaction that appended is refused: the horizon would otherwise
+ * have to wait for a prepared transaction that has no backend.
+ *
+ * CONCURRENCY CONTRACT.
+ *	- SgShared->lock (LWLock) protects slot allocation: the identity
+ *	  fields of SgStream (dbid, stream_id, nparts, part_base, seq_ready),
+ *	  SgPartition.owner, and the launcher array.  Appenders never take it
+ *	  on the hot path.
+ *	- SgPartition.mutex (spinlock) protects next_seq.  An appender takes
+ *	  it for a handful of instructions: read the current segment, take
+ *	  seqs, publish its entry's first_seq.  Readers take it only to read
+ *	  next_seq.
+ *	- An open-append entry is written only by its owning backend.  The
+ *	  owner publishes the entry's partition and bumps its count of used
+ *	  entries (with a write barrier) BEFORE taking the partition mutex,
+ *	  and stores first_seq while holding it.  A reader that acquires the
+ *	  mutex afterwards therefore sees every entry whose first_seq is below
+ *	  the next_seq it read.  A reader may see a stale partition number on
+ *	  an entry being recycled; that can only lower a horizon, never raise
+ *	  it, and the next read corrects it.
+ *	- SgStream.rate_mutex protects the rate buckets.
+ *	- current_seg/min_seg/generation/incarnation are atomics: segment
+ *	  numbers only grow; current_seg is read under the partition mutex so
+ *	  that, per partition, a later seq never lands in an earlier segment.
+ *
+ * Restart: shared memory starts empty; a stream's counters are loaded on
+ * first use from max(seq) in its retained segments and the floor recorded
+ * when segments were dropped (so seqs are never reused).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "streamguard.h"
+
+#define SG_NO_SEQ	0			/* seqs start at 1 */
+
+typedef struct SgOpenAppend
+{
+	pg_atomic_uint64 first_seq; /* SG_NO_SEQ when unused */
+	int32		part_index;		/* global SgPartition index */
+	int32		stream_slot;
+	int64		count;			/* events appended (for the rate) */
+} SgOpenAppend;
+
+typedef struct SgBackendAppends
+{
+	pg_atomic_uint32 nused;
+	SgOpenAppend entries[FLEXIBLE_ARRAY_MEMBER];
+} SgBackendAppends;
+
+typedef struct SgShared
+{
+	LWLock	   *lock;
+	pid_t		launcher_pid;
+	int			nlauncher_dbs;
+	SgLauncherDb launcher_dbs[SG_LAUNCHER_MAX_DBS];
+} SgShared;
+
+static SgShared *sg_shared = NULL;
+static SgStream *sg_streams = NULL;
+static SgPartition *sg_parts = NULL;
+static char *sg_backend_area = NULL;
+static int	sg_total_procs = 0;
+
+/* pending actions for this transaction */
+typedef struct SgPending
+{
+	int32		stream_id;
+	bool		free_slot;		/* else: bump generation */
+} SgPending;
+
+static List *sg_pending = NIL;
+static bool sg_callbacks_registered = false;
+
+static Size
+sg_backend_entry_size(void)
+{
+	return MAXALIGN(offsetof(SgBackendAppends, entries) +
+					sizeof(SgOpenAppend) * sg_max_xact_partitions);
+}
+
+static SgBackendAppends *
+sg_backend(int procno)
+{
+	return (SgBackendAppends *) (sg_backend_area + procno * sg_backend_entry_size());
+}
+
+Size
+HorizonShmemSize(void)
+{
+	Size		size;
+
+	size = MAXALIGN(sizeof(SgShared));
+	size = add_size(size, mul_size(sg_max_streams, sizeof(SgStream)));
+	size = add_size(size, mul_size(sg_max_partitions, sizeof(SgPartition)));
+	size = add_size(size, mul_size(SG_TOTAL_PROCS, sg_backend_entry_size()));
+	return size;
+}
+
+void
+HorizonShmemRequest(void)
+{
+	RequestAddinShmemSpace(HorizonShmemSize());
+	RequestNamedLWLockTranche("streamguard", 1);
+}
+
+void
+HorizonShmemInit(void)
+{
+	bool		found;
+	char	   *base;
+
+	sg_total_procs = SG_TOTAL_PROCS;
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	base = ShmemInitStruct("streamguard", HorizonShmemSize(), &found);
+	sg_shared = (SgShared *) base;
+	sg_streams = (SgStream *) (base + MAXALIGN(sizeof(SgShared)));
+	sg_parts = (SgPartition *) ((char *) sg_streams + sg_max_streams * sizeof(SgStream));
+	sg_backend_area = (char *) sg_parts + sg_max_partitions * sizeof(SgPartition);
+	if (!found)
+	{
+		int			i;
+
+		memset(base, 0, HorizonShmemSize());
+		sg_shared->lock = &(GetNamedLWLockTranche("streamguard"))->lock;
+		for (i = 0; i < sg_max_streams; i++)
+		{
+			SgStream   *st = &sg_streams[i];
+
+			st->dbid = InvalidOid;
+			pg_atomic_init_u32(&st->incarnation, 1);
+			pg_atomic_init_u32(&st->generation, 1);
+			pg_atomic_init_u32(&st->current_seg, 0);
+			pg_atomic_init_u32(&st->min_seg, 0);
+			SpinLockInit(&st->rate_mutex);
+		}
+		for (i = 0; i < sg_max_partitions; i++)
+		{
+			SpinLockInit(&sg_parts[i].mutex);
+			sg_parts[i].owner = -1;
+		}
+		for (i = 0; i < sg_total_procs; i++)
+		{
+			SgBackendAppends *b = sg_backend(i);
+			int			j;
+
+			pg_atomic_init_u32(&b->nused, 0);
+			for (j = 0; j < sg_max_xact_partitions; j++)
+				pg_atomic_init_u64(&b->entries[j].first_seq, SG_NO_SEQ);
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+SgStream *
+HorizonStream(int slot)
+{
+	return &sg_streams[slot];
+}
+
+SgPartition *
+HorizonPartition(SgStream *st, int partition)
+{
+	return &sg_parts[st->part_base + partition];
+}
+
+LWLock *
+HorizonLauncherLock(void)
+{
+	return sg_shared->lock;
+}
+
+SgLauncherDb *
+HorizonLauncherDbs(int **n)
+{
+	*n = &sg_shared->nlauncher_dbs;
+	return sg_shared->launcher_dbs;
+}
+
+pid_t *
+HorizonLauncherPid(void)
+{
+	return &sg_shared->launcher_pid;
+}
+
+/*
+ * Is the cached handle still the stream it was taken for?
+ */
+bool
+HorizonRefValid(SgStreamRef ref, Oid dbid, int32 stream_id)
+{
+	SgStream   *st;
+
+	if (ref.slot < 0 || ref.slot >= sg_max_streams)
+		return false;
+	st = &sg_streams[ref.slot];
+	return pg_atomic_read_u32(&st->incarnation) == ref.incarnation &&
+		st->dbid == dbid && st->stream_id == stream_id;
+}
+
+static int
+sg_find_slot_locked(Oid dbid, int32 stream_id)
+{
+	int			i;
+
+	for (i = 0; i < sg_max_streams; i++)
+		if (sg_streams[i].dbid == dbid && sg_streams[i].stream_id == stream_id)
+			return i;
+	return -1;
+}
+
+int
+HorizonFindSlot(Oid dbid, int32 stream_id)
+{
+	int			slot;
+
+	LWLockAcquire(sg_shared->lock, LW_SHARED);
+	slot = sg_find_slot_locked(dbid, stream_id);
+	LWLockRelease(sg_shared->lock);
+	return slot;
+}
+
+/*
+ * Find or allocate the shared slot of a stream of the current database.
+ */
+SgStreamRef
+HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_seg)
+{
+	SgStreamRef ref;
+	int			slot;
+	int			i,
+				run,
+				base;
+	SgStream   *st;
+
+	LWLockAcquire(sg_shared->lock, LW_SHARED);
+	slot = sg_find_slot_locked(MyDatabaseId, stream_id);
+	if (slot >= 0)
+	{
+		ref.slot = slot;
+		ref.incarnation = pg_atomic_read_u32(&sg_streams[slot].incarnation);
+		LWLockRelease(sg_shared->lock);
+		return ref;
+	}
+	LWLockRelease(sg_shared->lock);
+
+	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
+	slot = sg_find_slot_locked(MyDatabaseId, stream_id);
+	if (slot < 0)
+	{
+		for (i = 0; i < sg_max_streams; i++)
+			if (sg_streams[i].dbid == InvalidOid)
+				break;
+		if (i >= sg_max_streams)
+		{
+			LWLockRelease(sg_shared->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many active streams"),
+					 errdetail("All %d stream slots in shared memory are in use.", sg_max_streams),
+					 errhint("Raise streamguard.max_streams and restart the server.")));
+		}
+		slot = i;
+
+		/* first fit for a run of nparts free partition entries */
+		base = -1;
+		run = 0;
+		for (i = 0; i < sg_max_partitions; i++)
+		{
+			if (sg_parts[i].owner >= 0)
+			{
+				run = 0;
+				continue;
+			}
+			if (++run == nparts)
+			{
+				base = i - nparts + 1;
+				break;
+			}
+		}
+		if (base < 0)
+		{
+			LWLockRelease(sg_shared->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("no room for %d more partitions in shared memory", nparts),
+					 errhint("Raise streamguard.max_partitions and restart the server.")));
+		}
+		for (i = base; i < base + nparts; i++)
+		{
+			sg_parts[i].owner = slot;
+			sg_parts[i].next_seq = 1;
+		}
+		st = &sg_streams[slot];
+		st->dbid = MyDatabaseId;
+		st->stream_id = stream_id;
+		st->nparts = nparts;
+		st->part_base = base;
+		st->seq_ready = false;
+		pg_atomic_write_u32(&st->current_seg, (uint32) current_seg);
+		pg_atomic_write_u32(&st->min_seg, (uint32) min_seg);
+		pg_atomic_fetch_add_u32(&st->generation, 1);
+		SpinLockAcquire(&st->rate_mutex);
+		memset(st->rate_sec, 0, sizeof(st->rate_sec));
+		memset(st->rate_count, 0, sizeof(st->rate_count));
+		SpinLockRelease(&st->rate_mutex);
+	}
+	ref.slot = slot;
+	ref.incarnation = pg_atomic_read_u32(&sg_streams[slot].incarnation);
+	LWLockRelease(sg_shared->lock);
+	return ref;
+}
+
+/*
+ * Load the partition counters from storage the first time a stream is used
+ * after startup.  Nobody can take a seq before seq_ready is set, so the
+ * maxima computed here (outside the lock) cannot be overtaken; the first
+ * backend to finish installs its values.
+ */
+void
+HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id)
+{
+	SgStream   *st = &sg_streams[ref.slot];
+	int64	   *maxima;
+	int			p;
+	int32		min_seg,
+				cur_seg;
+
+	if (st->seq_ready)
+	{
+		pg_read_barrier();
+		return;
+	}
+
+	min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
+	cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
+	maxima = palloc(sizeof(int64) * st->nparts);
+	for (p = 0; p < st->nparts; p++)
+		maxima[p] = StreamMaxSeq(stream_id, p, min_seg, cur_seg);
+
+	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u32(&st->incarnation) == ref.incarnation && !st->seq_ready)
+	{
+		for (p = 0; p < st->nparts; p++)
+		{
+			SgPartition *part = &sg_parts[st->part_base + p];
+
+			SpinLockAcquire(&part->mutex);
+			part->next_seq = maxima[p] + 1;
+			SpinLockRelease(&part->mutex);
+		}
+		pg_write_barrier();
+		st->seq_ready = true;
+	}
+	LWLockRelease(sg_shared->lock);
+	pfree(maxima);
+}
+
+static void sg_xact_callback(XactEvent event, void *arg);
+
+void
+HorizonRegisterCallbacks(void)
+{
+	if (!sg_callbacks_registered)
+	{
+		RegisterXactCallback(sg_xact_callback, NULL);
+		sg_callbacks_registered = true;
+	}
+}
+
+/*
+ * Take `count` consecutive seqs in a partition for the current transaction
+ * and return the first.  *segment receives the segment the events belong
+ * in.  This is the only place offsets are assigned.
+ */
+int64
+HorizonAssignSeqs(SgStreamRef ref, int partition, int count, int32 *segment)
+{
+	SgStream   *st = &sg_streams[ref.slot];
+	int			part_index = st->part_base + partition;
+	SgPartition *part = &sg_parts[part_index];
+	SgBackendAppends *mine = sg_backend(SG_MY_PROC_INDEX);
+	uint32		n = pg_atomic_read_u32(&mine->nused);
+	SgOpenAppend *entry = NULL;
+	uint32		i;
+	int64		first;
+
+	Assert(st->seq_ready);
+	HorizonRegisterCallbacks();
+
+	for (i = 0; i < n; i++)
+		if (mine->entries[i].part_index == part_index &&
+			pg_atomic_read_u64(&mine->entries[i].first_seq) != SG_NO_SEQ)
+		{
+			entry = &mine->entries[i];
+			break;
+		}
+
+	if (entry == NULL)
+	{
+		if (n >= (uint32) sg_max_xact_partitions)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("transaction appends to more than %d partitions", sg_max_xact_partitions),
+					 errhint("Commit more often, or raise streamguard.max_xact_partitions.")));
+		entry = &mine->entries[n];
+		Assert(pg_atomic_read_u64(&entry->first_seq) == SG_NO_SEQ);
+		entry->part_index = part_index;
+		entry->stream_slot = ref.slot;
+		entry->count = 0;
+		pg_write_barrier();
+		pg_atomic_write_u32(&mine->nused, n + 1);
+
+		SpinLockAcquire(&part->mutex);
+		*segment = (int32) pg_atomic_read_u32(&st->current_seg);
+		first = part->next_seq;
+		part->next_seq += count;
+		pg_atomic_write_u64(&entry->first_seq, (uint64) first);
+		SpinLockRelease(&part->mutex);
+	}
+	else
+	{
+		SpinLockAcquire(&part->mutex);
+		*segment = (int32) pg_atomic_read_u32(&st->current_seg);
+		first = part->next_seq;
+		part->next_seq += count;
+		SpinLockRelease(&part->mutex);
+	}
+	entry->count += count;
+	return first;
+}
+
+/*
+ * The readable horizon of a partition: every seq below it has committed
+ * or aborted.  Also reports next_seq and the number of open appenders.
+ */
+int64
+HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
+{
+	int			part_index = st->part_base + partition;
+	SgPartition *part = &sg_parts[part_index];
+	int64		next;
+	int64		horizon;
+	int			open = 0;
+	int			procno;
+
+	SpinLockAcquire(&part->mutex);
+	next = part->next_seq;
+	SpinLockRelease(&part->mutex);
+	pg_memory_barrier();
+
+	horizon = next;
+	for (procno = 0; procno < sg_total_procs; procno++)
+	{
+		SgBackendAppends *b = sg_backend(procno);
+		uint32		n = pg_atomic_read_u32(&b->nused);
+		uint32		i;
+
+		if (n > (uint32) sg_max_xact_partitions)
+			n = sg_max_xact_partitions;
+		pg_read_barrier();
+		for (i = 0; i < n; i++)
+		{
+			SgOpenAppend *e = &b->entries[i];
+			uint64		s = pg_atomic_read_u64(&e->first_seq);
+
+			if (s == SG_NO_SEQ || (int64) s >= next)
+				continue;
+			pg_read_barrier();
+			if (e->part_index != part_index)
+				continue;
+			open++;
+			if ((int64) s < horizon)
+				horizon = (int64) s;
+		}
+	}
+	if (next_seq)
+		*next_seq = next;
+	if (in_flight)
+		*in_flight = open;
+	return horizon;
+}
+
+double
+HorizonAppendRate(SgStream *st)
+{
+	int64		now = (int64) (GetCurrentTimestamp() / USECS_PER_SEC);
+	int64		total = 0;
+	int			i;
+
+	SpinLockAcquire(&st->rate_mutex);
+	for (i = 0; i < SG_RATE_BUCKETS; i++)
+		if (st->rate_sec[i] < now && st->rate_sec[i] >= now - SG_RATE_WINDOW)
+			total += st->rate_count[i];
+	SpinLockRelease(&st->rate_mutex);
+	return (double) total / SG_RATE_WINDOW;
+}
+
+static void
+sg_record_rate(SgStream *st, int64 count)
+{
+	int64		now = (int64) (GetCurrentTimestamp() / USECS_PER_SEC);
+	int			b = (int) (now % SG_RATE_BUCKETS);
+
+	SpinLockAcquire(&st->rate_mutex);
+	if (st->rate_sec[b] != now)
+	{
+		st->rate_sec[b] = now;
+		st->rate_count[b] = 0;
+	}
+	st->rate_count[b] += count;
+	SpinLockRelease(&st->rate_mutex);
+}
+
+static void
+sg_release_open_appends(bool committed)
+{
+	SgBackendAppends *mine;
+	uint32		n,
+				i;
+
+	if (sg_backend_area == NULL || MyProc == NULL)
+		return;
+	mine = sg_backend(SG_MY_PROC_INDEX);
+	n = pg_atomic_read_u32(&mine->nused);
+	for (i = 0; i < n; i++)
+	{
+		SgOpenAppend *e = &mine->entries[i];
+
+		if (committed && e->count > 0)
+			sg_record_rate(&sg_streams[e->stream_slot], e->count);
+		pg_atomic_write_u64(&e->first_seq, SG_NO_SEQ);
+	}
+	pg_write_barrier();
+	pg_atomic_write_u32(&mine->nused, 0);
+}
+
+/*
+ * Free a stream's slot and its partition entries.
+ */
+void
+HorizonFreeStream(Oid dbid, int32 stream_id)
+{
+	int			slot;
+
+	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
+	slot = sg_find_slot_locked(dbid, stream_id);
+	if (slot >= 0)
+	{
+		SgStream   *st = &sg_streams[slot];
+		int			i;
+
+		for (i = st->part_base; i < st->part_base + st->nparts; i++)
+			sg_parts[i].owner = -1;
+		pg_atomic_fetch_add_u32(&st->incarnation, 1);
+		pg_atomic_fetch_add_u32(&st->generation, 1);
+		st->dbid = InvalidOid;
+		st->stream_id = 0;
+		st->seq_ready = false;
+	}
+	LWLockRelease(sg_shared->lock);
+}
+
+/* Stream ids of the current database that have a slot. */
+void
+HorizonListStreams(Oid dbid, int32 **ids, int *n)
+{
+	int			i;
+
+	*ids = palloc(sizeof(int32) * sg_max_streams);
+	*n = 0;
+	LWLockAcquire(sg_shared->lock, LW_SHARED);
+	for (i = 0; i < sg_max_streams; i++)
+		if (sg_streams[i].dbid == dbid)
+			(*ids)[(*n)++] = sg_streams[i].stream_id;
+	LWLockRelease(sg_shared->lock);
+}
+
+static void
+sg_add_pending(int32 stream_id, bool free_slot)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	SgPending  *p = palloc(sizeof(SgPending));
+
+	p->stream_id = stream_id;
+	p->free_slot = free_slot;
+	sg_pending = lappend(sg_pending, p);
+	MemoryContextSwitchTo(old);
+	HorizonRegisterCallbacks();
+}
+
+/* Metadata of a stream changed: other backends reload after we commit. */
+void
+HorizonBumpGenerationAtCommit(int32 stream_id)
+{
+	sg_add_pending(stream_id, false);
+}
+
+/* The stream is dropped: free its slot once the drop commits. */
+void
+HorizonFreeAtCommit(int32 stream_id)
+{
+	sg_add_pending(stream_id, true);
+}
+
+static void
+sg_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (sg_backend_area != NULL && MyProc != NULL &&
+				pg_atomic_read_u32(&sg_backend(SG_MY_PROC_INDEX)->nused) > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that appended to a stream"),
+						 errdetail("The readable horizon of a stream cannot advance past a prepared transaction's appends."),
+						 errhint("Append in a transaction that is committed directly.")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			sg_release_open_appends(true);
+			foreach(lc, sg_pending)
+			{
+				SgPending  *p = lfirst(lc);
+
+				if (p->free_slot)
+					HorizonFreeStream(MyDatabaseId, p->stream_id);
+				else
+				{
+					int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);
+
+					if (slot >= 0)
+						pg_atomic_fetch_add_u32(&sg_streams[slot].generation, 1);
+				}
+			}
+			sg_pending = NIL;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			sg_release_open_appends(false);
+			sg_pending = NIL;
+			break;
+		default:
+			break;
+	}
+}

@@ -1,0 +1,562 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintenance.c
+ *		The launcher and the per-database maintenance worker.
+ *
+ * The launcher is a static background worker (registered at preload) that
+ * is connected to no database.  Every streamguard.launcher_naptime, or at
+ * once when a backend asks (MaintenanceWakeLauncher, e.g. create_stream),
+ * it starts one maintenance worker per database that has none; a worker
+ * that finds no streamguard extension in its database exits and the
+ * launcher leaves that database alone for a minute unless asked again.
+ *
+ * A maintenance worker, every streamguard.maintenance_naptime, for each
+ * stream of its database, each step in its own short transaction:
+ *	- rotation: once the current segment is segment_interval old and holds
+ *	  events, create the next segment table and make it current;
+ *	- retention: a sealed segment whose successor took over more than
+ *	  `retention` ago is dropped whole.  In the same transaction consumers
+ *	  still positioned inside it are moved past it and the events they had
+ *	  not read are added to their lost count, and the partition's seq floor
+ *	  is raised so seqs are never reused.  It takes the segment's lock with
+ *	  lock_timeout, so a reader or late writer delays the drop to a later
+ *	  round rather than queueing appenders behind it.  Nothing else is
+ *	  locked: appends go to another table, and dropping a table leaves no
+ *	  dead tuples behind, so storage does not grow with stream length;
+ *	- dedup expiry: append dedup keys older than the window are deleted in
+ *	  bounded batches.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "streamguard.h"
+
+PGDLLEXPORT void MaintenanceLauncherMain(Datum arg);
+PGDLLEXPORT void MaintenanceWorkerMain(Datum arg);
+
+#define SG_ABSENT_RETRY_MS	60000
+#define SG_DEDUP_BATCH		10000
+
+/* ------------------------------------------------------------ launcher */
+
+/*
+ * Ask the launcher to make sure this database has a maintenance worker.
+ */
+void
+MaintenanceWakeLauncher(void)
+{
+	int		   *n,
+				i;
+	SgLauncherDb *dbs;
+	pid_t		pid;
+
+	LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
+	dbs = HorizonLauncherDbs(&n);
+	for (i = 0; i < *n; i++)
+		if (dbs[i].dbid == MyDatabaseId)
+			break;
+	if (i == *n && i < SG_LAUNCHER_MAX_DBS)
+	{
+		dbs[i].dbid = MyDatabaseId;
+		(*n)++;
+	}
+	if (i < *n)
+	{
+		dbs[i].wanted = true;
+		dbs[i].retry_after = 0;
+	}
+	pid = *HorizonLauncherPid();
+	LWLockRelease(HorizonLauncherLock());
+	if (pid > 0)
+		kill(pid, SIGUSR1);		/* sets the launcher's latch */
+}
+
+typedef struct LauncherLocal
+{
+	Oid			dbid;
+	BackgroundWorkerHandle *handle;
+} LauncherLocal;
+
+static void
+sg_launch_worker(Oid dbid, BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "streamguard");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "MaintenanceWorkerMain");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "streamguard maintenance %u", dbid);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "streamguard maintenance");
+	worker.bgw_main_arg = ObjectIdGetDatum(dbid);
+	worker.bgw_notify_pid = MyProcPid;
+	if (!RegisterDynamicBackgroundWorker(&worker, handle))
+	{
+		*handle = NULL;
+		ereport(LOG,
+				(errmsg("streamguard launcher could not start a maintenance worker for database %u", dbid),
+				 errhint("Raise max_worker_processes.")));
+	}
+}
+
+void
+MaintenanceLauncherMain(Datum arg)
+{
+	LauncherLocal *local;
+	int			nlocal = 0;
+	int			max_local = 64;
+
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("streamguard launcher");
+
+	local = MemoryContextAllocZero(TopMemoryContext, sizeof(LauncherLocal) * max_local);
+	LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
+	*HorizonLauncherPid() = MyProcPid;
+	LWLockRelease(HorizonLauncherLock());
+
+	for (;;)
+	{
+		Relation	rel;
+		TableScanDesc scan;
+		HeapTuple	tup;
+		Oid		   *dbs = NULL;
+		int			ndbs = 0,
+					i;
+		TimestampTz now = GetCurrentTimestamp();
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		/* the databases that accept connections */
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		dbs = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * max_local);
+		rel = table_open(DatabaseRelationId, AccessShareLock);
+		scan = table_beginscan_catalog(rel, 0, NULL);
+		while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		{
+			Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+			if (db->datallowconn && !db->datistemplate && ndbs < max_local)
+				dbs[ndbs++] = db->oid;
+		}
+		table_endscan(scan);
+		table_close(rel, AccessShareLock);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+
+		for (i = 0; i < ndbs; i++)
+		{
+			int			j,
+						k;
+			bool		start = false;
+			SgLauncherDb *shared;
+			int		   *nshared;
+			pid_t		pid;
+
+			for (j = 0; j < nlocal; j++)
+				if (local[j].dbid == dbs[i])
+					break;
+			if (j == nlocal)
+			{
+				local[nlocal].dbid = dbs[i];
+				local[nlocal].handle = NULL;
+				nlocal++;
+			}
+			if (local[j].handle != NULL &&
+				GetBackgroundWorkerPid(local[j].handle, &pid) != BGWH_STOPPED)
+				continue;		/* running or starting */
+			if (local[j].handle != NULL)
+			{
+				pfree(local[j].handle);
+				local[j].handle = NULL;
+			}
+
+			LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
+			shared = HorizonLauncherDbs(&nshared);
+			for (k = 0; k < *nshared; k++)
+				if (shared[k].dbid == dbs[i])
+					break;
+			if (k == *nshared && k < SG_LAUNCHER_MAX_DBS)
+			{
+				shared[k].dbid = dbs[i];
+				shared[k].wanted = true;
+				shared[k].retry_after = 0;
+				(*nshared)++;
+			}
+			if (k == *nshared)
+				start = true;	/* table full: just keep probing */
+			else
+			{
+				start = shared[k].wanted || shared[k].retry_after <= now;
+				shared[k].wanted = false;
+			}
+			LWLockRelease(HorizonLauncherLock());
+			if (start)
+				sg_launch_worker(dbs[i], &local[j].handle);
+		}
+		pfree(dbs);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 sg_launcher_naptime_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* ------------------------------------------------------ database worker */
+
+typedef struct SgStreamTask
+{
+	int32		id;
+	int64		retention_us;	/* 0 = keep forever */
+	int64		segment_us;
+	int32		current_seg;
+	int32		min_seg;
+} SgStreamTask;
+
+typedef void (*SgStep) (SgStreamTask *task);
+
+/*
+ * Run one maintenance step in its own transaction.  An error (a lock
+ * timeout, typically) is logged and the step is retried next round.
+ */
+static bool
+sg_run_step(SgStep step, SgStreamTask *task, const char *what)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, what);
+		step(task);
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("streamguard maintenance: %s of stream %d postponed: %s",
+						what, task ? task->id : 0, edata->message)));
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return ok;
+}
+
+static int64
+sg_interval_us(HeapTuple t, TupleDesc d, int col)
+{
+	bool		isnull;
+	Datum		v = SPI_getbinval(t, d, col, &isnull);
+	Interval   *iv;
+
+	if (isnull)
+		return 0;
+	iv = DatumGetIntervalP(v);
+	return iv->time + (int64) iv->day * USECS_PER_DAY +
+		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
+/* round state shared by the steps */
+static SgStreamTask *sg_tasks = NULL;
+static int	sg_ntasks = 0;
+static MemoryContext sg_round_cxt = NULL;
+
+static void
+sg_step_list(SgStreamTask *unused)
+{
+	uint64		i;
+	MemoryContext old;
+
+	if (SPI_execute("SELECT id, retention, segment_interval, current_seg, min_seg "
+					"FROM streamguard.stream ORDER BY id", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "stream list failed");
+	old = MemoryContextSwitchTo(sg_round_cxt);
+	sg_tasks = palloc0(sizeof(SgStreamTask) * Max(SPI_processed, 1));
+	MemoryContextSwitchTo(old);
+	sg_ntasks = (int) SPI_processed;
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		bool		isnull;
+		SgStreamTask *task = &sg_tasks[i];
+		int			slot;
+
+		task->id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+		task->retention_us = sg_interval_us(t, d, 2);
+		task->segment_us = sg_interval_us(t, d, 3);
+		task->current_seg = DatumGetInt32(SPI_getbinval(t, d, 4, &isnull));
+		task->min_seg = DatumGetInt32(SPI_getbinval(t, d, 5, &isnull));
+
+		/* reconcile shared memory with the catalog (both only grow) */
+		slot = HorizonFindSlot(MyDatabaseId, task->id);
+		if (slot >= 0)
+		{
+			SgStream   *st = HorizonStream(slot);
+
+			if ((int32) pg_atomic_read_u32(&st->current_seg) < task->current_seg)
+				pg_atomic_write_u32(&st->current_seg, (uint32) task->current_seg);
+			if ((int32) pg_atomic_read_u32(&st->min_seg) < task->min_seg)
+				pg_atomic_write_u32(&st->min_seg, (uint32) task->min_seg);
+		}
+	}
+}
+
+static void
+sg_exec(const char *sql, int expect)
+{
+	int			ret = SPI_execute(sql, false, 0);
+
+	if (ret != expect)
+		elog(ERROR, "maintenance statement failed (%s): %s", SPI_result_code_string(ret), sql);
+}
+
+/* start a new segment once the current one is old enough and not empty */
+static void
+sg_step_rotate(SgStreamTask *task)
+{
+	char	   *cur = StreamSegmentName(task->id, task->current_seg);
+	char	   *sql;
+	bool		isnull;
+	TimestampTz created;
+	int			slot;
+
+	sql = psprintf("SELECT created_at, EXISTS (SELECT 1 FROM %s) FROM streamguard.segment "
+				   "WHERE stream_id = %d AND seg = %d", cur, task->id, task->current_seg);
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "segment %s is not recorded", cur);
+	created = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+		return;
+	if (GetCurrentTimestamp() - created < task->segment_us)
+		return;
+
+	SgCreateSegment(task->id, task->current_seg + 1);
+	sg_exec(psprintf("UPDATE streamguard.segment SET sealed_at = pg_catalog.clock_timestamp() "
+					 "WHERE stream_id = %d AND seg = %d", task->id, task->current_seg),
+			SPI_OK_UPDATE);
+	sg_exec(psprintf("UPDATE streamguard.stream SET current_seg = %d WHERE id = %d",
+					 task->current_seg + 1, task->id),
+			SPI_OK_UPDATE);
+
+	/* appenders switch once the new segment is committed */
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	slot = HorizonFindSlot(MyDatabaseId, task->id);
+	if (slot >= 0)
+		pg_atomic_write_u32(&HorizonStream(slot)->current_seg, (uint32) (task->current_seg + 1));
+	task->current_seg++;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+}
+
+/* drop the oldest segment if retention has passed it */
+static void
+sg_step_drop(SgStreamTask *task)
+{
+	int32		seg = task->min_seg;
+	char	   *rel = StreamSegmentName(task->id, seg);
+	bool		isnull;
+	Datum		sealed;
+	int			slot;
+
+	if (seg >= task->current_seg)
+		return;
+	if (SPI_execute(psprintf("SELECT sealed_at FROM streamguard.segment WHERE stream_id = %d AND seg = %d",
+							 task->id, seg), true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "segment lookup failed");
+	if (SPI_processed == 1)
+	{
+		sealed = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (isnull || GetCurrentTimestamp() - DatumGetTimestampTz(sealed) < task->retention_us)
+			return;
+	}
+
+	sg_exec("SET LOCAL lock_timeout = '200ms'", SPI_OK_UTILITY);
+	if (SPI_execute(psprintf("SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+							 "ON n.oid = c.relnamespace WHERE n.nspname = '%s' AND c.relname = 's%d_%d'",
+							 SG_DATA_SCHEMA, task->id, seg), true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "segment lookup failed");
+	if (SPI_processed == 1)
+	{
+		sg_exec(psprintf("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", rel), SPI_OK_UTILITY);
+		/* consumers inside the segment: count what they lose, move them past it */
+		sg_exec(psprintf("WITH m AS (SELECT partition, max(seq) AS maxseq FROM %s GROUP BY partition), "
+						 "l AS (SELECT c.name, c.partition, m.maxseq, "
+						 "  (SELECT count(*) FROM %s e WHERE e.partition = c.partition AND e.seq > c.position) AS n "
+						 "  FROM streamguard.consumer c JOIN m ON m.partition = c.partition "
+						 "  WHERE c.stream_id = %d AND c.position < m.maxseq) "
+						 "UPDATE streamguard.consumer c SET lost = c.lost + l.n, position = l.maxseq "
+						 "FROM l WHERE c.stream_id = %d AND c.name = l.name AND c.partition = l.partition",
+						 rel, rel, task->id, task->id),
+				SPI_OK_UPDATE);
+		sg_exec(psprintf("UPDATE streamguard.stream_partition sp SET seq_floor = m.maxseq "
+						 "FROM (SELECT partition, max(seq) AS maxseq FROM %s GROUP BY partition) m "
+						 "WHERE sp.stream_id = %d AND sp.partition = m.partition AND sp.seq_floor < m.maxseq",
+						 rel, task->id),
+				SPI_OK_UPDATE);
+		sg_exec(psprintf("DROP TABLE %s", rel), SPI_OK_UTILITY);
+	}
+	sg_exec(psprintf("DELETE FROM streamguard.segment WHERE stream_id = %d AND seg = %d", task->id, seg),
+			SPI_OK_DELETE);
+	sg_exec(psprintf("UPDATE streamguard.stream SET min_seg = %d WHERE id = %d", seg + 1, task->id),
+			SPI_OK_UPDATE);
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	slot = HorizonFindSlot(MyDatabaseId, task->id);
+	if (slot >= 0)
+		pg_atomic_write_u32(&HorizonStream(slot)->min_seg, (uint32) (seg + 1));
+	task->min_seg = seg + 1;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+}
+
+static void
+sg_step_dedup(SgStreamTask *task)
+{
+	sg_exec(psprintf("DELETE FROM streamguard.append_dedup WHERE ctid = ANY (ARRAY("
+					 "SELECT d.ctid FROM streamguard.append_dedup d JOIN streamguard.stream s ON s.id = d.stream_id "
+					 "WHERE d.stream_id = %d AND d.appended_at < pg_catalog.now() - s.dedup_window LIMIT %d))",
+					 task->id, SG_DEDUP_BATCH),
+			SPI_OK_DELETE);
+}
+
+static bool sg_extension_present;
+
+static void
+sg_step_check_extension(SgStreamTask *unused)
+{
+	sg_extension_present = OidIsValid(get_extension_oid("streamguard", true));
+}
+
+static void
+sg_mark_absent(void)
+{
+	int		   *n,
+				i;
+	SgLauncherDb *dbs;
+
+	LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
+	dbs = HorizonLauncherDbs(&n);
+	for (i = 0; i < *n; i++)
+		if (dbs[i].dbid == MyDatabaseId && !dbs[i].wanted)
+			dbs[i].retry_after = GetCurrentTimestamp() + SG_ABSENT_RETRY_MS * (int64) 1000;
+	LWLockRelease(HorizonLauncherLock());
+}
+
+void
+MaintenanceWorkerMain(Datum arg)
+{
+	Oid			dbid = DatumGetObjectId(arg);
+
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
+	pgstat_report_appname("streamguard maintenance");
+
+	sg_round_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard maintenance round",
+										 ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		MemoryContextReset(sg_round_cxt);
+
+		sg_extension_present = false;
+		sg_run_step(sg_step_check_extension, NULL, "extension check");
+		if (!sg_extension_present)
+		{
+			sg_mark_absent();
+			proc_exit(0);
+		}
+
+		sg_tasks = NULL;
+		sg_ntasks = 0;
+		if (sg_run_step(sg_step_list, NULL, "stream list"))
+		{
+			for (i = 0; i < sg_ntasks; i++)
+			{
+				SgStreamTask *task = &sg_tasks[i];
+
+				CHECK_FOR_INTERRUPTS();
+				if (task->retention_us > 0)
+				{
+					sg_run_step(sg_step_rotate, task, "segment rotation");
+					while (task->min_seg < task->current_seg)
+					{
+						int32		before = task->min_seg;
+
+						if (!sg_run_step(sg_step_drop, task, "retention") || task->min_seg == before)
+							break;
+					}
+				}
+				sg_run_step(sg_step_dedup, task, "dedup expiry");
+			}
+		}
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 sg_maintenance_naptime_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}

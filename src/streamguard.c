@@ -1,0 +1,166 @@
+/*-------------------------------------------------------------------------
+ *
+ * streamguard.c
+ *		Module load: GUCs, shared-memory requests, the launcher's
+ *		registration, and the precondition checks every SQL entry point
+ *		runs first.
+ *
+ * streamguard must be in shared_preload_libraries: the readable horizon
+ * lives in shared memory sized at startup, and the launcher is a static
+ * background worker.  Loaded any other way, the SQL functions refuse to
+ * run (SgCheckLoaded) instead of silently giving weaker guarantees.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+
+#include "streamguard.h"
+
+PG_MODULE_MAGIC;
+
+int			sg_max_streams = 256;
+int			sg_max_partitions = 4096;
+int			sg_max_xact_partitions = 1024;
+int			sg_maintenance_naptime_ms = 1000;
+int			sg_launcher_naptime_ms = 10000;
+
+static bool sg_loaded = false;
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+void		_PG_init(void);
+
+static void
+sg_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	HorizonShmemRequest();
+}
+
+static void
+sg_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	HorizonShmemInit();
+}
+
+void
+_PG_init(void)
+{
+	BackgroundWorker worker;
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	DefineCustomIntVariable("streamguard.max_streams",
+							"Maximum number of streams tracked in shared memory, over all databases.",
+							"Each stream in use needs one slot; a dropped stream frees its slot.",
+							&sg_max_streams, 256, 1, 65536,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.max_partitions",
+							"Maximum number of stream partitions tracked in shared memory, over all streams.",
+							NULL,
+							&sg_max_partitions, 4096, 1, 1048576,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.max_xact_partitions",
+							"Maximum number of distinct partitions one transaction may append to.",
+							NULL,
+							&sg_max_xact_partitions, 1024, 1, 65536,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.maintenance_naptime",
+							"Time between maintenance rounds (segment rotation, retention, dedup expiry) in each database.",
+							NULL,
+							&sg_maintenance_naptime_ms, 1000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.launcher_naptime",
+							"Time between the launcher's scans for databases that need a maintenance worker.",
+							NULL,
+							&sg_launcher_naptime_ms, 10000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	MarkGUCPrefixReserved("streamguard");
+
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = sg_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = sg_shmem_startup;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "streamguard");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "MaintenanceLauncherMain");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "streamguard launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "streamguard launcher");
+	RegisterBackgroundWorker(&worker);
+
+	sg_loaded = true;
+}
+
+/*
+ * Every SQL entry point calls this first.
+ */
+void
+StreamguardCheckLoaded(void)
+{
+	if (!sg_loaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("streamguard must be loaded via shared_preload_libraries"),
+				 errhint("Add streamguard to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+/*
+ * Names of streams and consumers: 1..63 bytes of letters, digits, '_' and
+ * '-', starting with a letter or '_'.  They are only ever used as values,
+ * but a strict alphabet keeps them safe to print and to quote.
+ */
+void
+SgCheckName(const char *what, const char *name)
+{
+	size_t		len = strlen(name);
+	const char *c;
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("%s name must not be empty", what)));
+	if (len > SG_MAX_NAME_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("%s name \"%s\" is too long", what, name),
+				 errdetail("The name is %zu bytes; the limit is %d.", len, SG_MAX_NAME_LEN)));
+	for (c = name; *c; c++)
+	{
+		bool		ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+			*c == '_' || (c != name && ((*c >= '0' && *c <= '9') || *c == '-'));
+
+		if (!ok)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_NAME),
+					 errmsg("invalid %s name \"%s\"", what, name),
+					 errdetail("Names may contain letters, digits, \"_\" and \"-\", and must start with a letter or \"_\".")));
+	}
+}
+
+/*
+ * A required text argument: NULL is refused with the parameter's name.
+ */
+char *
+SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", what)));
+	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
+}

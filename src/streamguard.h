@@ -1,0 +1,165 @@
+/*-------------------------------------------------------------------------
+ *
+ * streamguard.h
+ *		Cross-file API of the streamguard extension.
+ *
+ * File map:
+ *	streamguard.c	module load, GUCs, shared-memory sizing, entry checks
+ *	horizon.c		shared memory: per-partition seq counters, in-flight
+ *					append registry, readable horizon, xact callbacks
+ *	catalog.c		stream metadata: create/drop, backend cache, privileges
+ *	append.c		append / append_batch (where offsets are assigned)
+ *	consumer.c		poll / seek / drop_consumer (SQL consumers)
+ *	maintenance.c	launcher and per-database maintenance worker
+ *					(segment rotation, retention, dedup expiry)
+ *	views.c			set-returning functions behind the progress views
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMGUARD_H
+#define STREAMGUARD_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "executor/spi.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+
+#define SG_MAX_NAME_LEN			63
+#define SG_MAX_PARTITIONS_PER_STREAM 1024
+#define SG_DATA_SCHEMA			"streamguard_data"
+#define SG_RATE_BUCKETS			16	/* one-second buckets of committed appends */
+#define SG_LAUNCHER_MAX_DBS		64
+#define SG_RATE_WINDOW			10	/* seconds averaged by append_rate */
+
+/* GUCs (streamguard.c) */
+extern int	sg_max_streams;
+extern int	sg_max_partitions;
+extern int	sg_max_xact_partitions;
+extern int	sg_maintenance_naptime_ms;
+extern int	sg_launcher_naptime_ms;
+
+/* ----------------------------------------------------------------
+ * Shared memory (horizon.c owns it; see the banner there for locking)
+ * ----------------------------------------------------------------
+ */
+typedef struct SgPartition
+{
+	slock_t		mutex;			/* protects next_seq */
+	int64		next_seq;		/* next seq to hand out */
+	int32		owner;			/* stream slot using this entry, or -1 */
+} SgPartition;
+
+typedef struct SgStream
+{
+	/* identity: written under SgShared->lock (exclusive) */
+	Oid			dbid;			/* InvalidOid = free slot */
+	int32		stream_id;
+	int32		nparts;
+	int32		part_base;		/* first entry in the partition array */
+	bool		seq_ready;		/* counters loaded from storage */
+	pg_atomic_uint32 incarnation;	/* bumped whenever the slot is freed */
+	pg_atomic_uint32 generation;	/* bumped when metadata changes */
+	pg_atomic_uint32 current_seg;	/* segment receiving appends */
+	pg_atomic_uint32 min_seg;	/* oldest segment not yet dropped */
+
+	/* committed-append rate, protected by rate_mutex */
+	slock_t		rate_mutex;
+	int64		rate_sec[SG_RATE_BUCKETS];
+	int64		rate_count[SG_RATE_BUCKETS];
+} SgStream;
+
+/* a stream handle a backend holds between calls */
+typedef struct SgStreamRef
+{
+	int			slot;
+	uint32		incarnation;
+} SgStreamRef;
+
+typedef struct SgLauncherDb
+{
+	Oid			dbid;
+	bool		wanted;			/* a backend asked for a worker here */
+	TimestampTz retry_after;	/* extension absent: probe again then */
+} SgLauncherDb;
+
+extern void HorizonShmemRequest(void);
+extern void HorizonShmemInit(void);
+extern Size HorizonShmemSize(void);
+extern void HorizonRegisterCallbacks(void);
+
+extern SgStream *HorizonStream(int slot);
+extern SgPartition *HorizonPartition(SgStream *st, int partition);
+extern bool HorizonRefValid(SgStreamRef ref, Oid dbid, int32 stream_id);
+extern SgStreamRef HorizonAttachStream(int32 stream_id, int nparts,
+									   int32 current_seg, int32 min_seg);
+extern void HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id);
+extern int64 HorizonAssignSeqs(SgStreamRef ref, int partition, int count,
+							   int32 *segment);
+extern int64 HorizonReadable(SgStream *st, int partition, int64 *next_seq,
+							 int *in_flight);
+extern void HorizonBumpGenerationAtCommit(int32 stream_id);
+extern void HorizonFreeAtCommit(int32 stream_id);
+extern void HorizonFreeStream(Oid dbid, int32 stream_id);
+extern int	HorizonFindSlot(Oid dbid, int32 stream_id);
+extern void HorizonListStreams(Oid dbid, int32 **ids, int *n);
+extern double HorizonAppendRate(SgStream *st);
+
+/* launcher bookkeeping (horizon.c holds the array, maintenance.c uses it) */
+extern LWLock *HorizonLauncherLock(void);
+extern SgLauncherDb *HorizonLauncherDbs(int **n);
+extern pid_t *HorizonLauncherPid(void);
+extern void MaintenanceWakeLauncher(void);
+
+/* ----------------------------------------------------------------
+ * Stream metadata (catalog.c)
+ * ----------------------------------------------------------------
+ */
+typedef struct SgStreamMeta
+{
+	char		name[NAMEDATALEN];
+	int32		stream_id;
+	int			nparts;
+	Oid			owner;
+	int64		dedup_window_us;
+	int			ngrants;
+	Oid		   *grant_roles;	/* in CacheMemoryContext */
+	bool	   *grant_append;
+	bool	   *grant_read;
+	SgStreamRef ref;
+	uint32		generation;		/* shmem generation this copy matches */
+} SgStreamMeta;
+
+typedef enum SgPrivilege
+{
+	SG_PRIV_APPEND,
+	SG_PRIV_READ
+} SgPrivilege;
+
+extern void StreamguardCheckLoaded(void);
+extern void SgCheckName(const char *what, const char *name);
+extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
+
+extern SgStreamMeta *StreamLookup(const char *name, SgPrivilege priv);
+extern void StreamCheckOwner(SgStreamMeta *meta);
+extern Oid	StreamDataOwner(void);
+typedef struct SgUserSave
+{
+	Oid			userid;
+	int			sec_context;
+	int			guc_nest;
+} SgUserSave;
+
+extern void SgBecomeDataOwner(SgUserSave *save);
+extern void SgRestoreUser(SgUserSave *save);
+extern char *StreamSegmentName(int32 stream_id, int32 seg);
+extern bool StreamSegmentLock(int32 stream_id, int32 seg);
+extern void StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg);
+extern SPIPlanPtr SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes);
+extern Snapshot SgFreshSnapshot(void);
+extern int64 StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg);
+extern Oid	SgCreateSegment(int32 stream_id, int32 seg);
+
+#endif							/* STREAMGUARD_H */

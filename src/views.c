@@ -1,0 +1,188 @@
+/*-------------------------------------------------------------------------
+ *
+ * views.c
+ *		Set-returning functions behind the progress views
+ *		(streamguard.streams, stream_partitions, consumers).
+ *
+ * Counters and horizons come from shared memory; first/last seqs are
+ * index probes on the retained segments.  Nothing here scans a stream.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/snapmgr.h"
+
+#include "streamguard.h"
+
+PG_FUNCTION_INFO_V1(sg_partition_stats);
+PG_FUNCTION_INFO_V1(sg_next_event_time);
+
+/*
+ * First or last seq of a partition over the retained segments (0 = none).
+ */
+static int64
+sg_edge_seq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg,
+			bool first, Snapshot snap)
+{
+	int32		seg;
+
+	for (seg = first ? min_seg : cur_seg;
+		 first ? seg <= cur_seg : seg >= min_seg;
+		 seg += first ? 1 : -1)
+	{
+		char	   *sql;
+		Oid			types[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(partition)};
+		bool		isnull;
+		Datum		d;
+
+		if (!StreamSegmentLock(stream_id, seg))
+			continue;
+		sql = psprintf("SELECT %s(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1",
+					   first ? "min" : "max", StreamSegmentName(stream_id, seg));
+		if (SPI_execute_snapshot(SgPlanCached(NULL, sql, 1, types), values, NULL, snap,
+								 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "segment probe failed");
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+			return DatumGetInt64(d);
+	}
+	return 0;
+}
+
+/*
+ * _partition_stats() -> (stream_id, partition, first_seq, last_seq,
+ *						  next_seq, readable_horizon, in_flight, append_rate)
+ */
+Datum
+sg_partition_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SgUserSave	save;
+	SPITupleTable *streams;
+	uint64		nstreams,
+				i;
+	Snapshot	snap;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save);
+	snap = SgFreshSnapshot();
+	if (SPI_execute_snapshot(SgPlanCached(NULL, "SELECT id, partitions, current_seg, min_seg "
+										  "FROM streamguard.stream ORDER BY id", 0, NULL),
+							 NULL, NULL, snap, InvalidSnapshot, true, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "stream list failed");
+	streams = SPI_tuptable;
+	nstreams = SPI_processed;
+	for (i = 0; i < nstreams; i++)
+	{
+		bool		isnull;
+		int32		id = DatumGetInt32(SPI_getbinval(streams->vals[i], streams->tupdesc, 1, &isnull));
+		int32		nparts = DatumGetInt32(SPI_getbinval(streams->vals[i], streams->tupdesc, 2, &isnull));
+		int32		cur_seg = DatumGetInt32(SPI_getbinval(streams->vals[i], streams->tupdesc, 3, &isnull));
+		int32		min_seg = DatumGetInt32(SPI_getbinval(streams->vals[i], streams->tupdesc, 4, &isnull));
+		SgStreamRef ref = HorizonAttachStream(id, nparts, cur_seg, min_seg);
+		SgStream   *st = HorizonStream(ref.slot);
+		double		rate;
+		int			p;
+
+		HorizonEnsureSeqReady(ref, id);
+		rate = HorizonAppendRate(st);
+		min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
+		cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
+		for (p = 0; p < nparts; p++)
+		{
+			Datum		values[8];
+			bool		nulls[8] = {false};
+			int64		next_seq;
+			int			in_flight;
+			int64		horizon = HorizonReadable(st, p, &next_seq, &in_flight);
+			int64		first = sg_edge_seq(id, p, min_seg, cur_seg, true, snap);
+			int64		last = sg_edge_seq(id, p, min_seg, cur_seg, false, snap);
+
+			values[0] = Int32GetDatum(id);
+			values[1] = Int32GetDatum(p);
+			values[2] = Int64GetDatum(first);
+			nulls[2] = (first == 0);
+			values[3] = Int64GetDatum(last);
+			nulls[3] = (last == 0);
+			values[4] = Int64GetDatum(next_seq);
+			values[5] = Int64GetDatum(horizon);
+			values[6] = Int32GetDatum(in_flight);
+			values[7] = Float8GetDatum(rate);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	UnregisterSnapshot(snap);
+	SgRestoreUser(&save);
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * _next_event_time(stream_id, partition, after_seq): appended_at of the
+ * first retained event after after_seq, or NULL.
+ */
+Datum
+sg_next_event_time(PG_FUNCTION_ARGS)
+{
+	int32		stream_id = PG_GETARG_INT32(0);
+	int32		partition = PG_GETARG_INT32(1);
+	int64		after = PG_GETARG_INT64(2);
+	SgUserSave	save;
+	int32		seg,
+				min_seg,
+				cur_seg;
+	int			slot;
+	Datum		result = (Datum) 0;
+	bool		found = false;
+
+	StreamguardCheckLoaded();
+	slot = HorizonFindSlot(MyDatabaseId, stream_id);
+	if (slot < 0)
+		PG_RETURN_NULL();
+	min_seg = (int32) pg_atomic_read_u32(&HorizonStream(slot)->min_seg);
+	cur_seg = (int32) pg_atomic_read_u32(&HorizonStream(slot)->current_seg);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save);
+	for (seg = min_seg; seg <= cur_seg && !found; seg++)
+	{
+		char	   *sql;
+		Oid			types[2] = {INT4OID, INT8OID};
+		Datum		values[2] = {Int32GetDatum(partition), Int64GetDatum(after)};
+		bool		isnull;
+		Datum		d;
+
+		if (!StreamSegmentLock(stream_id, seg))
+			continue;
+		sql = psprintf("SELECT appended_at FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
+					   "AND seq OPERATOR(pg_catalog.>) $2 ORDER BY seq LIMIT 1",
+					   StreamSegmentName(stream_id, seg));
+		if (SPI_execute_plan(SgPlanCached(NULL, sql, 2, types), values, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "segment probe failed");
+		if (SPI_processed > 0)
+		{
+			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+			if (!isnull)
+			{
+				result = d;
+				found = true;
+			}
+		}
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+	if (!found)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}

@@ -1,0 +1,214 @@
+-- streamguard 0.1: streams, SQL consumers, progress views
+\echo Use "CREATE EXTENSION streamguard" to load this file. \quit
+
+-- Storage segments of every stream (tables s<stream id>_<segment>) live
+-- here, owned by the extension's installer; nobody else has access.
+CREATE SCHEMA streamguard_data;
+REVOKE ALL ON SCHEMA streamguard_data FROM PUBLIC;
+
+CREATE TYPE streamguard.position AS (partition int, seq bigint);
+CREATE TYPE streamguard.event AS (
+	partition int,
+	seq bigint,
+	key text,
+	payload jsonb,
+	dedup_key text,
+	appended_at timestamptz
+);
+
+-- ---------------------------------------------------------------- catalog
+
+CREATE TABLE streamguard.stream (
+	id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	name text NOT NULL UNIQUE,
+	partitions int NOT NULL,
+	owner oid NOT NULL,
+	retention interval,
+	dedup_window interval NOT NULL,
+	segment_interval interval,
+	current_seg int NOT NULL DEFAULT 0,
+	min_seg int NOT NULL DEFAULT 0,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE streamguard.stream_partition (
+	stream_id int NOT NULL,
+	partition int NOT NULL,
+	seq_floor bigint NOT NULL DEFAULT 0,	-- highest seq dropped by retention
+	PRIMARY KEY (stream_id, partition)
+);
+
+CREATE TABLE streamguard.segment (
+	stream_id int NOT NULL,
+	seg int NOT NULL,
+	created_at timestamptz NOT NULL,
+	sealed_at timestamptz,					-- when the next segment took over
+	PRIMARY KEY (stream_id, seg)
+);
+
+CREATE TABLE streamguard.stream_grant (
+	stream_id int NOT NULL,
+	grantee oid NOT NULL,
+	can_append boolean NOT NULL,
+	can_read boolean NOT NULL,
+	PRIMARY KEY (stream_id, grantee)
+);
+
+CREATE TABLE streamguard.consumer (
+	stream_id int NOT NULL,
+	name text NOT NULL,
+	partition int NOT NULL,
+	position bigint NOT NULL,				-- last consumed seq
+	lost bigint NOT NULL DEFAULT 0,			-- removed by retention unread
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (stream_id, name, partition)
+) WITH (fillfactor = 50);
+
+CREATE TABLE streamguard.append_dedup (
+	stream_id int NOT NULL,
+	dedup_key text NOT NULL,
+	partition int NOT NULL,
+	seq bigint NOT NULL,
+	appended_at timestamptz NOT NULL,
+	PRIMARY KEY (stream_id, dedup_key)
+);
+CREATE INDEX append_dedup_expiry ON streamguard.append_dedup (stream_id, appended_at);
+
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_partition', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.segment', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_grant', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.consumer', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.append_dedup', '');
+
+-- -------------------------------------------------------------- streams
+
+CREATE FUNCTION streamguard.create_stream(
+	name text,
+	partitions int DEFAULT 1,
+	retention interval DEFAULT NULL,
+	dedup_window interval DEFAULT '1 hour',
+	segment_interval interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_create_stream'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.drop_stream(name text, force boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_drop_stream'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.grant_stream(stream text, grantee regrole, privilege text DEFAULT 'all')
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_grant_stream'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.revoke_stream(stream text, grantee regrole, privilege text DEFAULT 'all')
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_revoke_stream'
+LANGUAGE C VOLATILE;
+
+-- ------------------------------------------------------------ producing
+
+CREATE FUNCTION streamguard.append(
+	stream text,
+	payload jsonb,
+	key text DEFAULT NULL,
+	dedup_key text DEFAULT NULL,
+	partition int DEFAULT NULL)
+RETURNS streamguard.position
+AS 'MODULE_PATHNAME', 'sg_append'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.append_batch(
+	stream text,
+	payloads jsonb[],
+	keys text[] DEFAULT NULL,
+	dedup_keys text[] DEFAULT NULL,
+	partitions int[] DEFAULT NULL)
+RETURNS SETOF streamguard.position
+AS 'MODULE_PATHNAME', 'sg_append_batch'
+LANGUAGE C VOLATILE ROWS 1000;
+
+-- ------------------------------------------------------------ consuming
+
+CREATE FUNCTION streamguard.poll(stream text, consumer text, max_events int DEFAULT 100)
+RETURNS SETOF streamguard.event
+AS 'MODULE_PATHNAME', 'sg_poll'
+LANGUAGE C VOLATILE ROWS 100;
+
+CREATE FUNCTION streamguard.seek(stream text, consumer text, partition int, seq bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_seek'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.seek(stream text, consumer text, from_time timestamptz)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_seek_time'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.drop_consumer(stream text, consumer text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_drop_consumer'
+LANGUAGE C VOLATILE;
+
+-- ---------------------------------------------------------------- views
+
+CREATE FUNCTION streamguard._partition_stats(
+	OUT stream_id int, OUT partition int, OUT first_seq bigint, OUT last_seq bigint,
+	OUT next_seq bigint, OUT readable_horizon bigint, OUT in_flight int, OUT append_rate float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_partition_stats'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard._next_event_time(stream_id int, partition int, after_seq bigint)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'sg_next_event_time'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE VIEW streamguard.stream_partitions AS
+SELECT s.name AS stream, p.partition, p.first_seq, p.last_seq,
+	   p.readable_horizon, p.next_seq, p.in_flight
+FROM streamguard._partition_stats() p
+JOIN streamguard.stream s ON s.id = p.stream_id;
+
+CREATE VIEW streamguard.streams AS
+SELECT s.name AS stream,
+	   s.owner::regrole AS owner,
+	   s.partitions,
+	   s.retention,
+	   s.dedup_window,
+	   s.current_seg - s.min_seg + 1 AS segments,
+	   coalesce(sum(p.last_seq - p.first_seq + 1), 0)::bigint AS retained_events,
+	   min(p.first_seq) AS first_seq,
+	   max(p.last_seq) AS last_seq,
+	   min(p.readable_horizon) AS readable_horizon,
+	   coalesce(sum(p.in_flight), 0)::int AS in_flight,
+	   coalesce(max(p.append_rate), 0) AS append_rate,
+	   s.created_at
+FROM streamguard.stream s
+LEFT JOIN streamguard._partition_stats() p ON p.stream_id = s.id
+GROUP BY s.id;
+
+CREATE VIEW streamguard.consumers AS
+SELECT s.name AS stream,
+	   c.name AS consumer,
+	   c.partition,
+	   c.position AS committed_seq,
+	   p.readable_horizon,
+	   greatest(coalesce(p.last_seq, 0) - c.position, 0) AS lag_events,
+	   coalesce(extract(epoch FROM now() - streamguard._next_event_time(c.stream_id, c.partition, c.position)), 0)::float8 AS lag_seconds,
+	   c.lost AS lost_events,
+	   c.updated_at
+FROM streamguard.consumer c
+JOIN streamguard.stream s ON s.id = c.stream_id
+LEFT JOIN streamguard._partition_stats() p
+	   ON p.stream_id = c.stream_id AND p.partition = c.partition;
+
+-- ----------------------------------------------------------- privileges
+
+REVOKE ALL ON ALL TABLES IN SCHEMA streamguard FROM PUBLIC;
+GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;
+-- _partition_stats and _next_event_time stay executable by PUBLIC: the views
+-- call them with the caller's rights, and they reveal only positions and times.
