@@ -207,6 +207,7 @@ LEFT JOIN streamguard._partition_stats() p
 
 -- ----------------------------------------------------------- privileges
 
+GRANT USAGE ON SCHEMA streamguard TO PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA streamguard FROM PUBLIC;
 GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;

@@ -351,7 +351,14 @@ StreamLookup(const char *name, SgPrivilege priv)
 		PG_END_TRY();
 	}
 
-	if (!sg_has_privilege(meta, priv))
+	if (priv == SG_PRIV_OWNER)
+	{
+		if (!superuser() && !has_privs_of_role(GetUserId(), meta->owner))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("must be owner of stream \"%s\"", meta->name)));
+	}
+	else if (!sg_has_privilege(meta, priv))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to %s stream \"%s\"",
@@ -360,15 +367,6 @@ StreamLookup(const char *name, SgPrivilege priv)
 						 name, GetUserNameFromId(GetUserId(), false),
 						 priv == SG_PRIV_APPEND ? "append" : "read")));
 	return meta;
-}
-
-void
-StreamCheckOwner(SgStreamMeta *meta)
-{
-	if (!superuser() && !has_privs_of_role(GetUserId(), meta->owner))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("must be owner of stream \"%s\"", meta->name)));
 }
 
 void
@@ -616,8 +614,7 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	meta = StreamLookup(name, SG_PRIV_READ);
-	StreamCheckOwner(meta);
+	meta = StreamLookup(name, SG_PRIV_OWNER);
 	stream_id = meta->stream_id;
 
 	SgBecomeDataOwner(&save);
@@ -707,8 +704,7 @@ sg_change_grant(FunctionCallInfo fcinfo, bool grant)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	meta = StreamLookup(name, SG_PRIV_READ);
-	StreamCheckOwner(meta);
+	meta = StreamLookup(name, SG_PRIV_OWNER);
 
 	SgBecomeDataOwner(&save);
 	{

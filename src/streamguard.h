@@ -135,7 +135,8 @@ typedef struct SgStreamMeta
 typedef enum SgPrivilege
 {
 	SG_PRIV_APPEND,
-	SG_PRIV_READ
+	SG_PRIV_READ,
+	SG_PRIV_OWNER
 } SgPrivilege;
 
 extern void StreamguardCheckLoaded(void);
@@ -143,7 +144,6 @@ extern void SgCheckName(const char *what, const char *name);
 extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
 
 extern SgStreamMeta *StreamLookup(const char *name, SgPrivilege priv);
-extern void StreamCheckOwner(SgStreamMeta *meta);
 extern Oid	StreamDataOwner(void);
 typedef struct SgUserSave
 {
