@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# Run every streamguard test suite: pg_regress (sql/ + expected/), isolation
+# specs (test/isolation/) and TAP tests (test/t/*.pl), all through PGXS
+# `make installcheck` on throwaway servers. Benchmarks (test/bench/) are not run.
+#
+# As root on a fresh Debian 12: installs missing packages, builds and installs
+# the extension, copies the source tree to a fresh directory under /tmp owned
+# by `postgres` and runs the suites there as `postgres`.
+# As another user (with everything installed already): skips the install
+# steps and runs the suites as that user.
+#
+# The last line of output is "N passed, N failed"; exit status is non-zero if
+# anything failed.
+#
+# Environment: SG_LAYER_TIMEOUT (seconds per layer, default 1800),
+#              SG_KEEP=1 keeps the test directory even when all tests pass.
+set -uo pipefail
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
+
+LAYER_TIMEOUT=${SG_LAYER_TIMEOUT:-1800}
+LOG_TAIL=${SG_LOG_TAIL:-150}
+DIFF_TAIL=${SG_DIFF_TAIL:-400}
+
+finish() {   # finish PASSED FAILED
+    echo
+    echo "$1 passed, $2 failed"
+    [ "$2" -eq 0 ] && exit 0
+    exit 1
+}
+
+# ---------------------------------------------------------------- build ----
+if sg_is_root; then
+    sg_log "test: installing dependencies and building (root)"
+else
+    sg_log "test: running as $(id -un), not root: skipping package installation;" \
+           "building in place and installing only if the PostgreSQL directories are writable"
+fi
+if ! bash "$SG_ROOT/scripts/build.sh"; then
+    echo "test: build failed, no test suite was run" >&2
+    finish 0 1
+fi
+if [ ! -f "$("$PG_CONFIG" --pkglibdir)/$SG_EXT.so" ]; then
+    echo "test: $SG_EXT is not installed into $("$PG_CONFIG" --pkglibdir); run scripts/build.sh as root" >&2
+    finish 0 1
+fi
+
+# ------------------------------------------------- copy the source tree ----
+WORK=$(mktemp -d /tmp/streamguard-test.XXXXXX)
+LOGS="$WORK/_test-logs"
+mkdir -p "$LOGS"
+sg_log "test: copying the source tree to $WORK"
+
+copy_tree() {
+    if command -v git >/dev/null &&
+       git -c safe.directory='*' -C "$SG_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        # Tracked files plus untracked, non-ignored ones (work in progress);
+        # build outputs are ignored through .gitignore.
+        (cd "$SG_ROOT" &&
+         git -c safe.directory='*' ls-files -z --cached --others --exclude-standard |
+         while IFS= read -r -d '' f; do [ -f "$f" ] || [ -L "$f" ] && printf '%s\0' "$f"; done |
+         tar --null -T - -cf -) | tar -C "$WORK" -xf -
+    else
+        tar -C "$SG_ROOT" -cf - \
+            --exclude=.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+            --exclude=results --exclude=output_iso --exclude='tmp_check*' \
+            --exclude=regression.diffs --exclude=regression.out --exclude=log \
+            --exclude=bench-results . | tar -C "$WORK" -xf -
+    fi
+}
+if ! copy_tree; then
+    echo "test: could not copy the source tree to $WORK" >&2
+    finish 0 1
+fi
+if sg_is_root; then
+    chown -R postgres:postgres "$WORK"
+fi
+RUN_USER=$(sg_server_user)
+sg_info "suites run as OS user '$RUN_USER' with $PG_BINDIR first on PATH"
+
+# Stop any server a layer left behind in our test directory (a crashed or
+# timed-out run); only servers whose data directory lies under $WORK.
+stop_leftover_servers() {
+    local pidfile dir
+    while IFS= read -r -d '' pidfile; do
+        dir=$(dirname "$pidfile")
+        sg_warn "stopping a server left running in $dir"
+        sg_as_server_user pg_ctl -D "$dir" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+    done < <(find "$WORK" -name postmaster.pid -print0 2>/dev/null)
+}
+
+# ---------------------------------------------------------- the layers ----
+declare -A L_PASS L_FAIL L_STATUS
+LAYERS=(regress isolation tap)
+TOTAL_PASS=0
+TOTAL_FAIL=0
+
+run_layer() {   # run_layer NAME make-variable-overrides...
+    local name=$1; shift
+    local log="$LOGS/$name.log" rc
+    sg_log "test: layer '$name': make installcheck $*"
+    # No stdin: CI runs us without one, and nothing here may wait for input.
+    sg_as_server_user timeout -k 30 "$LAYER_TIMEOUT" \
+        make -C "$WORK" --no-print-directory PG_CONFIG="$PG_CONFIG" installcheck "$@" \
+        </dev/null 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    case $rc in
+        124|137) echo "test: layer '$name' timed out after ${LAYER_TIMEOUT}s (SG_LAYER_TIMEOUT)" | tee -a "$log" ;;
+    esac
+    stop_leftover_servers
+    return "$rc"
+}
+
+# pg_regress / pg_isolation_regress summary: "All N tests passed." or
+# "N of M tests failed." (optionally ", K of these failures ignored.")
+parse_pg_regress() {   # parse_pg_regress NAME LOG RC
+    local name=$1 log=$2 rc=$3 line n m pass=0 fail=0
+    line=$(grep -Eo '(All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests (failed|passed))' "$log" | tail -n1)
+    if [[ $line =~ ^All\ ([0-9]+)\ tests\ passed ]]; then
+        pass=${BASH_REMATCH[1]}
+    elif [[ $line =~ ^([0-9]+)\ of\ ([0-9]+)\ tests\ failed ]]; then
+        n=${BASH_REMATCH[1]}; m=${BASH_REMATCH[2]}; fail=$n; pass=$((m - n))
+    elif [[ $line =~ ^([0-9]+)\ of\ ([0-9]+)\ tests\ passed ]]; then
+        n=${BASH_REMATCH[1]}; m=${BASH_REMATCH[2]}; pass=$n; fail=$((m - n))
+    fi
+    if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
+        fail=1   # the layer failed before or after its tests (server start, make, timeout)
+        echo "test: layer '$name' exited with status $rc without a per-test failure count; counted as 1 failure"
+    fi
+    L_PASS[$name]=$pass; L_FAIL[$name]=$fail
+}
+
+# prove: "Files=F, Tests=T, ..." and "Result: PASS|FAIL"; the "Test Summary
+# Report" lists each failing file as "file (Wstat: W ... Tests: T Failed: F)".
+parse_prove() {   # parse_prove NAME LOG RC
+    local name=$1 log=$2 rc=$3 tests=0 fail_sub=0 bad_files=0 f line
+    line=$(grep -E '^Files=[0-9]+, Tests=[0-9]+' "$log" | tail -n1)
+    [[ $line =~ Tests=([0-9]+) ]] && tests=${BASH_REMATCH[1]}
+    while IFS= read -r f; do
+        if [ "$f" -gt 0 ]; then fail_sub=$((fail_sub + f)); else bad_files=$((bad_files + 1)); fi
+    done < <(grep -E '\(Wstat: [0-9]+.*Tests: [0-9]+ Failed: [0-9]+\)' "$log" |
+             sed -E 's/.*Failed: ([0-9]+)\).*/\1/')
+    L_PASS[$name]=$((tests - fail_sub))
+    L_FAIL[$name]=$((fail_sub + bad_files))
+    if ! grep -q '^Result: PASS' "$log" && [ "${L_FAIL[$name]}" -eq 0 ]; then
+        L_FAIL[$name]=1
+        echo "test: layer '$name' did not report 'Result: PASS' (exit status $rc); counted as 1 failure"
+    elif [ "$rc" -ne 0 ] && [ "${L_FAIL[$name]}" -eq 0 ]; then
+        L_FAIL[$name]=1
+        echo "test: layer '$name' exited with status $rc; counted as 1 failure"
+    fi
+}
+
+show_file() {   # show_file PATH LINES
+    [ -s "$1" ] || return 0
+    echo "----- ${1#"$WORK"/} (last $2 lines) -----"
+    tail -n "$2" "$1"
+}
+
+show_server_log() {   # the temp instance's postmaster.log, or initdb.log if it never started
+    if [ -s "$1/postmaster.log" ]; then
+        show_file "$1/postmaster.log" "$LOG_TAIL"
+    else
+        for f in "$1"/*.log; do show_file "$f" "$LOG_TAIL"; done
+    fi
+}
+
+show_failure_details() {   # show_failure_details NAME
+    sg_log "test: layer '$1' failed; details:"
+    case $1 in
+        regress)     # pg_regress keeps its server's log in <outputdir>/log
+            show_file "$WORK/regression.diffs" "$DIFF_TAIL"
+            show_server_log "$WORK/log" ;;
+        isolation)
+            show_file "$WORK/output_iso/regression.diffs" "$DIFF_TAIL"
+            show_server_log "$WORK/output_iso/log" ;;
+        tap)         # logs of the failing test files only (all of them if unknown)
+            local -a failed logs=()
+            local t base
+            mapfile -t failed < <(grep -E '\(Wstat: [0-9]+' "$LOGS/tap.log" | awk '{print $1}' | sort -u)
+            for t in "${failed[@]}"; do
+                base=$(basename "$t" .pl)
+                logs+=("$WORK/tmp_check/log/regress_log_$base" "$WORK"/tmp_check/log/"$base"_*.log)
+            done
+            [ ${#failed[@]} -gt 0 ] || logs=("$WORK"/tmp_check/log/*)
+            for f in "${logs[@]}"; do [ -f "$f" ] && show_file "$f" "$LOG_TAIL"; done ;;
+    esac
+    return 0
+}
+
+shopt -s nullglob
+for layer in "${LAYERS[@]}"; do
+    case $layer in
+        regress)
+            inputs=("$WORK"/sql/*.sql)
+            overrides=(ISOLATION= TAP_TESTS=) ;;
+        isolation)
+            inputs=("$WORK"/test/isolation/specs/*.spec)
+            overrides=(REGRESS= TAP_TESTS=) ;;
+        tap)
+            inputs=("$WORK"/test/t/*.pl)
+            overrides=(REGRESS= ISOLATION=) ;;
+    esac
+    if [ ${#inputs[@]} -eq 0 ]; then
+        sg_log "test: layer '$layer': no tests found, skipped"
+        L_PASS[$layer]=0; L_FAIL[$layer]=0; L_STATUS[$layer]=skipped
+        continue
+    fi
+    run_layer "$layer" "${overrides[@]}"
+    rc=$?
+    if [ "$layer" = tap ]; then
+        parse_prove "$layer" "$LOGS/$layer.log" "$rc"
+    else
+        parse_pg_regress "$layer" "$LOGS/$layer.log" "$rc"
+    fi
+    if [ "${L_FAIL[$layer]}" -eq 0 ]; then
+        L_STATUS[$layer]=ok
+    else
+        L_STATUS[$layer]=FAILED
+        show_failure_details "$layer"
+    fi
+done
+
+# ------------------------------------------------------------- summary ----
+echo
+sg_log "test: summary"
+printf '    %-10s %7s %7s  %s\n' layer passed failed status
+for layer in "${LAYERS[@]}"; do
+    printf '    %-10s %7s %7s  %s\n' "$layer" "${L_PASS[$layer]}" "${L_FAIL[$layer]}" "${L_STATUS[$layer]}"
+    TOTAL_PASS=$((TOTAL_PASS + L_PASS[$layer]))
+    TOTAL_FAIL=$((TOTAL_FAIL + L_FAIL[$layer]))
+done
+[ $((TOTAL_PASS + TOTAL_FAIL)) -eq 0 ] && sg_warn "no tests were found in any layer"
+if [ "$TOTAL_FAIL" -eq 0 ] && [ "${SG_KEEP:-0}" != 1 ]; then
+    rm -rf "$WORK"
+    sg_info "(test directory removed; SG_KEEP=1 keeps it)"
+else
+    sg_info "test directory with outputs and logs kept: $WORK"
+fi
+finish "$TOTAL_PASS" "$TOTAL_FAIL"
