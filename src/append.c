@@ -76,34 +76,6 @@ sg_choose_partition(SgStreamMeta *meta, bool has_part, int32 part,
 	return (int) (sg_spread_counter++ % (uint32) meta->nparts);
 }
 
-static SPIPlanPtr
-sg_insert_plan(int32 stream_id, int32 seg)
-{
-	char	   *sql;
-	Oid			types[6] = {INT4ARRAYOID, INT8ARRAYOID, TEXTARRAYOID, JSONBOID, TEXTARRAYOID, TIMESTAMPTZOID};
-
-	/* one plan shape for single and batched appends: arrays unnested */
-	types[3] = get_array_type(JSONBOID);
-	sql = psprintf("INSERT INTO %s (partition, seq, key, payload, dedup_key, appended_at) "
-				   "SELECT u.p, u.s, u.k, u.j, u.d, $6 "
-				   "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), "
-				   "pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(p, s, k, j, d)",
-				   StreamSegmentName(stream_id, seg));
-	return SgPlanCached(NULL, sql, 6, types);
-}
-
-static SPIPlanPtr
-sg_insert_one_plan(int32 stream_id, int32 seg)
-{
-	char	   *sql;
-	Oid			types[6] = {INT4OID, INT8OID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID};
-
-	sql = psprintf("INSERT INTO %s (partition, seq, key, payload, dedup_key, appended_at) "
-				   "VALUES ($1, $2, $3, $4, $5, $6)",
-				   StreamSegmentName(stream_id, seg));
-	return SgPlanCached(NULL, sql, 6, types);
-}
-
 /*
  * Claim dedup keys.  keys[i] (NULL = no key) took (parts[i], seqs[i]).
  * On return dup[i] is true for keys already appended within the window,
@@ -265,7 +237,7 @@ sg_append(PG_FUNCTION_ARGS)
 	SgStreamMeta *meta;
 	text	   *key = NULL;
 	char	   *keystr = NULL;
-	int			part;
+	int32		part;
 	int32		seg;
 	int64		seq;
 	TimestampTz now;
@@ -300,39 +272,31 @@ sg_append(PG_FUNCTION_ARGS)
 	seq = HorizonAssignSeqs(meta->ref, part, 1, &seg);
 	now = GetCurrentTimestamp();
 
-	SgBecomeDataOwner(&save);
 	if (!PG_ARGISNULL(3))
 	{
 		Datum		dk = PG_GETARG_DATUM(3);
 		bool		dknull = false;
-		int32		p32 = part;
 
-		sg_claim_dedup(meta, 1, &dk, &dknull, &p32, &seq, &duplicate, now);
-		part = p32;
+		SgBecomeDataOwner(&save, false);
+		sg_claim_dedup(meta, 1, &dk, &dknull, &part, &seq, &duplicate, now);
+		SgRestoreUser(&save);
 	}
 	if (!duplicate)
 	{
-		Datum		values[6];
-		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
-		int			ret;
+		Datum		payload = PG_GETARG_DATUM(1);
+		Datum		keyd = key ? PointerGetDatum(key) : (Datum) 0;
+		bool		keynull = (key == NULL);
+		Datum		dkd = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+		bool		dknull = PG_ARGISNULL(3);
 
-		values[0] = Int32GetDatum(part);
-		values[1] = Int64GetDatum(seq);
-		if (key)
-			values[2] = PointerGetDatum(key);
-		else
-			nulls[2] = 'n';
-		values[3] = PG_GETARG_DATUM(1);
-		if (!PG_ARGISNULL(3))
-			values[4] = PG_GETARG_DATUM(3);
-		else
-			nulls[4] = 'n';
-		values[5] = TimestampTzGetDatum(now);
-		ret = SPI_execute_plan(sg_insert_one_plan(meta->stream_id, seg), values, nulls, false, 0);
-		if (ret != SPI_OK_INSERT)
-			elog(ERROR, "append insert failed: %s", SPI_result_code_string(ret));
+		if (meta->write_seg != seg)
+		{
+			meta->write_seg = seg;
+			meta->write_relid = InvalidOid;
+		}
+		StreamStoreInsert(meta->stream_id, seg, &meta->write_relid, 1, &part, &seq,
+						  &keyd, &keynull, &payload, &dkd, &dknull, now);
 	}
-	SgRestoreUser(&save);
 	SPI_finish();
 
 	result[0] = Int32GetDatum(part);
@@ -462,7 +426,6 @@ sg_append_batch(PG_FUNCTION_ARGS)
 	}
 	now = GetCurrentTimestamp();
 
-	SgBecomeDataOwner(&save);
 	if (dkeys)
 	{
 		HTAB	   *seen;
@@ -497,7 +460,9 @@ sg_append_batch(PG_FUNCTION_ARGS)
 			else
 				e->index = i;
 		}
+		SgBecomeDataOwner(&save, false);
 		sg_claim_dedup(meta, n, dkeys, claim_nulls, parts, seqs, dup, now);
+		SgRestoreUser(&save);
 		for (i = 0; i < n; i++)
 			if (first_of[i] >= 0)
 			{
@@ -507,25 +472,21 @@ sg_append_batch(PG_FUNCTION_ARGS)
 			}
 	}
 
-	/* insert the new events, one statement per segment they go to */
+	/* write the new events, grouped by the segment they belong in */
 	{
 		bool	   *done = palloc0(sizeof(bool) * n);
-		Datum	   *ap = palloc(sizeof(Datum) * n);
-		Datum	   *as = palloc(sizeof(Datum) * n);
-		Datum	   *ak = palloc(sizeof(Datum) * n);
-		bool	   *akn = palloc(sizeof(bool) * n);
-		Datum	   *aj = palloc(sizeof(Datum) * n);
-		Datum	   *ad = palloc(sizeof(Datum) * n);
-		bool	   *adn = palloc(sizeof(bool) * n);
-		int			dims[1];
-		int			lbs[1] = {1};
+		int32	   *gp = palloc(sizeof(int32) * n);
+		int64	   *gs = palloc(sizeof(int64) * n);
+		Datum	   *gk = palloc(sizeof(Datum) * n);
+		bool	   *gkn = palloc(sizeof(bool) * n);
+		Datum	   *gj = palloc(sizeof(Datum) * n);
+		Datum	   *gd = palloc(sizeof(Datum) * n);
+		bool	   *gdn = palloc(sizeof(bool) * n);
 
 		for (;;)
 		{
 			int32		seg = -1;
 			int			m = 0;
-			Datum		values[6];
-			int			ret;
 
 			for (i = 0; i < n; i++)
 			{
@@ -536,32 +497,28 @@ sg_append_batch(PG_FUNCTION_ARGS)
 				if (segs[i] != seg)
 					continue;
 				done[i] = true;
-				ap[m] = Int32GetDatum(parts[i]);
-				as[m] = Int64GetDatum(seqs[i]);
-				ak[m] = keys ? keys[i] : (Datum) 0;
-				akn[m] = keys ? knulls[i] : true;
-				aj[m] = payloads[i];
-				ad[m] = dkeys ? dkeys[i] : (Datum) 0;
-				adn[m] = dkeys ? dnulls[i] : true;
+				gp[m] = parts[i];
+				gs[m] = seqs[i];
+				gk[m] = keys ? keys[i] : (Datum) 0;
+				gkn[m] = keys ? knulls[i] : true;
+				gj[m] = payloads[i];
+				gd[m] = dkeys ? dkeys[i] : (Datum) 0;
+				gdn[m] = dkeys ? dnulls[i] : true;
 				m++;
 			}
 			if (m == 0)
 				break;
-			dims[0] = m;
-			values[0] = PointerGetDatum(construct_array(ap, m, INT4OID, 4, true, TYPALIGN_INT));
-			values[1] = PointerGetDatum(construct_array(as, m, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-			values[2] = PointerGetDatum(construct_md_array(ak, akn, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-			values[3] = PointerGetDatum(construct_array(aj, m, JSONBOID, -1, false, TYPALIGN_INT));
-			values[4] = PointerGetDatum(construct_md_array(ad, adn, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-			values[5] = TimestampTzGetDatum(now);
-			ret = SPI_execute_plan(sg_insert_plan(meta->stream_id, seg), values, NULL, false, 0);
-			if (ret != SPI_OK_INSERT)
-				elog(ERROR, "append_batch insert failed: %s", SPI_result_code_string(ret));
+			if (meta->write_seg != seg)
+			{
+				meta->write_seg = seg;
+				meta->write_relid = InvalidOid;
+			}
+			StreamStoreInsert(meta->stream_id, seg, &meta->write_relid, m, gp, gs,
+							  gk, gkn, gj, gd, gdn, now);
 		}
 	}
-	SgRestoreUser(&save);
-	SPI_finish();
 
+	/* results go to the tuplestore before SPI_finish frees our arrays */
 	for (i = 0; i < n; i++)
 	{
 		Datum		values[2] = {Int32GetDatum(parts[i]), Int64GetDatum(seqs[i])};
@@ -569,5 +526,6 @@ sg_append_batch(PG_FUNCTION_ARGS)
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	SPI_finish();
 	return (Datum) 0;
 }

@@ -84,18 +84,23 @@ StreamDataOwner(void)
 }
 
 /*
- * Run as the owner of the storage, with search_path pinned so that no
- * object of the caller's can stand in for a built-in one.  An error
- * unwinds both through transaction (or subtransaction) abort.
+ * Run as the owner of the storage, normally with search_path pinned so
+ * that no object of the caller's can stand in for a built-in one.  The
+ * hot paths (append, poll) skip the pin to save its cost; every statement
+ * they run names functions and operators with pg_catalog explicitly.  An
+ * error unwinds both through transaction (or subtransaction) abort.
  */
 void
-SgBecomeDataOwner(SgUserSave *save)
+SgBecomeDataOwner(SgUserSave *save, bool pin_search_path)
 {
 	Oid			owner = StreamDataOwner();
 
 	GetUserIdAndSecContext(&save->userid, &save->sec_context);
 	SetUserIdAndSecContext(owner, save->sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
+	save->guc_nest = -1;
+	if (!pin_search_path)
+		return;
 	save->guc_nest = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
@@ -105,7 +110,8 @@ SgBecomeDataOwner(SgUserSave *save)
 void
 SgRestoreUser(SgUserSave *save)
 {
-	AtEOXact_GUC(true, save->guc_nest);
+	if (save->guc_nest >= 0)
+		AtEOXact_GUC(true, save->guc_nest);
 	SetUserIdAndSecContext(save->userid, save->sec_context);
 }
 
@@ -216,7 +222,7 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 	int			i;
 	SgUserSave	save;
 
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	plan = SgPlanCached(NULL,
 						"SELECT id, partitions, owner, current_seg, min_seg, dedup_window "
 						"FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1",
@@ -243,6 +249,8 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 	meta->dedup_window_us = sg_interval_usecs(DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0],
 																				SPI_tuptable->tupdesc, 6, &isnull)));
 	strlcpy(meta->name, name, NAMEDATALEN);
+	meta->write_seg = -1;
+	meta->write_relid = InvalidOid;
 
 	meta->ref = HorizonAttachStream(meta->stream_id, meta->nparts, cur_seg, min_seg);
 	gen_before = pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation);
@@ -392,7 +400,7 @@ StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
 	bool		isnull;
 	Datum		d;
 
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	snap = SgFreshSnapshot();
 	{
 		Oid			types[2] = {INT4OID, INT4OID};
@@ -421,7 +429,7 @@ StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
 
 		if (!StreamSegmentLock(stream_id, seg))
 			continue;
-		sql = psprintf("SELECT max(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1", relname);
+		sql = psprintf("SELECT pg_catalog.max(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1", relname);
 		plan = SgPlanCached(NULL, sql, 1, types);
 		if (SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "max(seq) lookup failed");
@@ -449,7 +457,7 @@ SgCreateSegment(int32 stream_id, int32 seg)
 	SgUserSave	save;
 	Oid			relid;
 
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	sql = psprintf("CREATE TABLE %s ("
 				   " partition int NOT NULL,"
 				   " seq bigint NOT NULL,"
@@ -525,7 +533,7 @@ sg_create_stream(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	{
 		Oid			types[6] = {TEXTOID, INT4OID, OIDOID, INTERVALOID, INTERVALOID, INTERVALOID};
 		Datum		values[6];
@@ -617,7 +625,7 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 	meta = StreamLookup(name, SG_PRIV_OWNER);
 	stream_id = meta->stream_id;
 
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	{
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(stream_id)};
@@ -706,7 +714,7 @@ sg_change_grant(FunctionCallInfo fcinfo, bool grant)
 		elog(ERROR, "SPI_connect failed");
 	meta = StreamLookup(name, SG_PRIV_OWNER);
 
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	{
 		Oid			types[4] = {INT4OID, OIDOID, BOOLOID, BOOLOID};
 		Datum		values[4] = {Int32GetDatum(meta->stream_id), ObjectIdGetDatum(grantee),

@@ -67,7 +67,7 @@ sg_ensure_consumer(SgStreamMeta *meta, const char *consumer)
 	values[0] = Int32GetDatum(meta->stream_id);
 	values[1] = CStringGetTextDatum(consumer);
 	plan = SgPlanCached(NULL,
-						"SELECT count(*) FROM streamguard.consumer "
+						"SELECT pg_catalog.count(*) FROM streamguard.consumer "
 						"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 						2, types);
 	snap = SgFreshSnapshot();
@@ -227,7 +227,7 @@ sg_poll(PG_FUNCTION_ARGS)
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 	st = HorizonStream(meta->ref.slot);
 
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, false);
 	pos = palloc0(sizeof(int64) * meta->nparts);
 	present = palloc0(sizeof(bool) * meta->nparts);
 	if (!sg_ensure_consumer(meta, consumer))
@@ -384,7 +384,7 @@ sg_seek(PG_FUNCTION_ARGS)
 						(long long) seq, partition, name),
 				 errdetail("Valid seqs are 1 to %lld.", (long long) next_seq)));
 
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	sg_seek_prepare(meta, consumer);
 	sg_set_position(meta, consumer, partition, seq - 1);
 	SgRestoreUser(&save);
@@ -424,7 +424,7 @@ sg_seek_time(PG_FUNCTION_ARGS)
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 	StreamSegmentRange(meta, &min_seg, &cur_seg);
 
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	sg_seek_prepare(meta, consumer);
 	for (p = 0; p < meta->nparts; p++)
 	{
@@ -442,7 +442,7 @@ sg_seek_time(PG_FUNCTION_ARGS)
 
 			if (!StreamSegmentLock(meta->stream_id, seg))
 				continue;
-			sql = psprintf("SELECT min(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
+			sql = psprintf("SELECT pg_catalog.min(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
 						   "AND appended_at OPERATOR(pg_catalog.>=) $2",
 						   StreamSegmentName(meta->stream_id, seg));
 			if (SPI_execute_plan(SgPlanCached(NULL, sql, 2, types), values, NULL, true, 1) != SPI_OK_SELECT)
@@ -485,7 +485,7 @@ sg_drop_consumer(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	meta = StreamLookup(name, SG_PRIV_READ);
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	values[0] = Int32GetDatum(meta->stream_id);
 	values[1] = CStringGetTextDatum(consumer);
 	ret = SPI_execute_with_args("DELETE FROM streamguard.consumer WHERE stream_id = $1 AND name = $2",

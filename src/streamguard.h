@@ -130,6 +130,8 @@ typedef struct SgStreamMeta
 	bool	   *grant_read;
 	SgStreamRef ref;
 	uint32		generation;		/* shmem generation this copy matches */
+	int32		write_seg;		/* segment whose OID is cached below */
+	Oid			write_relid;
 } SgStreamMeta;
 
 typedef enum SgPrivilege
@@ -149,10 +151,10 @@ typedef struct SgUserSave
 {
 	Oid			userid;
 	int			sec_context;
-	int			guc_nest;
+	int			guc_nest;		/* -1: search_path not pinned */
 } SgUserSave;
 
-extern void SgBecomeDataOwner(SgUserSave *save);
+extern void SgBecomeDataOwner(SgUserSave *save, bool pin_search_path);
 extern void SgRestoreUser(SgUserSave *save);
 extern char *StreamSegmentName(int32 stream_id, int32 seg);
 extern bool StreamSegmentLock(int32 stream_id, int32 seg);
@@ -161,5 +163,13 @@ extern SPIPlanPtr SgPlanCached(const char *key, const char *sql, int nargs, Oid 
 extern Snapshot SgFreshSnapshot(void);
 extern int64 StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg);
 extern Oid	SgCreateSegment(int32 stream_id, int32 seg);
+
+/* store.c */
+extern void StreamStoreInsert(int32 stream_id, int32 seg, Oid *relid_cache, int n,
+							  const int32 *parts, const int64 *seqs,
+							  const Datum *keys, const bool *knull,
+							  const Datum *payloads,
+							  const Datum *dkeys, const bool *dnull,
+							  TimestampTz appended_at);
 
 #endif							/* STREAMGUARD_H */

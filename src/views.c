@@ -44,7 +44,7 @@ sg_edge_seq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg,
 
 		if (!StreamSegmentLock(stream_id, seg))
 			continue;
-		sql = psprintf("SELECT %s(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1",
+		sql = psprintf("SELECT pg_catalog.%s(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1",
 					   first ? "min" : "max", StreamSegmentName(stream_id, seg));
 		if (SPI_execute_snapshot(SgPlanCached(NULL, sql, 1, types), values, NULL, snap,
 								 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
@@ -74,7 +74,7 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	snap = SgFreshSnapshot();
 	if (SPI_execute_snapshot(SgPlanCached(NULL, "SELECT id, partitions, current_seg, min_seg "
 										  "FROM streamguard.stream ORDER BY id", 0, NULL),
@@ -154,7 +154,7 @@ sg_next_event_time(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	SgBecomeDataOwner(&save);
+	SgBecomeDataOwner(&save, true);
 	for (seg = min_seg; seg <= cur_seg && !found; seg++)
 	{
 		char	   *sql;
