@@ -31,6 +31,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -139,7 +140,7 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 static int
 sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 				  int limit, Snapshot snap, Tuplestorestate *store, TupleDesc desc,
-				  int64 *last)
+				  int64 *last, int64 *first)
 {
 	int32		min_seg,
 				cur_seg,
@@ -179,6 +180,8 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 			if (store)
 				tuplestore_puttuple(store, SPI_tuptable->vals[i]);
 			*last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+			if (got == 0)
+				*first = *last;
 			after = *last;
 			got++;
 		}
@@ -188,57 +191,37 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 }
 
 /*
- * poll(stream, consumer, max_events) -> setof event
+ * Fetch up to max_events events for a consumer into `store`, in seq order
+ * per partition, below each partition's readable horizon.  The position
+ * rows of the partitions read are locked (FOR UPDATE, SKIP LOCKED when
+ * skip_locked) and, when advance, moved to the last event read.
+ * last_seq[p] receives the last seq read in partition p (or its position
+ * when nothing was read), first_seq[p] the first (0 if none).  Runs as
+ * the data owner, SPI connected.  Returns the number of events.
  */
-Datum
-sg_poll(PG_FUNCTION_ARGS)
+int
+ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
+			  Tuplestorestate *store, TupleDesc desc, bool skip_locked,
+			  bool advance, int64 *first_seq, int64 *last_seq)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *name;
-	char	   *consumer;
-	int32		max_events;
-	SgStreamMeta *meta;
-	SgStream   *st;
-	SgUserSave	save;
+	SgStream   *st = HorizonStream(meta->ref.slot);
 	int64	   *pos;
 	bool	   *present;
-	int			remaining;
+	int			remaining = max_events;
 	int			start,
 				k;
 
-	StreamguardCheckLoaded();
-	InitMaterializedSRF(fcinfo, 0);
-	name = SgTextArg(fcinfo, 0, "stream name");
-	consumer = SgTextArg(fcinfo, 1, "consumer name");
-	SgCheckName("consumer", consumer);
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("max_events must not be NULL")));
-	max_events = PG_GETARG_INT32(2);
-	if (max_events < 1 || max_events > SG_MAX_POLL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL, max_events)));
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	meta = StreamLookup(name, SG_PRIV_READ);
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
-	st = HorizonStream(meta->ref.slot);
-
-	SgBecomeDataOwner(&save, false);
 	pos = palloc0(sizeof(int64) * meta->nparts);
 	present = palloc0(sizeof(bool) * meta->nparts);
-	if (!sg_ensure_consumer(meta, consumer))
+	for (k = 0; k < meta->nparts; k++)
 	{
-		SgRestoreUser(&save);
-		SPI_finish();
-		return (Datum) 0;
+		first_seq[k] = 0;
+		last_seq[k] = -1;
 	}
+	if (!sg_ensure_consumer(meta, consumer))
+		return 0;
 	sg_read_positions(meta, consumer, pos, present);
 
-	remaining = max_events;
 	start = (int) (sg_poll_rotor++ % (uint32) meta->nparts);
 	for (k = 0; k < meta->nparts && remaining > 0; k++)
 	{
@@ -263,10 +246,13 @@ sg_poll(PG_FUNCTION_ARGS)
 		values[0] = Int32GetDatum(meta->stream_id);
 		values[1] = CStringGetTextDatum(consumer);
 		values[2] = Int32GetDatum(p);
-		plan = SgPlanCached(NULL,
+		plan = SgPlanCached(NULL, skip_locked ?
 							"SELECT position FROM streamguard.consumer "
 							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
-							"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE SKIP LOCKED",
+							"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE SKIP LOCKED" :
+							"SELECT position FROM streamguard.consumer "
+							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+							"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE",
 							3, types);
 		ret = SPI_execute_plan(plan, values, NULL, false, 0);
 		if (ret != SPI_OK_SELECT)
@@ -274,27 +260,104 @@ sg_poll(PG_FUNCTION_ARGS)
 		if (SPI_processed == 0)
 			continue;			/* another poll holds this partition */
 		locked_pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		last_seq[p] = locked_pos;
 		if (locked_pos + 1 >= horizon)
 			continue;
 
 		snap = SgFreshSnapshot();
 		got = sg_read_partition(meta, p, locked_pos, horizon, remaining, snap,
-								rsinfo->setResult, rsinfo->setDesc, &last);
+								store, desc, &last, &first_seq[p]);
 		UnregisterSnapshot(snap);
 		if (got == 0)
 			continue;
 		remaining -= got;
+		last_seq[p] = last;
 
-		values[3] = Int64GetDatum(last);
-		plan = SgPlanCached(NULL,
-							"UPDATE streamguard.consumer SET position = $4, updated_at = pg_catalog.now() "
-							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
-							"AND partition OPERATOR(pg_catalog.=) $3",
-							4, types);
-		ret = SPI_execute_plan(plan, values, NULL, false, 0);
-		if (ret != SPI_OK_UPDATE || SPI_processed != 1)
-			elog(ERROR, "consumer position update failed");
+		if (advance)
+		{
+			values[3] = Int64GetDatum(last);
+			plan = SgPlanCached(NULL,
+								"UPDATE streamguard.consumer SET position = $4, updated_at = pg_catalog.now() "
+								"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+								"AND partition OPERATOR(pg_catalog.=) $3",
+								4, types);
+			ret = SPI_execute_plan(plan, values, NULL, false, 0);
+			if (ret != SPI_OK_UPDATE || SPI_processed != 1)
+				elog(ERROR, "consumer position update failed");
+		}
 	}
+	return max_events - remaining;
+}
+
+/*
+ * Move a consumer's positions forward to last_seq[p] (where >= 0).
+ */
+void
+ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int64 *last_seq)
+{
+	Oid			types[3] = {INT4OID, TEXTOID, INT8ARRAYOID};
+	Datum		values[3];
+	Datum	   *elems = palloc(sizeof(Datum) * meta->nparts);
+	int			p,
+				ret;
+
+	for (p = 0; p < meta->nparts; p++)
+		elems[p] = Int64GetDatum(last_seq[p]);
+	values[0] = Int32GetDatum(meta->stream_id);
+	values[1] = CStringGetTextDatum(consumer);
+	values[2] = PointerGetDatum(construct_array(elems, meta->nparts, INT8OID, 8,
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	ret = SPI_execute_plan(SgPlanCached(NULL,
+										"UPDATE streamguard.consumer c SET position = ($3)[c.partition OPERATOR(pg_catalog.+) 1], "
+										"updated_at = pg_catalog.now() "
+										"WHERE c.stream_id OPERATOR(pg_catalog.=) $1 AND c.name OPERATOR(pg_catalog.=) $2 "
+										"AND ($3)[c.partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>) c.position",
+										3, types),
+						   values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "consumer position update failed");
+}
+
+/*
+ * poll(stream, consumer, max_events) -> setof event
+ */
+Datum
+sg_poll(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name;
+	char	   *consumer;
+	int32		max_events;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+	int64	   *first,
+			   *last;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	name = SgTextArg(fcinfo, 0, "stream name");
+	consumer = SgTextArg(fcinfo, 1, "consumer name");
+	SgCheckName("consumer", consumer);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("max_events must not be NULL")));
+	max_events = PG_GETARG_INT32(2);
+	if (max_events < 1 || max_events > SG_MAX_POLL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL, max_events)));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	first = palloc(sizeof(int64) * meta->nparts);
+	last = palloc(sizeof(int64) * meta->nparts);
+
+	SgBecomeDataOwner(&save, false);
+	(void) ConsumerFetch(meta, consumer, max_events, rsinfo->setResult, rsinfo->setDesc,
+						 true, true, first, last);
 	SgRestoreUser(&save);
 	SPI_finish();
 	return (Datum) 0;
@@ -342,89 +405,47 @@ sg_seek_prepare(SgStreamMeta *meta, const char *consumer)
 }
 
 /*
- * seek(stream, consumer, partition, seq): the next poll of the partition
- * returns events with seq >= seq.
+ * Position a consumer so that its next read of `partition` (every
+ * partition when partition < 0) starts at seq.  seq 0 means the beginning
+ * of the retained stream.  Runs as the data owner, SPI connected.
  */
-Datum
-sg_seek(PG_FUNCTION_ARGS)
+void
+ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 seq)
 {
-	char	   *name;
-	char	   *consumer;
-	int32		partition;
-	int64		seq;
-	int64		next_seq;
-	SgStreamMeta *meta;
-	SgUserSave	save;
+	int			p;
 
-	StreamguardCheckLoaded();
-	name = SgTextArg(fcinfo, 0, "stream name");
-	consumer = SgTextArg(fcinfo, 1, "consumer name");
-	SgCheckName("consumer", consumer);
-	if (PG_ARGISNULL(2) || PG_ARGISNULL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", PG_ARGISNULL(2) ? "partition" : "seq")));
-	partition = PG_GETARG_INT32(2);
-	seq = PG_GETARG_INT64(3);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	meta = StreamLookup(name, SG_PRIV_READ);
-	if (partition < 0 || partition >= meta->nparts)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("partition %d is out of range for stream \"%s\"", partition, name),
-				 errdetail("The stream has partitions 0 to %d.", meta->nparts - 1)));
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
-	(void) HorizonReadable(HorizonStream(meta->ref.slot), partition, &next_seq, NULL);
-	if (seq < 1 || seq > next_seq)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("seq %lld is out of range for partition %d of stream \"%s\"",
-						(long long) seq, partition, name),
-				 errdetail("Valid seqs are 1 to %lld.", (long long) next_seq)));
-
-	SgBecomeDataOwner(&save, true);
 	sg_seek_prepare(meta, consumer);
-	sg_set_position(meta, consumer, partition, seq - 1);
-	SgRestoreUser(&save);
-	SPI_finish();
-	PG_RETURN_VOID();
+	for (p = 0; p < meta->nparts; p++)
+	{
+		int64		next_seq;
+
+		if (partition >= 0 && p != partition)
+			continue;
+		(void) HorizonReadable(HorizonStream(meta->ref.slot), p, &next_seq, NULL);
+		if (seq < 0 || seq > next_seq)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("seq %lld is out of range for partition %d of stream \"%s\"",
+							(long long) seq, p, meta->name),
+					 errdetail("Valid seqs are 1 to %lld.", (long long) next_seq)));
+		sg_set_position(meta, consumer, p, seq > 0 ? seq - 1 : 0);
+	}
 }
 
 /*
- * seek(stream, consumer, from_time): every partition restarts at its first
- * retained event appended at or after from_time.
+ * Position a consumer, in every partition, at the first retained event
+ * appended at or after `from`.
  */
-Datum
-sg_seek_time(PG_FUNCTION_ARGS)
+void
+ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from)
 {
-	char	   *name;
-	char	   *consumer;
-	TimestampTz from;
-	SgStreamMeta *meta;
-	SgUserSave	save;
 	int			p;
 	int32		min_seg,
 				cur_seg;
 
-	StreamguardCheckLoaded();
-	name = SgTextArg(fcinfo, 0, "stream name");
-	consumer = SgTextArg(fcinfo, 1, "consumer name");
-	SgCheckName("consumer", consumer);
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("from_time must not be NULL")));
-	from = PG_GETARG_TIMESTAMPTZ(2);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	meta = StreamLookup(name, SG_PRIV_READ);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 	StreamSegmentRange(meta, &min_seg, &cur_seg);
-
-	SgBecomeDataOwner(&save, true);
 	sg_seek_prepare(meta, consumer);
 	for (p = 0; p < meta->nparts; p++)
 	{
@@ -458,6 +479,82 @@ sg_seek_time(PG_FUNCTION_ARGS)
 		}
 		sg_set_position(meta, consumer, p, target - 1);
 	}
+}
+
+/*
+ * seek(stream, consumer, partition, seq): the next poll of the partition
+ * returns events with seq >= seq.
+ */
+Datum
+sg_seek(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *consumer;
+	int32		partition;
+	int64		seq;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	consumer = SgTextArg(fcinfo, 1, "consumer name");
+	SgCheckName("consumer", consumer);
+	if (PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", PG_ARGISNULL(2) ? "partition" : "seq")));
+	partition = PG_GETARG_INT32(2);
+	seq = PG_GETARG_INT64(3);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	if (partition < 0 || partition >= meta->nparts)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition %d is out of range for stream \"%s\"", partition, name),
+				 errdetail("The stream has partitions 0 to %d.", meta->nparts - 1)));
+	if (seq < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("seq %lld is out of range for partition %d of stream \"%s\"",
+						(long long) seq, partition, name),
+				 errdetail("Seqs start at 1.")));
+	SgBecomeDataOwner(&save, true);
+	ConsumerSeekSeq(meta, consumer, partition, seq);
+	SgRestoreUser(&save);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * seek(stream, consumer, from_time): every partition restarts at its first
+ * retained event appended at or after from_time.
+ */
+Datum
+sg_seek_time(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *consumer;
+	TimestampTz from;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	consumer = SgTextArg(fcinfo, 1, "consumer name");
+	SgCheckName("consumer", consumer);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("from_time must not be NULL")));
+	from = PG_GETARG_TIMESTAMPTZ(2);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	SgBecomeDataOwner(&save, true);
+	ConsumerSeekTime(meta, consumer, from);
 	SgRestoreUser(&save);
 	SPI_finish();
 	PG_RETURN_VOID();

@@ -26,6 +26,7 @@
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+#include "utils/tuplestore.h"
 
 #define SG_MAX_NAME_LEN			63
 #define SG_MAX_PARTITIONS_PER_STREAM 1024
@@ -163,6 +164,14 @@ extern SPIPlanPtr SgPlanCached(const char *key, const char *sql, int nargs, Oid 
 extern Snapshot SgFreshSnapshot(void);
 extern int64 StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg);
 extern Oid	SgCreateSegment(int32 stream_id, int32 seg);
+
+/* consumer.c */
+extern int	ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
+						  Tuplestorestate *store, TupleDesc desc, bool skip_locked,
+						  bool advance, int64 *first_seq, int64 *last_seq);
+extern void ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 seq);
+extern void ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from);
+extern void ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int64 *last_seq);
 
 /* store.c */
 extern void StreamStoreInsert(int32 stream_id, int32 seg, Oid *relid_cache, int n,
