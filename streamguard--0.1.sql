@@ -74,12 +74,66 @@ CREATE TABLE streamguard.append_dedup (
 );
 CREATE INDEX append_dedup_expiry ON streamguard.append_dedup (stream_id, appended_at);
 
+CREATE TABLE streamguard.pipeline (
+	id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	name text NOT NULL UNIQUE,
+	stream_id int NOT NULL,
+	sql text NOT NULL,
+	guarantee text NOT NULL
+		CHECK (guarantee IN ('exactly_once', 'at_least_once', 'at_most_once')),
+	batch_size int NOT NULL,
+	error_policy text NOT NULL CHECK (error_policy IN ('stop', 'skip', 'dead_letter')),
+	dedup boolean NOT NULL,
+	dedup_window interval NOT NULL,
+	owner oid NOT NULL,
+	search_path text NOT NULL,				-- in force when the SQL was defined
+	state text NOT NULL DEFAULT 'running'
+		CHECK (state IN ('running', 'paused', 'failed')),
+	epoch bigint NOT NULL DEFAULT 1,		-- fencing generation
+	started_once boolean NOT NULL DEFAULT false,
+	restarts int NOT NULL DEFAULT 0,
+	batches bigint NOT NULL DEFAULT 0,
+	events_in bigint NOT NULL DEFAULT 0,
+	rows_out bigint NOT NULL DEFAULT 0,
+	skipped bigint NOT NULL DEFAULT 0,
+	dead_letters bigint NOT NULL DEFAULT 0,
+	last_batch_at timestamptz,
+	last_error text,
+	last_error_at timestamptz,
+	created_at timestamptz NOT NULL DEFAULT now()
+) WITH (fillfactor = 50);
+
+CREATE TABLE streamguard.pipeline_dedup (
+	pipeline_id int NOT NULL,
+	dedup_key text NOT NULL,
+	seen_at timestamptz NOT NULL,
+	PRIMARY KEY (pipeline_id, dedup_key)
+);
+
+CREATE TABLE streamguard.dead_letter (
+	pipeline_id int NOT NULL,
+	pipeline text NOT NULL,
+	partition int NOT NULL,
+	seq bigint NOT NULL,
+	key text,
+	payload jsonb,
+	dedup_key text,
+	appended_at timestamptz,
+	error text NOT NULL,
+	sqlstate text NOT NULL,
+	failed_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX dead_letter_pipeline ON streamguard.dead_letter (pipeline_id, failed_at);
+
 SELECT pg_catalog.pg_extension_config_dump('streamguard.stream', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_partition', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.segment', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_grant', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.consumer', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.append_dedup', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_dedup', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.dead_letter', '');
 
 -- -------------------------------------------------------------- streams
 
@@ -152,6 +206,65 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'sg_drop_consumer'
 LANGUAGE C VOLATILE;
 
+-- ------------------------------------------------------------ pipelines
+
+CREATE FUNCTION streamguard.create_pipeline(
+	name text,
+	source text,
+	sql text,
+	guarantee text DEFAULT 'exactly_once',
+	batch_size int DEFAULT 1000,
+	error_policy text DEFAULT 'stop',
+	dedup boolean DEFAULT false,
+	dedup_window interval DEFAULT '1 hour',
+	start_from text DEFAULT 'beginning')
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_create_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.pause_pipeline(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_pause_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.resume_pipeline(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_resume_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.drop_pipeline(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_drop_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.reset_pipeline(
+	name text,
+	seq bigint DEFAULT NULL,
+	from_time timestamptz DEFAULT NULL,
+	partition int DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_reset_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.alter_pipeline(
+	name text,
+	sql text DEFAULT NULL,
+	batch_size int DEFAULT NULL,
+	error_policy text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_alter_pipeline'
+LANGUAGE C VOLATILE;
+
+-- TEST ONLY: arm a deterministic fault in a pipeline's worker (superuser)
+CREATE FUNCTION streamguard.inject_fault(
+	pipeline text,
+	point text,
+	action text DEFAULT 'kill',
+	times int DEFAULT 1)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_inject_fault'
+LANGUAGE C VOLATILE;
+
 -- ---------------------------------------------------------------- views
 
 CREATE FUNCTION streamguard._partition_stats(
@@ -205,11 +318,77 @@ JOIN streamguard.stream s ON s.id = c.stream_id
 LEFT JOIN streamguard._partition_stats() p
 	   ON p.stream_id = c.stream_id AND p.partition = c.partition;
 
+CREATE FUNCTION streamguard._pipeline_runtime(
+	OUT pipeline_id int, OUT worker_pid int, OUT events_per_sec float8,
+	OUT last_batch_ms float8, OUT last_fetch_ms float8, OUT last_process_ms float8,
+	OUT last_commit_ms float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_pipeline_runtime'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard._pipeline_batches(
+	OUT pipeline_id int, OUT batch_id bigint, OUT epoch bigint, OUT committed_at timestamptz,
+	OUT events_in int, OUT rows_out bigint, OUT partitions int, OUT first_seq bigint,
+	OUT last_seq bigint, OUT fetch_ms float8, OUT process_ms float8, OUT commit_ms float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_pipeline_batches'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW streamguard.pipelines AS
+SELECT p.name AS pipeline,
+	   s.name AS source,
+	   p.state,
+	   p.guarantee,
+	   p.owner::regrole AS owner,
+	   r.worker_pid,
+	   p.batch_size,
+	   p.error_policy,
+	   p.batches,
+	   p.events_in,
+	   p.rows_out,
+	   coalesce(r.events_per_sec, 0) AS events_per_sec,
+	   lag.lag_events,
+	   lag.lag_seconds,
+	   p.last_batch_at,
+	   r.last_batch_ms,
+	   r.last_fetch_ms,
+	   r.last_process_ms,
+	   r.last_commit_ms,
+	   p.last_error,
+	   p.last_error_at,
+	   p.restarts,
+	   p.skipped,
+	   p.dead_letters,
+	   p.epoch
+FROM streamguard.pipeline p
+JOIN streamguard.stream s ON s.id = p.stream_id
+LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id
+LEFT JOIN LATERAL (
+	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds
+	FROM streamguard.consumers c
+	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name) lag ON true;
+
+CREATE VIEW streamguard.pipeline_batches AS
+SELECT p.name AS pipeline, b.batch_id, b.epoch, b.committed_at, b.events_in, b.rows_out,
+	   b.partitions, b.first_seq, b.last_seq, b.fetch_ms, b.process_ms, b.commit_ms
+FROM streamguard._pipeline_batches() b
+JOIN streamguard.pipeline p ON p.id = b.pipeline_id;
+
+-- dead letters hold payloads: each role sees those of the pipelines it owns
+CREATE VIEW streamguard.dead_letters WITH (security_barrier) AS
+SELECT d.pipeline, d.partition, d.seq, d.key, d.payload, d.dedup_key, d.appended_at,
+	   d.error, d.sqlstate, d.failed_at
+FROM streamguard.dead_letter d
+JOIN streamguard.pipeline p ON p.id = d.pipeline_id
+WHERE pg_catalog.pg_has_role(p.owner, 'USAGE');
+
 -- ----------------------------------------------------------- privileges
 
 GRANT USAGE ON SCHEMA streamguard TO PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA streamguard FROM PUBLIC;
-GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers TO PUBLIC;
+GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers,
+	streamguard.pipelines, streamguard.pipeline_batches, streamguard.dead_letters TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;
 -- _partition_stats and _next_event_time stay executable by PUBLIC: the views
 -- call them with the caller's rights, and they reveal only positions and times.

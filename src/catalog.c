@@ -366,7 +366,7 @@ StreamLookup(const char *name, SgPrivilege priv)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be owner of stream \"%s\"", meta->name)));
 	}
-	else if (!sg_has_privilege(meta, priv))
+	else if (priv != SG_PRIV_NONE && !sg_has_privilege(meta, priv))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to %s stream \"%s\"",

@@ -67,6 +67,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "pipeline.h"
 #include "streamguard.h"
 
 #define SG_NO_SEQ	0			/* seqs start at 1 */
@@ -565,7 +566,10 @@ sg_release_open_appends(bool committed)
 		SgOpenAppend *e = &mine->entries[i];
 
 		if (committed && e->count > 0)
+		{
 			sg_record_rate(&sg_streams[e->stream_slot], e->count);
+			PipelineWakeStream(sg_streams[e->stream_slot].dbid, sg_streams[e->stream_slot].stream_id);
+		}
 		pg_atomic_write_u64(&e->first_seq, SG_NO_SEQ);
 	}
 	pg_write_barrier();

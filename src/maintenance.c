@@ -51,6 +51,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "pipeline.h"
 #include "streamguard.h"
 
 PGDLLEXPORT void MaintenanceLauncherMain(Datum arg);
@@ -71,6 +72,7 @@ MaintenanceWakeLauncher(void)
 				i;
 	SgLauncherDb *dbs;
 	pid_t		pid;
+	pid_t		db_pid = 0;
 
 	LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
 	dbs = HorizonLauncherDbs(&n);
@@ -80,17 +82,21 @@ MaintenanceWakeLauncher(void)
 	if (i == *n && i < SG_LAUNCHER_MAX_DBS)
 	{
 		dbs[i].dbid = MyDatabaseId;
+		dbs[i].worker_pid = 0;
 		(*n)++;
 	}
 	if (i < *n)
 	{
 		dbs[i].wanted = true;
 		dbs[i].retry_after = 0;
+		db_pid = dbs[i].worker_pid;
 	}
 	pid = *HorizonLauncherPid();
 	LWLockRelease(HorizonLauncherLock());
-	if (pid > 0)
-		kill(pid, SIGUSR1);		/* sets the launcher's latch */
+	if (db_pid > 0)
+		kill(db_pid, SIGUSR1);	/* the database's worker runs a round now */
+	else if (pid > 0)
+		kill(pid, SIGUSR1);		/* the launcher starts one */
 }
 
 typedef struct LauncherLocal
@@ -103,6 +109,8 @@ static void
 sg_launch_worker(Oid dbid, BackgroundWorkerHandle **handle)
 {
 	BackgroundWorker worker;
+	MemoryContext oldcxt;
+	bool		ok;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -114,7 +122,10 @@ sg_launch_worker(Oid dbid, BackgroundWorkerHandle **handle)
 	snprintf(worker.bgw_type, BGW_MAXLEN, "streamguard maintenance");
 	worker.bgw_main_arg = ObjectIdGetDatum(dbid);
 	worker.bgw_notify_pid = MyProcPid;
-	if (!RegisterDynamicBackgroundWorker(&worker, handle))
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	ok = RegisterDynamicBackgroundWorker(&worker, handle);
+	MemoryContextSwitchTo(oldcxt);
+	if (!ok)
 	{
 		*handle = NULL;
 		ereport(LOG,
@@ -214,6 +225,7 @@ MaintenanceLauncherMain(Datum arg)
 				shared[k].dbid = dbs[i];
 				shared[k].wanted = true;
 				shared[k].retry_after = 0;
+				shared[k].worker_pid = 0;
 				(*nshared)++;
 			}
 			if (k == *nshared)
@@ -475,6 +487,15 @@ sg_step_dedup(SgStreamTask *task)
 			SPI_OK_DELETE);
 }
 
+static void
+sg_step_supervise(SgStreamTask *unused)
+{
+	PipelineSupervise();
+	sg_exec("DELETE FROM streamguard.pipeline_dedup d USING streamguard.pipeline p "
+			"WHERE p.id = d.pipeline_id AND d.seen_at < pg_catalog.now() - p.dedup_window",
+			SPI_OK_DELETE);
+}
+
 static bool sg_extension_present;
 
 static void
@@ -498,6 +519,27 @@ sg_mark_absent(void)
 	LWLockRelease(HorizonLauncherLock());
 }
 
+static void
+sg_register_db_worker(pid_t pid)
+{
+	int		   *n,
+				i;
+	SgLauncherDb *dbs;
+
+	LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
+	dbs = HorizonLauncherDbs(&n);
+	for (i = 0; i < *n; i++)
+		if (dbs[i].dbid == MyDatabaseId)
+			dbs[i].worker_pid = pid;
+	LWLockRelease(HorizonLauncherLock());
+}
+
+static void
+sg_unregister_db_worker(int code, Datum arg)
+{
+	sg_register_db_worker(0);
+}
+
 void
 MaintenanceWorkerMain(Datum arg)
 {
@@ -511,6 +553,8 @@ MaintenanceWorkerMain(Datum arg)
 
 	sg_round_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard maintenance round",
 										 ALLOCSET_DEFAULT_SIZES);
+	sg_register_db_worker(MyProcPid);
+	before_shmem_exit(sg_unregister_db_worker, (Datum) 0);
 	for (;;)
 	{
 		int			i;
@@ -530,6 +574,8 @@ MaintenanceWorkerMain(Datum arg)
 			sg_mark_absent();
 			proc_exit(0);
 		}
+
+		sg_run_step(sg_step_supervise, NULL, "pipeline supervision");
 
 		sg_tasks = NULL;
 		sg_ntasks = 0;

@@ -18,9 +18,11 @@
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
+#include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
+#include "pipeline.h"
 #include "streamguard.h"
 
 PG_MODULE_MAGIC;
@@ -43,6 +45,8 @@ sg_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	HorizonShmemRequest();
+	RequestAddinShmemSpace(PipelineShmemSize());
+	RequestNamedLWLockTranche("streamguard pipelines", 1);
 }
 
 static void
@@ -51,6 +55,7 @@ sg_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	HorizonShmemInit();
+	PipelineShmemInit();
 }
 
 void
@@ -86,6 +91,11 @@ _PG_init(void)
 							NULL,
 							&sg_launcher_naptime_ms, 10000, 100, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.max_pipelines",
+							"Maximum number of pipelines, over all databases.",
+							"Each pipeline also needs a background worker slot (max_worker_processes).",
+							&sg_max_pipelines, 64, 1, 10000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamguard");
 
 	prev_shmem_request_hook = shmem_request_hook;

@@ -82,6 +82,7 @@ typedef struct SgStreamRef
 typedef struct SgLauncherDb
 {
 	Oid			dbid;
+	pid_t		worker_pid;		/* the database's maintenance worker */
 	bool		wanted;			/* a backend asked for a worker here */
 	TimestampTz retry_after;	/* extension absent: probe again then */
 } SgLauncherDb;
@@ -139,7 +140,8 @@ typedef enum SgPrivilege
 {
 	SG_PRIV_APPEND,
 	SG_PRIV_READ,
-	SG_PRIV_OWNER
+	SG_PRIV_OWNER,
+	SG_PRIV_NONE				/* internal callers that checked already */
 } SgPrivilege;
 
 extern void StreamguardCheckLoaded(void);
@@ -172,6 +174,11 @@ extern int	ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_event
 extern void ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 seq);
 extern void ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from);
 extern void ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int64 *last_seq);
+
+/* pipeline.c */
+extern char *PipelineConsumerName(const char *pipeline);
+extern TupleDesc SgEventTupleDesc(void);
+extern void PipelineRegisterBatch(Tuplestorestate *store, TupleDesc desc, int64 ntuples);
 
 /* store.c */
 extern void StreamStoreInsert(int32 stream_id, int32 seg, Oid *relid_cache, int n,

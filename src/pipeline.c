@@ -1,0 +1,1055 @@
+/*-------------------------------------------------------------------------
+ *
+ * pipeline.c
+ *		Pipelines: the SQL API (create / pause / resume / drop / reset /
+ *		alter / inject_fault), their shared-memory slots, the supervisor
+ *		that keeps one worker per running pipeline, and the runtime views.
+ *
+ * A pipeline is a row of streamguard.pipeline; its positions are the
+ * consumer rows named "pipeline:<name>" of its source stream, so retention
+ * accounting and the consumers view cover pipelines too.
+ *
+ * Fencing.  The pipeline row carries an epoch.  Every batch transaction of
+ * a worker starts by locking the row (FOR UPDATE) and checking that the
+ * epoch is still the one the worker took when it started; pause, reset,
+ * alter, drop and every worker start bump the epoch under the same row
+ * lock.  A worker that lost ownership therefore finds out before it can
+ * commit anything, and a batch that commits proves ownership.
+ *
+ * Shared memory: one SgPipelineSlot per pipeline (streamguard.max_pipelines
+ * of them), found by (database, pipeline id).  The slot array's identity
+ * fields are protected by PipelineLock; each slot's runtime fields by its
+ * spinlock.  Slots hold what must be cheap to read (worker pid, rates,
+ * the checkpoint history ring) or must not survive a crash (fault
+ * injection); durable counters live in the pipeline row.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/plancache.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "pipeline.h"
+#include "streamguard.h"
+
+PG_FUNCTION_INFO_V1(sg_create_pipeline);
+PG_FUNCTION_INFO_V1(sg_pause_pipeline);
+PG_FUNCTION_INFO_V1(sg_resume_pipeline);
+PG_FUNCTION_INFO_V1(sg_drop_pipeline);
+PG_FUNCTION_INFO_V1(sg_reset_pipeline);
+PG_FUNCTION_INFO_V1(sg_alter_pipeline);
+PG_FUNCTION_INFO_V1(sg_inject_fault);
+PG_FUNCTION_INFO_V1(sg_pipeline_runtime);
+PG_FUNCTION_INFO_V1(sg_pipeline_batches);
+
+int			sg_max_pipelines = 64;
+
+typedef struct SgPipelineShared
+{
+	LWLock	   *lock;
+	SgPipelineSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} SgPipelineShared;
+
+static SgPipelineShared *sg_pipes = NULL;
+
+/* ------------------------------------------------------- shared memory */
+
+Size
+PipelineShmemSize(void)
+{
+	return add_size(offsetof(SgPipelineShared, slots),
+					mul_size(sg_max_pipelines, sizeof(SgPipelineSlot)));
+}
+
+void
+PipelineShmemInit(void)
+{
+	bool		found;
+	int			i;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	sg_pipes = ShmemInitStruct("streamguard pipelines", PipelineShmemSize(), &found);
+	if (!found)
+	{
+		memset(sg_pipes, 0, PipelineShmemSize());
+		sg_pipes->lock = &(GetNamedLWLockTranche("streamguard pipelines"))->lock;
+		for (i = 0; i < sg_max_pipelines; i++)
+		{
+			SpinLockInit(&sg_pipes->slots[i].mutex);
+			sg_pipes->slots[i].worker_procno = -1;
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+SgPipelineSlot *
+PipelineSlot(Oid dbid, int32 pipeline_id, bool create)
+{
+	int			i,
+				free_slot = -1;
+	SgPipelineSlot *slot = NULL;
+
+	LWLockAcquire(sg_pipes->lock, create ? LW_EXCLUSIVE : LW_SHARED);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid == dbid && s->pipeline_id == pipeline_id)
+		{
+			slot = s;
+			break;
+		}
+		if (s->dbid == InvalidOid && free_slot < 0)
+			free_slot = i;
+	}
+	if (slot == NULL && create)
+	{
+		if (free_slot < 0)
+		{
+			LWLockRelease(sg_pipes->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many pipelines"),
+					 errdetail("All %d pipeline slots in shared memory are in use.", sg_max_pipelines),
+					 errhint("Raise streamguard.max_pipelines and restart the server.")));
+		}
+		slot = &sg_pipes->slots[free_slot];
+		SpinLockAcquire(&slot->mutex);
+		slot->dbid = dbid;
+		slot->pipeline_id = pipeline_id;
+		slot->stream_id = 0;
+		slot->worker_pid = 0;
+		slot->worker_procno = -1;
+		slot->clean_exit = false;
+		slot->failures = 0;
+		slot->next_start = 0;
+		slot->events_per_sec = 0;
+		slot->last_batch_end = 0;
+		slot->nhistory = 0;
+		slot->fault_point = SG_FAULT_NONE;
+		slot->fault_count = 0;
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(sg_pipes->lock);
+	return slot;
+}
+
+void
+PipelineFreeSlot(Oid dbid, int32 pipeline_id)
+{
+	int			i;
+
+	LWLockAcquire(sg_pipes->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid == dbid && s->pipeline_id == pipeline_id)
+		{
+			PipelineWakeWorker(s);
+			s->dbid = InvalidOid;
+			s->pipeline_id = 0;
+		}
+	}
+	LWLockRelease(sg_pipes->lock);
+}
+
+void
+PipelineWakeWorker(SgPipelineSlot *slot)
+{
+	int			procno;
+
+	SpinLockAcquire(&slot->mutex);
+	procno = slot->worker_procno;
+	SpinLockRelease(&slot->mutex);
+	if (procno >= 0)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * An append to this stream committed: wake the pipelines reading it.
+ * Called from the commit callback, so it must not fail.
+ */
+void
+PipelineWakeStream(Oid dbid, int32 stream_id)
+{
+	int			i;
+
+	if (sg_pipes == NULL)
+		return;
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid == dbid && s->stream_id == stream_id && s->worker_procno >= 0)
+			PipelineWakeWorker(s);
+	}
+}
+
+const char *
+GuaranteeName(SgGuarantee g)
+{
+	switch (g)
+	{
+		case SG_EXACTLY_ONCE:
+			return "exactly_once";
+		case SG_AT_LEAST_ONCE:
+			return "at_least_once";
+		case SG_AT_MOST_ONCE:
+			return "at_most_once";
+	}
+	return "?";
+}
+
+/* ------------------------------------------------------------ helpers */
+
+typedef struct SgPipeRow
+{
+	int32		id;
+	Oid			owner;
+	char	   *stream;
+	char	   *state;
+	int64		epoch;
+} SgPipeRow;
+
+/*
+ * Lock a pipeline's row and check that the caller may change it.
+ * SPI connected, running as the data owner.
+ */
+static SgPipeRow
+sg_lock_pipeline(const char *name, Oid caller)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	SgPipeRow	row;
+	bool		isnull;
+	int			ret;
+
+	SgCheckName("pipeline", name);
+	values[0] = CStringGetTextDatum(name);
+	ret = SPI_execute_with_args("SELECT p.id, p.owner, s.name, p.state, p.epoch "
+								"FROM streamguard.pipeline p JOIN streamguard.stream s ON s.id = p.stream_id "
+								"WHERE p.name = $1 FOR UPDATE OF p",
+								1, types, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pipeline lookup failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline \"%s\" does not exist", name)));
+	row.id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	row.owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	row.stream = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+	row.state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
+	row.epoch = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
+	if (!superuser_arg(caller) && !has_privs_of_role(caller, row.owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of pipeline \"%s\"", name)));
+	return row;
+}
+
+static void
+sg_pipeline_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
+{
+	int			ret = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
+
+	if (ret != expect)
+		elog(ERROR, "pipeline statement failed (%s): %s", SPI_result_code_string(ret), sql);
+}
+
+static void
+sg_set_state(int32 id, const char *state, bool bump_epoch)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2] = {Int32GetDatum(id), CStringGetTextDatum(state)};
+
+	sg_pipeline_exec(bump_epoch ?
+					 "UPDATE streamguard.pipeline SET state = $2, epoch = epoch + 1 WHERE id = $1" :
+					 "UPDATE streamguard.pipeline SET state = $2 WHERE id = $1",
+					 2, types, values, SPI_OK_UPDATE);
+}
+
+char *
+PipelineConsumerName(const char *pipeline)
+{
+	return psprintf("pipeline:%s", pipeline);
+}
+
+TupleDesc
+SgEventTupleDesc(void)
+{
+	TupleDesc	desc = CreateTemplateTupleDesc(6);
+
+	TupleDescInitEntry(desc, 1, "partition", INT4OID, -1, 0);
+	TupleDescInitEntry(desc, 2, "seq", INT8OID, -1, 0);
+	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 4, "payload", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 5, "dedup_key", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 6, "appended_at", TIMESTAMPTZOID, -1, 0);
+	return BlessTupleDesc(desc);
+}
+
+/*
+ * Make the batch visible to the SPI connection as the relation "batch".
+ */
+void
+PipelineRegisterBatch(Tuplestorestate *store, TupleDesc desc, int64 ntuples)
+{
+	EphemeralNamedRelation enr = palloc0(sizeof(EphemeralNamedRelationData));
+	int			ret;
+
+	enr->md.name = "batch";
+	enr->md.reliddesc = InvalidOid;
+	enr->md.tupdesc = desc;
+	enr->md.enrtype = ENR_NAMED_TUPLESTORE;
+	enr->md.enrtuples = (double) ntuples;
+	enr->reldata = store;
+	ret = SPI_register_relation(enr);
+	if (ret != SPI_OK_REL_REGISTER)
+		elog(ERROR, "could not register the batch relation: %s", SPI_result_code_string(ret));
+}
+
+/*
+ * Parse and analyze the pipeline's SQL against an empty batch, as the
+ * current user with the current search_path: syntax and reference errors
+ * are reported now, with their position.  SPI connected.
+ */
+static void
+sg_validate_sql(const char *sql)
+{
+	TupleDesc	desc = SgEventTupleDesc();
+	Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
+	SPIPlanPtr	plan;
+	List	   *sources;
+	ListCell   *lc;
+
+	if (sql[strspn(sql, " \t\r\n;")] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("pipeline SQL must not be empty")));
+	PipelineRegisterBatch(store, desc, 0);
+	plan = SPI_prepare(sql, 0, NULL);
+	if (plan == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("invalid pipeline SQL: %s", SPI_result_code_string(SPI_result))));
+	sources = SPI_plan_get_plan_sources(plan);
+	foreach(lc, sources)
+	{
+		CachedPlanSource *ps = lfirst(lc);
+
+		if (ps->raw_parse_tree &&
+			(IsA(ps->raw_parse_tree->stmt, TransactionStmt) ||
+			 IsA(ps->raw_parse_tree->stmt, CallStmt) ||
+			 IsA(ps->raw_parse_tree->stmt, VacuumStmt)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("pipeline SQL must not contain %s", ps->commandTag == CMDTAG_UNKNOWN ?
+							"transaction control" : GetCommandTagName(ps->commandTag)),
+					 errdetail("streamguard commits each batch itself.")));
+	}
+	SPI_freeplan(plan);
+	tuplestore_end(store);
+}
+
+static SgGuarantee
+sg_parse_guarantee(const char *g)
+{
+	if (strcmp(g, "exactly_once") == 0)
+		return SG_EXACTLY_ONCE;
+	if (strcmp(g, "at_least_once") == 0)
+		return SG_AT_LEAST_ONCE;
+	if (strcmp(g, "at_most_once") == 0)
+		return SG_AT_MOST_ONCE;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid guarantee \"%s\"", g),
+			 errhint("Valid guarantees are \"exactly_once\", \"at_least_once\" and \"at_most_once\".")));
+	return SG_EXACTLY_ONCE;		/* keep compiler quiet */
+}
+
+static void
+sg_check_policy(const char *p)
+{
+	if (strcmp(p, "stop") != 0 && strcmp(p, "skip") != 0 && strcmp(p, "dead_letter") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid error policy \"%s\"", p),
+				 errhint("Valid error policies are \"stop\", \"skip\" and \"dead_letter\".")));
+}
+
+static void
+sg_check_batch_size(int32 n)
+{
+	if (n < 1 || n > 100000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch_size must be between 1 and 100000, got %d", n)));
+}
+
+static void
+sg_notify_change(int32 pipeline_id)
+{
+	SgPipelineSlot *slot = PipelineSlot(MyDatabaseId, pipeline_id, false);
+
+	if (slot)
+		PipelineWakeWorker(slot);
+	MaintenanceWakeLauncher();
+}
+
+/* ------------------------------------------------------- SQL functions */
+
+/*
+ * create_pipeline(name, source, sql, guarantee, batch_size, error_policy,
+ *				   dedup, dedup_window, start_from)
+ */
+Datum
+sg_create_pipeline(PG_FUNCTION_ARGS)
+{
+	char	   *name,
+			   *source,
+			   *sql,
+			   *guarantee,
+			   *policy,
+			   *start_from;
+	int32		batch_size;
+	bool		dedup;
+	Interval   *dedup_window;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+	Oid			owner = GetUserId();
+	char	   *search_path;
+	int32		id;
+	bool		isnull;
+	int			ret;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	SgCheckName("pipeline", name);
+	source = SgTextArg(fcinfo, 1, "source");
+	sql = SgTextArg(fcinfo, 2, "sql");
+	guarantee = SgTextArg(fcinfo, 3, "guarantee");
+	(void) sg_parse_guarantee(guarantee);
+	if (PG_ARGISNULL(4))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("batch_size must not be NULL")));
+	batch_size = PG_GETARG_INT32(4);
+	sg_check_batch_size(batch_size);
+	policy = SgTextArg(fcinfo, 5, "error_policy");
+	sg_check_policy(policy);
+	if (PG_ARGISNULL(6) || PG_ARGISNULL(7))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", PG_ARGISNULL(6) ? "dedup" : "dedup_window")));
+	dedup = PG_GETARG_BOOL(6);
+	dedup_window = PG_GETARG_INTERVAL_P(7);
+	start_from = SgTextArg(fcinfo, 8, "start_from");
+	if (strcmp(start_from, "beginning") != 0 && strcmp(start_from, "end") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid start_from \"%s\"", start_from),
+				 errhint("Valid values are \"beginning\" and \"end\".")));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	/* the owner must be able to read the source */
+	meta = StreamLookup(source, SG_PRIV_READ);
+	sg_validate_sql(sql);
+	search_path = GetConfigOptionByName("search_path", NULL, false);
+
+	SgBecomeDataOwner(&save, true);
+	{
+		Oid			types[10] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
+		BOOLOID, INTERVALOID, OIDOID, TEXTOID};
+		Datum		values[10];
+
+		values[0] = CStringGetTextDatum(name);
+		values[1] = Int32GetDatum(meta->stream_id);
+		values[2] = CStringGetTextDatum(sql);
+		values[3] = CStringGetTextDatum(guarantee);
+		values[4] = Int32GetDatum(batch_size);
+		values[5] = CStringGetTextDatum(policy);
+		values[6] = BoolGetDatum(dedup);
+		values[7] = IntervalPGetDatum(dedup_window);
+		values[8] = ObjectIdGetDatum(owner);
+		values[9] = CStringGetTextDatum(search_path);
+		ret = SPI_execute_with_args("INSERT INTO streamguard.pipeline "
+									"(name, stream_id, sql, guarantee, batch_size, error_policy, dedup, "
+									" dedup_window, owner, search_path) "
+									"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+									"ON CONFLICT (name) DO NOTHING RETURNING id",
+									10, types, values, NULL, false, 0);
+		if (ret != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "could not insert pipeline: %s", SPI_result_code_string(ret));
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("pipeline \"%s\" already exists", name)));
+		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	{
+		char	   *cname = PipelineConsumerName(name);
+
+		if (strcmp(start_from, "end") == 0)
+		{
+			int			p;
+
+			for (p = 0; p < meta->nparts; p++)
+			{
+				int64		next_seq;
+
+				HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+				(void) HorizonReadable(HorizonStream(meta->ref.slot), p, &next_seq, NULL);
+				ConsumerSeekSeq(meta, cname, p, next_seq);
+			}
+		}
+		else
+			ConsumerSeekSeq(meta, cname, -1, 0);
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+	sg_notify_change(id);
+	PG_RETURN_VOID();
+}
+
+Datum
+sg_pause_pipeline(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgUserSave	save;
+	Oid			caller = GetUserId();
+	SgPipeRow	row;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	row = sg_lock_pipeline(name, caller);
+	sg_set_state(row.id, "paused", true);
+	SgRestoreUser(&save);
+	SPI_finish();
+	sg_notify_change(row.id);
+	PG_RETURN_VOID();
+}
+
+Datum
+sg_resume_pipeline(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgUserSave	save;
+	Oid			caller = GetUserId();
+	SgPipeRow	row;
+	SgPipelineSlot *slot;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	row = sg_lock_pipeline(name, caller);
+	{
+		Oid			types[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(row.id)};
+
+		sg_pipeline_exec("UPDATE streamguard.pipeline SET state = 'running', epoch = epoch + 1, "
+						 "started_once = false WHERE id = $1",
+						 1, types, values, SPI_OK_UPDATE);
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+	/* a resumed pipeline starts at once, without the crash backoff */
+	slot = PipelineSlot(MyDatabaseId, row.id, false);
+	if (slot)
+	{
+		SpinLockAcquire(&slot->mutex);
+		slot->failures = 0;
+		slot->next_start = 0;
+		SpinLockRelease(&slot->mutex);
+	}
+	sg_notify_change(row.id);
+	PG_RETURN_VOID();
+}
+
+Datum
+sg_drop_pipeline(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgUserSave	save;
+	Oid			caller = GetUserId();
+	SgPipeRow	row;
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2];
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	row = sg_lock_pipeline(name, caller);
+	values[0] = Int32GetDatum(row.id);
+	values[1] = CStringGetTextDatum(PipelineConsumerName(name));
+	sg_pipeline_exec("DELETE FROM streamguard.consumer c USING streamguard.pipeline p "
+					 "WHERE p.id = $1 AND c.stream_id = p.stream_id AND c.name = $2",
+					 2, types, values, SPI_OK_DELETE);
+	sg_pipeline_exec("DELETE FROM streamguard.pipeline_dedup WHERE pipeline_id = $1", 1, types, values, SPI_OK_DELETE);
+	sg_pipeline_exec("DELETE FROM streamguard.dead_letter WHERE pipeline_id = $1", 1, types, values, SPI_OK_DELETE);
+	sg_pipeline_exec("DELETE FROM streamguard.pipeline WHERE id = $1", 1, types, values, SPI_OK_DELETE);
+	SgRestoreUser(&save);
+	SPI_finish();
+	sg_notify_change(row.id);
+	PG_RETURN_VOID();
+}
+
+/*
+ * reset_pipeline(name, seq, from_time, partition): deliberate replay.
+ * Neither seq nor from_time: back to the beginning of the retained stream.
+ */
+Datum
+sg_reset_pipeline(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgUserSave	save;
+	Oid			caller = GetUserId();
+	SgPipeRow	row;
+	SgStreamMeta *meta;
+	char	   *cname;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	if (!PG_ARGISNULL(1) && !PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("give either seq or from_time, not both")));
+	if (!PG_ARGISNULL(1) && PG_GETARG_INT64(1) < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("seq must be at least 1, got %lld", (long long) PG_GETARG_INT64(1))));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	row = sg_lock_pipeline(name, caller);
+	meta = StreamLookup(row.stream, SG_PRIV_NONE);
+	if (!PG_ARGISNULL(3) && (PG_GETARG_INT32(3) < 0 || PG_GETARG_INT32(3) >= meta->nparts))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition %d is out of range for stream \"%s\"", PG_GETARG_INT32(3), row.stream)));
+	cname = PipelineConsumerName(name);
+	/* fence the running worker first: its batch cannot commit past this */
+	sg_set_state(row.id, row.state, true);
+	if (!PG_ARGISNULL(2))
+		ConsumerSeekTime(meta, cname, PG_GETARG_TIMESTAMPTZ(2));
+	else
+		ConsumerSeekSeq(meta, cname, PG_ARGISNULL(3) ? -1 : PG_GETARG_INT32(3),
+						PG_ARGISNULL(1) ? 0 : PG_GETARG_INT64(1));
+	SgRestoreUser(&save);
+	SPI_finish();
+	sg_notify_change(row.id);
+	PG_RETURN_VOID();
+}
+
+/*
+ * alter_pipeline(name, sql, batch_size, error_policy): NULL keeps a setting.
+ */
+Datum
+sg_alter_pipeline(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgUserSave	save;
+	Oid			caller = GetUserId();
+	SgPipeRow	row;
+	Oid			types[4] = {INT4OID, TEXTOID, INT4OID, TEXTOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', 'n', 'n', 'n'};
+	char	   *search_path = NULL;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	if (!PG_ARGISNULL(2))
+		sg_check_batch_size(PG_GETARG_INT32(2));
+	if (!PG_ARGISNULL(3))
+		sg_check_policy(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (!PG_ARGISNULL(1))
+	{
+		/* validated as the caller, like create_pipeline */
+		sg_validate_sql(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+		search_path = GetConfigOptionByName("search_path", NULL, false);
+	}
+	SgBecomeDataOwner(&save, true);
+	row = sg_lock_pipeline(name, caller);
+	values[0] = Int32GetDatum(row.id);
+	if (!PG_ARGISNULL(1))
+	{
+		values[1] = PG_GETARG_DATUM(1);
+		nulls[1] = ' ';
+	}
+	if (!PG_ARGISNULL(2))
+	{
+		values[2] = PG_GETARG_DATUM(2);
+		nulls[2] = ' ';
+	}
+	if (!PG_ARGISNULL(3))
+	{
+		values[3] = PG_GETARG_DATUM(3);
+		nulls[3] = ' ';
+	}
+	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET "
+							  "sql = coalesce($2, sql), batch_size = coalesce($3, batch_size), "
+							  "error_policy = coalesce($4, error_policy), epoch = epoch + 1 "
+							  "WHERE id = $1",
+							  4, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "alter_pipeline failed");
+	if (search_path)
+	{
+		Oid			t2[2] = {INT4OID, TEXTOID};
+		Datum		v2[2] = {Int32GetDatum(row.id), CStringGetTextDatum(search_path)};
+
+		sg_pipeline_exec("UPDATE streamguard.pipeline SET search_path = $2 WHERE id = $1",
+						 2, t2, v2, SPI_OK_UPDATE);
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+	sg_notify_change(row.id);
+	PG_RETURN_VOID();
+}
+
+/*
+ * inject_fault(pipeline, point, action, times): TEST ONLY.  Arms a
+ * deterministic fault in the pipeline's worker; superuser only.
+ */
+Datum
+sg_inject_fault(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *point;
+	char	   *action;
+	int32		times;
+	SgFaultPoint fp;
+	SgFaultAction fa;
+	SgUserSave	save;
+	SgPipeRow	row;
+	SgPipelineSlot *slot;
+
+	StreamguardCheckLoaded();
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only superusers may inject faults")));
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	point = SgTextArg(fcinfo, 1, "point");
+	action = SgTextArg(fcinfo, 2, "action");
+	times = PG_ARGISNULL(3) ? 1 : PG_GETARG_INT32(3);
+	if (strcmp(point, "none") == 0)
+		fp = SG_FAULT_NONE;
+	else if (strcmp(point, "mid_batch") == 0)
+		fp = SG_FAULT_MID_BATCH;
+	else if (strcmp(point, "before_commit") == 0)
+		fp = SG_FAULT_BEFORE_COMMIT;
+	else if (strcmp(point, "between_commits") == 0)
+		fp = SG_FAULT_BETWEEN_COMMITS;
+	else if (strcmp(point, "after_commit") == 0)
+		fp = SG_FAULT_AFTER_COMMIT;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid fault point \"%s\"", point),
+				 errhint("Valid points are \"mid_batch\", \"before_commit\", \"between_commits\", \"after_commit\" and \"none\".")));
+	if (strcmp(action, "kill") == 0)
+		fa = SG_FAULT_KILL;
+	else if (strcmp(action, "error") == 0)
+		fa = SG_FAULT_ERROR;
+	else if (strcmp(action, "exit") == 0)
+		fa = SG_FAULT_EXIT;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid fault action \"%s\"", action),
+				 errhint("Valid actions are \"kill\", \"error\" and \"exit\".")));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	row = sg_lock_pipeline(name, save.userid);
+	SgRestoreUser(&save);
+	SPI_finish();
+	slot = PipelineSlot(MyDatabaseId, row.id, true);
+	SpinLockAcquire(&slot->mutex);
+	slot->fault_point = fp;
+	slot->fault_action = fa;
+	slot->fault_count = times;
+	SpinLockRelease(&slot->mutex);
+	PG_RETURN_VOID();
+}
+
+/* ------------------------------------------------------------- views */
+
+/*
+ * _pipeline_runtime() -> (pipeline_id, worker_pid, events_per_sec,
+ *		last_batch_ms, last_fetch_ms, last_process_ms, last_commit_ms)
+ */
+Datum
+sg_pipeline_runtime(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+		Datum		values[7];
+		bool		nulls[7] = {false};
+		SgBatchRecord last;
+		int64		n;
+		pid_t		pid;
+		double		eps;
+
+		if (s->dbid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&s->mutex);
+		n = s->nhistory;
+		if (n > 0)
+			last = s->history[(n - 1) % SG_BATCH_HISTORY];
+		pid = s->worker_pid;
+		eps = s->events_per_sec;
+		SpinLockRelease(&s->mutex);
+
+		values[0] = Int32GetDatum(s->pipeline_id);
+		values[1] = Int32GetDatum(pid);
+		nulls[1] = (pid == 0);
+		values[2] = Float8GetDatum(eps);
+		if (n > 0)
+		{
+			values[3] = Float8GetDatum((last.fetch_us + last.process_us + last.commit_us) / 1000.0);
+			values[4] = Float8GetDatum(last.fetch_us / 1000.0);
+			values[5] = Float8GetDatum(last.process_us / 1000.0);
+			values[6] = Float8GetDatum(last.commit_us / 1000.0);
+		}
+		else
+			nulls[3] = nulls[4] = nulls[5] = nulls[6] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * _pipeline_batches() -> the checkpoint log held in shared memory
+ */
+Datum
+sg_pipeline_batches(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+		SgBatchRecord *copy;
+		int64		n,
+					k,
+					from;
+		int32		id;
+
+		if (s->dbid != MyDatabaseId)
+			continue;
+		copy = palloc(sizeof(SgBatchRecord) * SG_BATCH_HISTORY);
+		SpinLockAcquire(&s->mutex);
+		id = s->pipeline_id;
+		n = s->nhistory;
+		memcpy(copy, s->history, sizeof(SgBatchRecord) * SG_BATCH_HISTORY);
+		SpinLockRelease(&s->mutex);
+		from = Max(0, n - SG_BATCH_HISTORY);
+		for (k = from; k < n; k++)
+		{
+			SgBatchRecord *r = &copy[k % SG_BATCH_HISTORY];
+			Datum		values[12];
+			bool		nulls[12] = {false};
+
+			values[0] = Int32GetDatum(id);
+			values[1] = Int64GetDatum(r->batch_id);
+			values[2] = Int64GetDatum(r->epoch);
+			values[3] = TimestampTzGetDatum(r->committed_at);
+			values[4] = Int32GetDatum(r->events_in);
+			values[5] = Int64GetDatum(r->rows_out);
+			values[6] = Int32GetDatum(r->partitions);
+			values[7] = Int64GetDatum(r->first_seq);
+			values[8] = Int64GetDatum(r->last_seq);
+			values[9] = Float8GetDatum(r->fetch_us / 1000.0);
+			values[10] = Float8GetDatum(r->process_us / 1000.0);
+			values[11] = Float8GetDatum(r->commit_us / 1000.0);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		pfree(copy);
+	}
+	return (Datum) 0;
+}
+
+/* -------------------------------------------------------- supervisor */
+
+typedef struct SgSupervised
+{
+	int32		pipeline_id;
+	BackgroundWorkerHandle *handle;
+	bool		seen;
+} SgSupervised;
+
+static SgSupervised *sg_supervised = NULL;
+static int	sg_nsupervised = 0;
+
+static void
+sg_start_worker(int32 pipeline_id, SgSupervised *sup)
+{
+	BackgroundWorker worker;
+	MemoryContext oldcxt;
+	bool		ok;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "streamguard");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "PipelineWorkerMain");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "streamguard pipeline %d", pipeline_id);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "streamguard pipeline");
+	worker.bgw_main_arg = Int32GetDatum(pipeline_id);
+	memcpy(worker.bgw_extra, &MyDatabaseId, sizeof(Oid));
+	worker.bgw_notify_pid = MyProcPid;
+	/* the handle outlives this transaction */
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	ok = RegisterDynamicBackgroundWorker(&worker, &sup->handle);
+	MemoryContextSwitchTo(oldcxt);
+	if (!ok)
+	{
+		sup->handle = NULL;
+		ereport(LOG,
+				(errmsg("streamguard could not start a worker for pipeline %d", pipeline_id),
+				 errhint("Raise max_worker_processes.")));
+	}
+}
+
+/*
+ * Keep one worker per running pipeline of this database; restart crashed
+ * workers with exponential backoff.  Runs in the maintenance worker, in a
+ * transaction with SPI connected.
+ */
+void
+PipelineSupervise(void)
+{
+	uint64		i;
+	int			j;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (SPI_execute("SELECT id, state, stream_id FROM streamguard.pipeline", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pipeline list failed");
+	if (sg_supervised == NULL)
+		sg_supervised = MemoryContextAllocZero(TopMemoryContext, sizeof(SgSupervised) * sg_max_pipelines);
+	for (j = 0; j < sg_nsupervised; j++)
+		sg_supervised[j].seen = false;
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int32		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		char	   *state = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		int32		stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
+		SgSupervised *sup = NULL;
+		SgPipelineSlot *slot;
+		pid_t		pid;
+		bool		alive;
+
+		for (j = 0; j < sg_nsupervised; j++)
+			if (sg_supervised[j].pipeline_id == id)
+				sup = &sg_supervised[j];
+		if (sup == NULL)
+		{
+			if (sg_nsupervised >= sg_max_pipelines)
+				continue;
+			sup = &sg_supervised[sg_nsupervised++];
+			sup->pipeline_id = id;
+			sup->handle = NULL;
+		}
+		sup->seen = true;
+		slot = PipelineSlot(MyDatabaseId, id, true);
+		slot->stream_id = stream_id;
+
+		alive = sup->handle != NULL &&
+			GetBackgroundWorkerPid(sup->handle, &pid) != BGWH_STOPPED;
+		if (alive)
+		{
+			if (strcmp(state, "running") != 0)
+				PipelineWakeWorker(slot);	/* it will see the fence and exit */
+			continue;
+		}
+		if (sup->handle != NULL)
+		{
+			/* the worker is gone: was that on purpose? */
+			SpinLockAcquire(&slot->mutex);
+			if (!slot->clean_exit)
+			{
+				slot->failures++;
+				slot->next_start = now + Min((int64) 250000 << Min(slot->failures, 7), 30 * USECS_PER_SEC);
+			}
+			slot->worker_pid = 0;
+			slot->worker_procno = -1;
+			SpinLockRelease(&slot->mutex);
+			pfree(sup->handle);
+			sup->handle = NULL;
+		}
+		if (strcmp(state, "running") != 0)
+			continue;
+		if (slot->next_start > now)
+			continue;			/* backing off after a crash */
+		SpinLockAcquire(&slot->mutex);
+		slot->clean_exit = false;
+		SpinLockRelease(&slot->mutex);
+		sg_start_worker(id, sup);
+	}
+
+	/* pipelines that were dropped */
+	for (j = 0; j < sg_nsupervised; j++)
+	{
+		if (sg_supervised[j].seen)
+			continue;
+		if (sg_supervised[j].handle)
+		{
+			pid_t		pid;
+
+			if (GetBackgroundWorkerPid(sg_supervised[j].handle, &pid) != BGWH_STOPPED)
+			{
+				TerminateBackgroundWorker(sg_supervised[j].handle);
+				continue;
+			}
+			pfree(sg_supervised[j].handle);
+		}
+		PipelineFreeSlot(MyDatabaseId, sg_supervised[j].pipeline_id);
+		sg_supervised[j] = sg_supervised[--sg_nsupervised];
+		j--;
+	}
+}

@@ -1,0 +1,98 @@
+/*-------------------------------------------------------------------------
+ *
+ * pipeline.h
+ *		Pipelines: shared state (pipeline.c) and the worker (worker.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SG_PIPELINE_H
+#define SG_PIPELINE_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "port/atomics.h"
+#include "storage/spin.h"
+
+#define SG_BATCH_HISTORY	64	/* checkpoint log entries per pipeline */
+
+typedef enum SgGuarantee
+{
+	SG_EXACTLY_ONCE,
+	SG_AT_LEAST_ONCE,
+	SG_AT_MOST_ONCE
+} SgGuarantee;
+
+/* deterministic fault-injection points (test-only; see inject_fault) */
+typedef enum SgFaultPoint
+{
+	SG_FAULT_NONE = 0,
+	SG_FAULT_MID_BATCH,			/* after the fetch, before the user SQL */
+	SG_FAULT_BEFORE_COMMIT,		/* after the user SQL, before the commit */
+	SG_FAULT_BETWEEN_COMMITS,	/* between the two commits (weaker modes) */
+	SG_FAULT_AFTER_COMMIT		/* right after the (last) commit */
+} SgFaultPoint;
+
+typedef enum SgFaultAction
+{
+	SG_FAULT_KILL,				/* SIGKILL itself: a real crash */
+	SG_FAULT_ERROR,				/* ereport(ERROR) */
+	SG_FAULT_EXIT				/* exit(1) without cleanup of the batch */
+} SgFaultAction;
+
+typedef struct SgBatchRecord
+{
+	int64		batch_id;
+	int64		epoch;
+	TimestampTz committed_at;
+	int32		events_in;
+	int64		rows_out;
+	int64		first_seq;		/* over all partitions of the batch */
+	int64		last_seq;
+	int32		partitions;		/* partitions the batch read from */
+	int32		fetch_us;
+	int32		process_us;
+	int32		commit_us;
+} SgBatchRecord;
+
+typedef struct SgPipelineSlot
+{
+	/* identity, protected by the slots' LWLock */
+	Oid			dbid;			/* InvalidOid = free */
+	int32		pipeline_id;
+	int32		stream_id;
+
+	/* runtime, protected by mutex */
+	slock_t		mutex;
+	pid_t		worker_pid;
+	int			worker_procno;	/* -1 when no worker */
+	bool		clean_exit;		/* the worker exited on purpose */
+	int32		failures;		/* consecutive failed starts or batches */
+	TimestampTz next_start;		/* backoff: not before this */
+	double		events_per_sec;	/* exponential moving average */
+	TimestampTz last_batch_end;
+	SgBatchRecord history[SG_BATCH_HISTORY];
+	int64		nhistory;		/* records ever written (ring index) */
+	SgFaultPoint fault_point;
+	SgFaultAction fault_action;
+	int32		fault_count;
+} SgPipelineSlot;
+
+extern int	sg_max_pipelines;
+
+extern Size PipelineShmemSize(void);
+extern void PipelineShmemInit(void);
+extern SgPipelineSlot *PipelineSlot(Oid dbid, int32 pipeline_id, bool create);
+extern void PipelineFreeSlot(Oid dbid, int32 pipeline_id);
+extern void PipelineWakeStream(Oid dbid, int32 stream_id);
+extern void PipelineWakeWorker(SgPipelineSlot *slot);
+
+extern const char *GuaranteeName(SgGuarantee g);
+
+/* supervisor (runs in the maintenance worker) */
+extern void PipelineSupervise(void);
+
+/* worker.c */
+extern PGDLLEXPORT void PipelineWorkerMain(Datum arg);
+
+#endif							/* SG_PIPELINE_H */

@@ -1,0 +1,847 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *		The pipeline worker and its batch executor.
+ *
+ * One dynamic background worker per running pipeline, started by the
+ * database's maintenance worker (pipeline.c, PipelineSupervise).  It
+ * connects as the bootstrap superuser but runs the pipeline's SQL as the
+ * pipeline's owner (SetUserIdAndSecContext with a local, restricted user
+ * change, the way maintenance commands run index expressions), with the
+ * search_path captured when the SQL was defined.  Catalog work runs as
+ * the storage owner.
+ *
+ * A batch, by guarantee (every transaction begins with the fence: lock
+ * the pipeline row, check our epoch and state):
+ *	exactly_once	T1: fetch (positions advance), dedup, user SQL,
+ *					counters, COMMIT.
+ *	at_least_once	T1: fetch (positions stay), dedup, user SQL, counters,
+ *					COMMIT; T2: advance positions, COMMIT.  A crash between
+ *					redelivers the batch.
+ *	at_most_once	T1: fetch (positions advance), counters, COMMIT;
+ *					T2: user SQL over the batch kept in memory, COMMIT.
+ *					A crash between loses the batch.
+ * The batch is visible to the SQL as the ephemeral named relation "batch"
+ * (the mechanism of trigger transition tables), so it is never written to
+ * a table.
+ *
+ * Failures: a failed batch is retried with exponential backoff.  Errors
+ * that look transient (serialization failures, deadlocks, lock and
+ * statement timeouts) are retried indefinitely; any other error, after
+ * three attempts, switches the batch to isolation: each event runs in its
+ * own subtransaction and a failing one is handled by the error policy —
+ * stop (state failed, nothing skipped), skip (counted) or dead_letter
+ * (stored with its error, in the same transaction that moves past it).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "pipeline.h"
+#include "streamguard.h"
+
+typedef struct SgPipeDef
+{
+	int32		id;
+	char	   *name;
+	char	   *stream;
+	char	   *sql;
+	SgGuarantee guarantee;
+	int			batch_size;
+	char	   *policy;
+	bool		dedup;
+	int64		dedup_window_us;
+	Oid			owner;
+	char	   *search_path;
+	int64		epoch;
+} SgPipeDef;
+
+typedef enum
+{
+	SG_BATCH_EMPTY,
+	SG_BATCH_DONE,
+	SG_BATCH_FENCED,
+	SG_BATCH_STOPPED			/* error policy stop: pipeline failed */
+} SgBatchResult;
+
+static SgPipeDef def;
+static SgPipelineSlot *my_slot = NULL;
+static TupleDesc event_desc = NULL;
+static MemoryContext batch_cxt = NULL;
+static SPIPlanPtr user_plan = NULL;
+static char *consumer_name = NULL;
+static int64 batch_counter = 0;
+
+/* per-batch counters of the isolation path */
+static int64 batch_skipped = 0;
+static int64 batch_dead = 0;
+static char *stop_error = NULL;
+
+static void
+sg_worker_exit(int code, Datum arg)
+{
+	if (my_slot)
+	{
+		SpinLockAcquire(&my_slot->mutex);
+		my_slot->worker_pid = 0;
+		my_slot->worker_procno = -1;
+		SpinLockRelease(&my_slot->mutex);
+	}
+}
+
+static void
+sg_clean_exit(void)
+{
+	if (my_slot)
+	{
+		SpinLockAcquire(&my_slot->mutex);
+		my_slot->clean_exit = true;
+		SpinLockRelease(&my_slot->mutex);
+	}
+	proc_exit(0);
+}
+
+/* ----------------------------------------------------- fault injection */
+
+static void
+sg_fault(SgFaultPoint point)
+{
+	SgFaultAction action;
+	bool		fire = false;
+
+	SpinLockAcquire(&my_slot->mutex);
+	if (my_slot->fault_point == point && my_slot->fault_count > 0)
+	{
+		fire = true;
+		action = my_slot->fault_action;
+		if (--my_slot->fault_count == 0)
+			my_slot->fault_point = SG_FAULT_NONE;
+	}
+	SpinLockRelease(&my_slot->mutex);
+	if (!fire)
+		return;
+	switch (action)
+	{
+		case SG_FAULT_KILL:
+			elog(LOG, "streamguard pipeline \"%s\": injected fault, killing the worker", def.name);
+			kill(MyProcPid, SIGKILL);
+			pg_usleep(10 * USECS_PER_SEC);	/* never reached */
+			break;
+		case SG_FAULT_ERROR:
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("injected fault in pipeline \"%s\"", def.name)));
+			break;
+		case SG_FAULT_EXIT:
+			elog(LOG, "streamguard pipeline \"%s\": injected fault, exiting", def.name);
+			proc_exit(1);
+			break;
+	}
+}
+
+/* ---------------------------------------------------- transaction steps */
+
+static void
+sg_begin(const char *what)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, what);
+}
+
+static void
+sg_commit(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+static void
+sg_abort(void)
+{
+	AbortCurrentTransaction();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * The fence: lock the pipeline row and check that we still own it.
+ */
+static bool
+sg_fence(void)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(def.id)};
+	SgUserSave	save;
+	bool		isnull;
+	bool		ok;
+
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "SELECT epoch, state FROM streamguard.pipeline "
+									  "WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+									  1, types),
+						 values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "fence check failed");
+	ok = SPI_processed == 1 &&
+		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) == def.epoch &&
+		strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2), "running") == 0;
+	SgRestoreUser(&save);
+	return ok;
+}
+
+static void
+sg_count_batch(int64 events_in, int64 rows_out)
+{
+	Oid			types[6] = {INT4OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[6];
+	SgUserSave	save;
+
+	values[0] = Int32GetDatum(def.id);
+	values[1] = Int64GetDatum(events_in);
+	values[2] = Int64GetDatum(rows_out);
+	values[3] = Int64GetDatum(batch_skipped);
+	values[4] = Int64GetDatum(batch_dead);
+	values[5] = Int64GetDatum(def.epoch);
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "UPDATE streamguard.pipeline SET batches = batches OPERATOR(pg_catalog.+) 1, "
+									  "events_in = events_in OPERATOR(pg_catalog.+) $2, "
+									  "rows_out = rows_out OPERATOR(pg_catalog.+) $3, "
+									  "skipped = skipped OPERATOR(pg_catalog.+) $4, "
+									  "dead_letters = dead_letters OPERATOR(pg_catalog.+) $5, "
+									  "last_batch_at = pg_catalog.now() "
+									  "WHERE id OPERATOR(pg_catalog.=) $1 AND epoch OPERATOR(pg_catalog.=) $6",
+									  6, types),
+						 values, NULL, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("pipeline \"%s\" lost ownership of its batch", def.name)));
+	SgRestoreUser(&save);
+}
+
+/* --------------------------------------------------------- user SQL */
+
+/*
+ * Run the pipeline's SQL over `store` as the owner.  Returns rows out.
+ */
+static int64
+sg_run_user_sql(Tuplestorestate *store, int64 n)
+{
+	Oid			save_user;
+	int			save_sec;
+	int			nest;
+	int			ret;
+	int64		rows;
+
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	SetUserIdAndSecContext(def.owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", def.search_path, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	tuplestore_rescan(store);
+	PipelineRegisterBatch(store, event_desc, n);
+	if (user_plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(def.sql, 0, NULL);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare the SQL of pipeline \"%s\": %s", def.name,
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		user_plan = plan;
+	}
+	ret = SPI_execute_plan(user_plan, NULL, NULL, false, 0);
+	if (ret < 0)
+		elog(ERROR, "the SQL of pipeline \"%s\" failed: %s", def.name, SPI_result_code_string(ret));
+	rows = (int64) SPI_processed;
+	SPI_finish();
+	AtEOXact_GUC(true, nest);
+	SetUserIdAndSecContext(save_user, save_sec);
+	return rows;
+}
+
+static void
+sg_dead_letter(TupleTableSlot *ev, ErrorData *edata)
+{
+	Oid			types[9] = {INT4OID, TEXTOID, INT4OID, INT8OID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[10];
+	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			types10[10];
+	bool		isnull;
+	int			i;
+	SgUserSave	save;
+
+	values[0] = Int32GetDatum(def.id);
+	values[1] = CStringGetTextDatum(def.name);
+	for (i = 0; i < 6; i++)
+	{
+		values[2 + i] = slot_getattr(ev, i + 1, &isnull);
+		if (isnull)
+			nulls[2 + i] = 'n';
+	}
+	values[8] = CStringGetTextDatum(edata->message ? edata->message : "unknown error");
+	values[9] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
+	memcpy(types10, types, sizeof(types));
+	types10[9] = TEXTOID;
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "INSERT INTO streamguard.dead_letter (pipeline_id, pipeline, partition, seq, key, "
+									  "payload, dedup_key, appended_at, error, sqlstate) "
+									  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+									  10, types10),
+						 values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record a dead letter");
+	SgRestoreUser(&save);
+}
+
+/*
+ * Isolation: run the SQL event by event, each in a subtransaction, and
+ * apply the error policy to the ones that fail.  Returns rows out, or -1
+ * when the policy is stop and an event failed (stop_error is set).
+ */
+static int64
+sg_run_isolated(Tuplestorestate *store)
+{
+	TupleTableSlot *ev = MakeSingleTupleTableSlot(event_desc, &TTSOpsMinimalTuple);
+	int64		rows = 0;
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+
+	tuplestore_rescan(store);
+	while (tuplestore_gettupleslot(store, true, false, ev))
+	{
+		Tuplestorestate *one = tuplestore_begin_heap(false, false, work_mem);
+		ErrorData  *edata = NULL;
+
+		tuplestore_puttupleslot(one, ev);
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(oldcxt);
+		PG_TRY();
+		{
+			rows += sg_run_user_sql(one, 1);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(oldcxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+		}
+		PG_END_TRY();
+		tuplestore_end(one);
+
+		if (edata == NULL)
+			continue;
+		if (strcmp(def.policy, "stop") == 0)
+		{
+			bool		isnull;
+
+			stop_error = MemoryContextStrdup(TopMemoryContext,
+											 psprintf("event (partition %d, seq %lld): %s",
+													  DatumGetInt32(slot_getattr(ev, 1, &isnull)),
+													  (long long) DatumGetInt64(slot_getattr(ev, 2, &isnull)),
+													  edata->message));
+			ExecDropSingleTupleTableSlot(ev);
+			return -1;
+		}
+		if (strcmp(def.policy, "dead_letter") == 0)
+		{
+			sg_dead_letter(ev, edata);
+			batch_dead++;
+		}
+		else
+			batch_skipped++;
+		FreeErrorData(edata);
+	}
+	ExecDropSingleTupleTableSlot(ev);
+	return rows;
+}
+
+/*
+ * Pipeline-level dedup: drop events whose dedup_key this pipeline already
+ * processed within its window (and repeats inside the batch), recording
+ * the new keys in the same transaction.  Returns the filtered store.
+ */
+static Tuplestorestate *
+sg_dedup_filter(Tuplestorestate *store, int *n)
+{
+	TupleTableSlot *ev = MakeSingleTupleTableSlot(event_desc, &TTSOpsMinimalTuple);
+	Datum	   *keys = palloc(sizeof(Datum) * (*n));
+	int			nk = 0,
+				i;
+	Tuplestorestate *out;
+	HTAB	   *fresh;
+	HASHCTL		ctl;
+	SgUserSave	save;
+	bool		isnull;
+
+	tuplestore_rescan(store);
+	while (tuplestore_gettupleslot(store, true, false, ev))
+	{
+		Datum		k = slot_getattr(ev, 5, &isnull);
+
+		if (!isnull)
+			keys[nk++] = datumCopy(k, false, -1);
+	}
+	if (nk == 0)
+	{
+		ExecDropSingleTupleTableSlot(ev);
+		return store;
+	}
+
+	ctl.keysize = NAMEDATALEN * 4;
+	ctl.entrysize = NAMEDATALEN * 4;
+	ctl.hcxt = CurrentMemoryContext;
+	fresh = hash_create("streamguard pipeline keys", nk, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	{
+		Oid			types[4] = {INT4OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+		Datum		values[4];
+		TimestampTz now = GetCurrentTimestamp();
+
+		values[0] = Int32GetDatum(def.id);
+		values[1] = PointerGetDatum(construct_array(keys, nk, TEXTOID, -1, false, TYPALIGN_INT));
+		values[2] = TimestampTzGetDatum(now);
+		values[3] = TimestampTzGetDatum(now - def.dedup_window_us);
+		SgBecomeDataOwner(&save, false);
+		if (SPI_execute_plan(SgPlanCached(NULL,
+										  "INSERT INTO streamguard.pipeline_dedup AS d (pipeline_id, dedup_key, seen_at) "
+										  "SELECT DISTINCT $1, k, $3 FROM pg_catalog.unnest($2) AS k "
+										  "ON CONFLICT (pipeline_id, dedup_key) DO UPDATE SET seen_at = excluded.seen_at "
+										  "WHERE d.seen_at OPERATOR(pg_catalog.<) $4 RETURNING d.dedup_key",
+										  4, types),
+							 values, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "pipeline dedup failed");
+		for (i = 0; i < (int) SPI_processed; i++)
+		{
+			char		hk[NAMEDATALEN * 4];
+
+			memset(hk, 0, sizeof(hk));
+			strlcpy(hk, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1), sizeof(hk));
+			hash_search(fresh, hk, HASH_ENTER, NULL);
+		}
+		SgRestoreUser(&save);
+	}
+
+	/* keep events without a key, and the first event of each fresh key */
+	out = tuplestore_begin_heap(false, false, work_mem);
+	*n = 0;
+	tuplestore_rescan(store);
+	while (tuplestore_gettupleslot(store, true, false, ev))
+	{
+		Datum		k = slot_getattr(ev, 5, &isnull);
+		char		hk[NAMEDATALEN * 4];
+
+		if (!isnull)
+		{
+			bool		found;
+
+			memset(hk, 0, sizeof(hk));
+			strlcpy(hk, TextDatumGetCString(k), sizeof(hk));
+			if (hash_search(fresh, hk, HASH_FIND, NULL) == NULL)
+				continue;		/* seen before */
+			hash_search(fresh, hk, HASH_REMOVE, &found);	/* later repeats drop */
+		}
+		tuplestore_puttupleslot(out, ev);
+		(*n)++;
+	}
+	ExecDropSingleTupleTableSlot(ev);
+	return out;
+}
+
+/* ---------------------------------------------------------- the batch */
+
+static SgStreamMeta *
+sg_source(void)
+{
+	Oid			save_user;
+	int			save_sec;
+	SgStreamMeta *meta;
+
+	/* the owner's privilege on the source is checked every batch */
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	SetUserIdAndSecContext(def.owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	meta = StreamLookup(def.stream, SG_PRIV_READ);
+	SetUserIdAndSecContext(save_user, save_sec);
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	return meta;
+}
+
+static void
+sg_record(int64 epoch, int events_in, int64 rows_out, int64 *first, int64 *last, int nparts,
+		  TimestampTz t0, TimestampTz t1, TimestampTz t2, TimestampTz t3)
+{
+	SgBatchRecord r;
+	int			p;
+	double		secs;
+
+	memset(&r, 0, sizeof(r));
+	r.batch_id = ++batch_counter;
+	r.epoch = epoch;
+	r.committed_at = t3;
+	r.events_in = events_in;
+	r.rows_out = rows_out;
+	r.first_seq = 0;
+	r.last_seq = 0;
+	for (p = 0; p < nparts; p++)
+	{
+		if (first[p] <= 0)
+			continue;
+		r.partitions++;
+		if (r.first_seq == 0 || first[p] < r.first_seq)
+			r.first_seq = first[p];
+		if (last[p] > r.last_seq)
+			r.last_seq = last[p];
+	}
+	r.fetch_us = (int32) (t1 - t0);
+	r.process_us = (int32) (t2 - t1);
+	r.commit_us = (int32) (t3 - t2);
+
+	SpinLockAcquire(&my_slot->mutex);
+	secs = my_slot->last_batch_end > 0 ? (t3 - my_slot->last_batch_end) / 1e6 : 0;
+	if (secs > 0)
+	{
+		double		rate = events_in / secs;
+		double		w = Min(1.0, secs / 5.0);	/* ~5 s averaging */
+
+		my_slot->events_per_sec = my_slot->events_per_sec * (1 - w) + rate * w;
+	}
+	my_slot->last_batch_end = t3;
+	my_slot->history[my_slot->nhistory % SG_BATCH_HISTORY] = r;
+	my_slot->nhistory++;
+	my_slot->failures = 0;
+	SpinLockRelease(&my_slot->mutex);
+}
+
+static SgBatchResult
+sg_batch(bool isolate)
+{
+	SgStreamMeta *meta;
+	Tuplestorestate *store;
+	int			fetched,
+				n;
+	int64	   *first,
+			   *last;
+	int64		rows_out = 0;
+	TimestampTz t0,
+				t1,
+				t2,
+				t3;
+	SgUserSave	save;
+	MemoryContext oldcxt;
+	int			nparts;
+
+	MemoryContextReset(batch_cxt);
+	batch_skipped = batch_dead = 0;
+
+	sg_begin("fetch");
+	t0 = GetCurrentTimestamp();
+	if (!sg_fence())
+	{
+		sg_abort();
+		return SG_BATCH_FENCED;
+	}
+	meta = sg_source();
+	nparts = meta->nparts;
+	oldcxt = MemoryContextSwitchTo(batch_cxt);
+	store = tuplestore_begin_heap(false, false, Max(work_mem, 64 * 1024));
+	first = palloc(sizeof(int64) * nparts);
+	last = palloc(sizeof(int64) * nparts);
+	MemoryContextSwitchTo(oldcxt);
+
+	SgBecomeDataOwner(&save, false);
+	fetched = ConsumerFetch(meta, consumer_name, def.batch_size, store, event_desc,
+							false, def.guarantee != SG_AT_LEAST_ONCE, first, last);
+	SgRestoreUser(&save);
+	if (fetched == 0)
+	{
+		sg_commit();
+		return SG_BATCH_EMPTY;
+	}
+	n = fetched;
+	if (def.dedup)
+	{
+		oldcxt = MemoryContextSwitchTo(batch_cxt);
+		store = sg_dedup_filter(store, &n);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	t1 = GetCurrentTimestamp();
+	sg_fault(SG_FAULT_MID_BATCH);
+
+	if (def.guarantee == SG_AT_MOST_ONCE)
+	{
+		/* positions first */
+		sg_count_batch(fetched, 0);
+		sg_commit();
+		sg_fault(SG_FAULT_BETWEEN_COMMITS);
+		sg_begin("process");
+		if (!sg_fence())
+		{
+			sg_abort();
+			return SG_BATCH_FENCED;		/* the batch is lost: at most once */
+		}
+	}
+
+	pgstat_report_activity(STATE_RUNNING, "process");
+	if (n > 0)
+		rows_out = isolate ? sg_run_isolated(store) : sg_run_user_sql(store, n);
+	if (rows_out < 0)
+	{
+		sg_abort();
+		return SG_BATCH_STOPPED;
+	}
+	t2 = GetCurrentTimestamp();
+
+	if (def.guarantee != SG_AT_MOST_ONCE)
+		sg_count_batch(fetched, rows_out);
+	sg_fault(SG_FAULT_BEFORE_COMMIT);
+	sg_commit();
+
+	if (def.guarantee == SG_AT_LEAST_ONCE)
+	{
+		/* positions after the sink committed */
+		sg_fault(SG_FAULT_BETWEEN_COMMITS);
+		sg_begin("advance");
+		if (!sg_fence())
+		{
+			sg_abort();
+			return SG_BATCH_FENCED;		/* redelivered later: at least once */
+		}
+		SgBecomeDataOwner(&save, false);
+		ConsumerAdvance(meta, consumer_name, last);
+		SgRestoreUser(&save);
+		sg_commit();
+	}
+	t3 = GetCurrentTimestamp();
+	sg_fault(SG_FAULT_AFTER_COMMIT);
+	sg_record(def.epoch, fetched, rows_out, first, last, nparts, t0, t1, t2, t3);
+	return SG_BATCH_DONE;
+}
+
+/* ------------------------------------------------------ error records */
+
+static bool
+sg_transient(int sqlerrcode)
+{
+	return ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+		sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+		sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+		sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+}
+
+static void
+sg_note_error(const char *message, bool fail)
+{
+	Oid			types[4] = {INT4OID, TEXTOID, INT8OID, BOOLOID};
+	Datum		values[4];
+	SgUserSave	save;
+
+	values[0] = Int32GetDatum(def.id);
+	values[1] = CStringGetTextDatum(message);
+	values[2] = Int64GetDatum(def.epoch);
+	values[3] = BoolGetDatum(fail);
+	sg_begin("error");
+	SgBecomeDataOwner(&save, true);
+	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $2, last_error_at = now(), "
+							  "state = CASE WHEN $4 THEN 'failed' ELSE state END, "
+							  "epoch = CASE WHEN $4 THEN epoch + 1 ELSE epoch END "
+							  "WHERE id = $1 AND epoch = $3",
+							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the pipeline error");
+	SgRestoreUser(&save);
+	sg_commit();
+}
+
+/* --------------------------------------------------------------- main */
+
+static bool
+sg_load_definition(void)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(def.id)};
+	SgUserSave	save;
+	HeapTuple	t;
+	TupleDesc	d;
+	bool		isnull;
+	MemoryContext old;
+	bool		ok = true;
+
+	sg_begin("start");
+	SgBecomeDataOwner(&save, true);
+	if (SPI_execute_with_args("UPDATE streamguard.pipeline p SET epoch = p.epoch + 1, "
+							  "restarts = p.restarts + CASE WHEN p.started_once THEN 1 ELSE 0 END, "
+							  "started_once = true "
+							  "FROM streamguard.stream s WHERE p.id = $1 AND s.id = p.stream_id AND p.state = 'running' "
+							  "RETURNING p.name, s.name, p.sql, p.guarantee, p.batch_size, p.error_policy, p.dedup, "
+							  "extract(epoch FROM p.dedup_window)::float8, p.owner, p.search_path, p.epoch, s.id",
+							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "could not load pipeline %d", def.id);
+	if (SPI_processed != 1)
+		ok = false;
+	else
+	{
+		char	   *g;
+
+		t = SPI_tuptable->vals[0];
+		d = SPI_tuptable->tupdesc;
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		def.name = pstrdup(SPI_getvalue(t, d, 1));
+		def.stream = pstrdup(SPI_getvalue(t, d, 2));
+		def.sql = pstrdup(SPI_getvalue(t, d, 3));
+		g = SPI_getvalue(t, d, 4);
+		def.guarantee = strcmp(g, "at_least_once") == 0 ? SG_AT_LEAST_ONCE :
+			strcmp(g, "at_most_once") == 0 ? SG_AT_MOST_ONCE : SG_EXACTLY_ONCE;
+		def.batch_size = DatumGetInt32(SPI_getbinval(t, d, 5, &isnull));
+		def.policy = pstrdup(SPI_getvalue(t, d, 6));
+		def.dedup = DatumGetBool(SPI_getbinval(t, d, 7, &isnull));
+		def.dedup_window_us = (int64) (DatumGetFloat8(SPI_getbinval(t, d, 8, &isnull)) * 1e6);
+		def.owner = DatumGetObjectId(SPI_getbinval(t, d, 9, &isnull));
+		def.search_path = pstrdup(SPI_getvalue(t, d, 10));
+		def.epoch = DatumGetInt64(SPI_getbinval(t, d, 11, &isnull));
+		my_slot->stream_id = DatumGetInt32(SPI_getbinval(t, d, 12, &isnull));
+		consumer_name = psprintf("pipeline:%s", def.name);
+		event_desc = SgEventTupleDesc();
+		MemoryContextSwitchTo(old);
+	}
+	SgRestoreUser(&save);
+	sg_commit();
+	return ok;
+}
+
+void
+PipelineWorkerMain(Datum arg)
+{
+	Oid			dbid;
+	int			attempts = 0;
+	bool		isolate = false;
+
+	memset(&def, 0, sizeof(def));
+	def.id = DatumGetInt32(arg);
+	memcpy(&dbid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
+	pgstat_report_appname("streamguard pipeline");
+
+	my_slot = PipelineSlot(dbid, def.id, true);
+	SpinLockAcquire(&my_slot->mutex);
+	my_slot->worker_pid = MyProcPid;
+	my_slot->worker_procno = SG_MY_PROC_INDEX;
+	my_slot->clean_exit = false;
+	SpinLockRelease(&my_slot->mutex);
+	before_shmem_exit(sg_worker_exit, (Datum) 0);
+
+	batch_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard batch", ALLOCSET_DEFAULT_SIZES);
+	if (!sg_load_definition())
+		sg_clean_exit();
+	elog(DEBUG1, "streamguard pipeline \"%s\" started (epoch %lld, %s)",
+		 def.name, (long long) def.epoch, GuaranteeName(def.guarantee));
+
+	for (;;)
+	{
+		SgBatchResult result = SG_BATCH_EMPTY;
+		ErrorData  *edata = NULL;
+		MemoryContext oldcxt = CurrentMemoryContext;
+
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		PG_TRY();
+		{
+			result = sg_batch(isolate);
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(oldcxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			sg_abort();
+		}
+		PG_END_TRY();
+
+		if (edata != NULL)
+		{
+			long		backoff;
+
+			attempts++;
+			ereport(LOG,
+					(errmsg("streamguard pipeline \"%s\": batch failed (attempt %d): %s",
+							def.name, attempts, edata->message)));
+			sg_note_error(edata->message, false);
+			if (!sg_transient(edata->sqlerrcode) && attempts >= 3)
+				isolate = true;
+			backoff = Min(100L << Min(attempts - 1, 6), 5000L);
+			FreeErrorData(edata);
+			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, backoff, PG_WAIT_EXTENSION);
+			continue;
+		}
+
+		switch (result)
+		{
+			case SG_BATCH_DONE:
+				attempts = 0;
+				isolate = false;
+				break;
+			case SG_BATCH_EMPTY:
+				attempts = 0;
+				isolate = false;
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 1000L, PG_WAIT_EXTENSION);
+				break;
+			case SG_BATCH_FENCED:
+				sg_clean_exit();
+				break;
+			case SG_BATCH_STOPPED:
+				ereport(LOG,
+						(errmsg("streamguard pipeline \"%s\" failed and stopped: %s",
+								def.name, stop_error)));
+				sg_note_error(stop_error, true);
+				sg_clean_exit();
+				break;
+		}
+	}
+}
