@@ -20,12 +20,14 @@ ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation --outputdir=output_iso \
 
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
-PROVE_FLAGS = -v
 
 EXTRA_CLEAN = tmp_check_regress tmp_check_iso output_iso results regression.diffs regression.out log
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# after the include: PGXS resets it
+PROVE_FLAGS += --verbose
 
 .PHONY: bench
 bench:

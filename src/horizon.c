@@ -77,6 +77,7 @@ typedef struct SgOpenAppend
 	pg_atomic_uint64 first_seq; /* SG_NO_SEQ when unused */
 	int32		part_index;		/* global SgPartition index */
 	int32		stream_slot;
+	SubTransactionId subid;		/* subtransaction that owns the entry */
 	int64		count;			/* events appended (for the rate) */
 } SgOpenAppend;
 
@@ -395,6 +396,8 @@ HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id)
 }
 
 static void sg_xact_callback(XactEvent event, void *arg);
+static void sg_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+								SubTransactionId parentSubid, void *arg);
 
 void
 HorizonRegisterCallbacks(void)
@@ -402,7 +405,40 @@ HorizonRegisterCallbacks(void)
 	if (!sg_callbacks_registered)
 	{
 		RegisterXactCallback(sg_xact_callback, NULL);
+		RegisterSubXactCallback(sg_subxact_callback, NULL);
 		sg_callbacks_registered = true;
+	}
+}
+
+/*
+ * A subtransaction's appends die with it, so its entries stop holding the
+ * horizon back at once.  Entries of a committed subtransaction pass to its
+ * parent.  Subtransaction ids grow, so the entries at or above an aborting
+ * subtransaction's id are its own and its children's.  The abort has
+ * already been recorded when this runs; its rows can never become visible.
+ */
+static void
+sg_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					SubTransactionId parentSubid, void *arg)
+{
+	SgBackendAppends *mine;
+	uint32		n,
+				i;
+
+	if (sg_backend_area == NULL || MyProc == NULL)
+		return;
+	mine = sg_backend(SG_MY_PROC_INDEX);
+	n = pg_atomic_read_u32(&mine->nused);
+	for (i = 0; i < n; i++)
+	{
+		SgOpenAppend *e = &mine->entries[i];
+
+		if (pg_atomic_read_u64(&e->first_seq) == SG_NO_SEQ)
+			continue;
+		if (event == SUBXACT_EVENT_COMMIT_SUB && e->subid == mySubid)
+			e->subid = parentSubid;
+		else if (event == SUBXACT_EVENT_ABORT_SUB && e->subid >= mySubid)
+			pg_atomic_write_u64(&e->first_seq, SG_NO_SEQ);
 	}
 }
 
@@ -445,6 +481,7 @@ HorizonAssignSeqs(SgStreamRef ref, int partition, int count, int32 *segment)
 		Assert(pg_atomic_read_u64(&entry->first_seq) == SG_NO_SEQ);
 		entry->part_index = part_index;
 		entry->stream_slot = ref.slot;
+		entry->subid = GetCurrentSubTransactionId();
 		entry->count = 0;
 		pg_write_barrier();
 		pg_atomic_write_u32(&mine->nused, n + 1);
