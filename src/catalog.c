@@ -607,6 +607,7 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 	int			ret;
 	bool		isnull;
 	int64		nconsumers;
+	int64		npipelines;
 	int32		min_seg,
 				cur_seg,
 				seg;
@@ -644,9 +645,21 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 		cur_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		min_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 
-		ret = SPI_execute_with_args("SELECT count(DISTINCT name) FROM streamguard.consumer WHERE stream_id = $1",
+		ret = SPI_execute_with_args("SELECT (SELECT count(*) FROM streamguard.pipeline WHERE stream_id = $1), "
+									"(SELECT count(DISTINCT name) FROM streamguard.consumer WHERE stream_id = $1 "
+									" AND name NOT LIKE 'pipeline:%')",
 									1, types, values, NULL, false, 0);
-		nconsumers = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		npipelines = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		nconsumers = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		if (npipelines > 0 && !force)
+		{
+			SgRestoreUser(&save);
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("cannot drop stream \"%s\" because %lld pipeline(s) read it",
+							name, (long long) npipelines),
+					 errhint("Drop the pipelines with streamguard.drop_pipeline, or use force => true.")));
+		}
 		if (nconsumers > 0 && !force)
 		{
 			SgRestoreUser(&save);
@@ -657,6 +670,12 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 					 errhint("Drop the consumers with streamguard.drop_consumer, or use force => true.")));
 		}
 
+		/* forced: the stream's pipelines go with it (their workers are fenced) */
+		SPI_execute_with_args("DELETE FROM streamguard.pipeline_dedup d USING streamguard.pipeline p "
+							  "WHERE p.id = d.pipeline_id AND p.stream_id = $1", 1, types, values, NULL, false, 0);
+		SPI_execute_with_args("DELETE FROM streamguard.dead_letter d USING streamguard.pipeline p "
+							  "WHERE p.id = d.pipeline_id AND p.stream_id = $1", 1, types, values, NULL, false, 0);
+		SPI_execute_with_args("DELETE FROM streamguard.pipeline WHERE stream_id = $1", 1, types, values, NULL, false, 0);
 		SPI_execute_with_args("DELETE FROM streamguard.consumer WHERE stream_id = $1", 1, types, values, NULL, false, 0);
 		SPI_execute_with_args("DELETE FROM streamguard.append_dedup WHERE stream_id = $1", 1, types, values, NULL, false, 0);
 		SPI_execute_with_args("DELETE FROM streamguard.stream_grant WHERE stream_id = $1", 1, types, values, NULL, false, 0);
