@@ -592,7 +592,10 @@ sg_release_open_appends(bool committed)
 {
 	SgBackendAppends *mine;
 	uint32		n,
-				i;
+				i,
+				j;
+	int32		woken[16];
+	int			nwoken = 0;
 
 	if (sg_backend_area == NULL || MyProc == NULL)
 		return;
@@ -602,15 +605,36 @@ sg_release_open_appends(bool committed)
 	{
 		SgOpenAppend *e = &mine->entries[i];
 
-		if (committed && e->count > 0)
-		{
+		if (committed && e->count > 0 &&
+			pg_atomic_read_u64(&e->first_seq) != SG_NO_SEQ)
 			sg_record_rate(&sg_streams[e->stream_slot], e->count);
-			PipelineWakeStream(sg_streams[e->stream_slot].dbid, sg_streams[e->stream_slot].stream_id);
-		}
 		pg_atomic_write_u64(&e->first_seq, SG_NO_SEQ);
 	}
 	pg_write_barrier();
 	pg_atomic_write_u32(&mine->nused, 0);
+
+	/*
+	 * Wake the pipelines reading what we appended, only now that our
+	 * entries are gone: a woken worker must find the horizon moved.
+	 */
+	if (!committed)
+		return;
+	for (i = 0; i < n; i++)
+	{
+		SgOpenAppend *e = &mine->entries[i];
+		int32		slot = e->stream_slot;
+
+		if (e->count <= 0)
+			continue;
+		for (j = 0; j < (uint32) nwoken; j++)
+			if (woken[j] == slot)
+				break;
+		if (j < (uint32) nwoken)
+			continue;
+		if (nwoken < (int) lengthof(woken))
+			woken[nwoken++] = slot;
+		PipelineWakeStream(sg_streams[slot].dbid, sg_streams[slot].stream_id);
+	}
 }
 
 /*
