@@ -5,7 +5,7 @@ OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
 DATA = $(wildcard streamguard--*.sql)
 
 PG_CONFIG ?= pg_config
-PG_CPPFLAGS = -I$(srcdir)/src
+PG_CPPFLAGS = -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir)
 SHLIB_LINK_INTERNAL = $(libpq)
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
 

@@ -100,8 +100,31 @@ CREATE TABLE streamguard.pipeline (
 	last_batch_at timestamptz,
 	last_error text,
 	last_error_at timestamptz,
+	source_server text,						-- remote source: foreign server name
+	remote_stream text,						-- the stream on that server
+	sink_server text,						-- remote sink: foreign server name
+	sink_table text,						-- table on that server
+	sink_mode text CHECK (sink_mode IN ('two_phase', 'offsets')),
 	created_at timestamptz NOT NULL DEFAULT now()
 ) WITH (fillfactor = 50);
+
+-- positions of pipelines whose source is a stream on a remote server
+CREATE TABLE streamguard.remote_position (
+	pipeline_id int NOT NULL,
+	partition int NOT NULL,
+	position bigint NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (pipeline_id, partition)
+) WITH (fillfactor = 50);
+
+-- remote transactions PREPAREd by a batch whose local transaction committed
+CREATE TABLE streamguard.remote_prepared (
+	pipeline_id int NOT NULL,
+	gid text NOT NULL,
+	server text NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (pipeline_id, gid)
+);
 
 CREATE TABLE streamguard.pipeline_dedup (
 	pipeline_id int NOT NULL,
@@ -134,6 +157,8 @@ SELECT pg_catalog.pg_extension_config_dump('streamguard.append_dedup', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_dedup', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.dead_letter', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.remote_position', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.remote_prepared', '');
 
 -- -------------------------------------------------------------- streams
 
@@ -201,6 +226,12 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'sg_seek_time'
 LANGUAGE C VOLATILE;
 
+-- read without a consumer: what a remote pipeline's worker calls
+CREATE FUNCTION streamguard.read(stream text, partition int, after_seq bigint, max_events int DEFAULT 1000)
+RETURNS SETOF streamguard.event
+AS 'MODULE_PATHNAME', 'sg_read'
+LANGUAGE C VOLATILE ROWS 1000;
+
 CREATE FUNCTION streamguard.drop_consumer(stream text, consumer text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_drop_consumer'
@@ -217,7 +248,11 @@ CREATE FUNCTION streamguard.create_pipeline(
 	error_policy text DEFAULT 'stop',
 	dedup boolean DEFAULT false,
 	dedup_window interval DEFAULT '1 hour',
-	start_from text DEFAULT 'beginning')
+	start_from text DEFAULT 'beginning',
+	source_server text DEFAULT NULL,
+	sink_server text DEFAULT NULL,
+	sink_table text DEFAULT NULL,
+	sink_mode text DEFAULT 'two_phase')
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_pipeline'
 LANGUAGE C VOLATILE;
@@ -264,6 +299,15 @@ CREATE FUNCTION streamguard.inject_fault(
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_inject_fault'
 LANGUAGE C VOLATILE;
+
+-- ------------------------------------------------------ remote servers
+
+CREATE FUNCTION streamguard.remote_validator(text[], oid)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_remote_validator'
+LANGUAGE C STRICT;
+
+CREATE FOREIGN DATA WRAPPER streamguard_remote VALIDATOR streamguard.remote_validator;
 
 -- ---------------------------------------------------------------- views
 
@@ -336,7 +380,9 @@ LANGUAGE C VOLATILE;
 
 CREATE VIEW streamguard.pipelines AS
 SELECT p.name AS pipeline,
-	   s.name AS source,
+	   coalesce(s.name, p.source_server || ':' || p.remote_stream) AS source,
+	   p.sink_server,
+	   p.sink_table,
 	   p.state,
 	   p.guarantee,
 	   p.owner::regrole AS owner,
@@ -361,12 +407,32 @@ SELECT p.name AS pipeline,
 	   p.dead_letters,
 	   p.epoch
 FROM streamguard.pipeline p
-JOIN streamguard.stream s ON s.id = p.stream_id
+LEFT JOIN streamguard.stream s ON s.id = p.stream_id
 LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id
 LEFT JOIN LATERAL (
 	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds
 	FROM streamguard.consumers c
 	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name) lag ON true;
+
+CREATE FUNCTION streamguard._remote_runtime(
+	OUT pipeline_id int, OUT side text, OUT server text, OUT connected boolean,
+	OUT rtt_ms float8, OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_remote_runtime'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW streamguard.remote_status AS
+SELECT p.name AS pipeline,
+	   side.side,
+	   side.server,
+	   coalesce(r.connected, false) AS connected,
+	   r.rtt_ms,
+	   r.last_error,
+	   (SELECT count(*) FROM streamguard.remote_prepared rp WHERE rp.pipeline_id = p.id) AS prepared_pending
+FROM streamguard.pipeline p
+CROSS JOIN LATERAL (VALUES ('source', p.source_server), ('sink', p.sink_server)) AS side(side, server)
+LEFT JOIN streamguard._remote_runtime() r ON r.pipeline_id = p.id AND r.side = side.side
+WHERE side.server IS NOT NULL;
 
 CREATE VIEW streamguard.pipeline_batches AS
 SELECT p.name AS pipeline, b.batch_id, b.epoch, b.committed_at, b.events_in, b.rows_out,
@@ -387,7 +453,8 @@ WHERE pg_catalog.pg_has_role(p.owner, 'USAGE');
 GRANT USAGE ON SCHEMA streamguard TO PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA streamguard FROM PUBLIC;
 GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers,
-	streamguard.pipelines, streamguard.pipeline_batches, streamguard.dead_letters TO PUBLIC;
+	streamguard.pipelines, streamguard.pipeline_batches, streamguard.dead_letters,
+	streamguard.remote_status TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;
 -- _partition_stats and _next_event_time stay executable by PUBLIC: the views

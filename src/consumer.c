@@ -42,6 +42,7 @@ PG_FUNCTION_INFO_V1(sg_poll);
 PG_FUNCTION_INFO_V1(sg_seek);
 PG_FUNCTION_INFO_V1(sg_seek_time);
 PG_FUNCTION_INFO_V1(sg_drop_consumer);
+PG_FUNCTION_INFO_V1(sg_read);
 
 #define SG_MAX_POLL 100000
 #define SG_LOCKTAG_CONSUMER 0x5347	/* advisory lock space of ours */
@@ -599,4 +600,64 @@ sg_drop_consumer(PG_FUNCTION_ARGS)
 	SgRestoreUser(&save);
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+/*
+ * read(stream, partition, after_seq, max_events) -> setof event
+ *
+ * Events of one partition after after_seq and below the readable horizon,
+ * without a consumer: the caller keeps its own position (a pipeline on
+ * another server keeps it in its own database).
+ */
+Datum
+sg_read(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name;
+	int32		partition;
+	int64		after;
+	int32		max_events;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+	int64		horizon;
+	int64		first = 0,
+				last = 0;
+	Snapshot	snap;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	name = SgTextArg(fcinfo, 0, "stream name");
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL",
+						PG_ARGISNULL(1) ? "partition" : PG_ARGISNULL(2) ? "after_seq" : "max_events")));
+	partition = PG_GETARG_INT32(1);
+	after = PG_GETARG_INT64(2);
+	max_events = PG_GETARG_INT32(3);
+	if (max_events < 1 || max_events > SG_MAX_POLL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL, max_events)));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	if (partition < 0 || partition >= meta->nparts)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition %d is out of range for stream \"%s\"", partition, name)));
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	horizon = HorizonReadable(HorizonStream(meta->ref.slot), partition, NULL, NULL);
+	if (after + 1 < horizon)
+	{
+		SgBecomeDataOwner(&save, false);
+		snap = SgFreshSnapshot();
+		(void) sg_read_partition(meta, partition, after, horizon, max_events, snap,
+								 rsinfo->setResult, rsinfo->setDesc, &last, &first);
+		UnregisterSnapshot(snap);
+		SgRestoreUser(&save);
+	}
+	SPI_finish();
+	return (Datum) 0;
 }

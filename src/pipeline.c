@@ -46,10 +46,12 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
+#include "utils/regproc.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "pipeline.h"
+#include "remote.h"
 #include "streamguard.h"
 
 PG_FUNCTION_INFO_V1(sg_create_pipeline);
@@ -61,6 +63,7 @@ PG_FUNCTION_INFO_V1(sg_alter_pipeline);
 PG_FUNCTION_INFO_V1(sg_inject_fault);
 PG_FUNCTION_INFO_V1(sg_pipeline_runtime);
 PG_FUNCTION_INFO_V1(sg_pipeline_batches);
+PG_FUNCTION_INFO_V1(sg_remote_runtime);
 
 int			sg_max_pipelines = 64;
 
@@ -146,6 +149,7 @@ PipelineSlot(Oid dbid, int32 pipeline_id, bool create)
 		slot->events_per_sec = 0;
 		slot->last_batch_end = 0;
 		slot->nhistory = 0;
+		memset(slot->remote, 0, sizeof(slot->remote));
 		slot->fault_point = SG_FAULT_NONE;
 		slot->fault_count = 0;
 		SpinLockRelease(&slot->mutex);
@@ -248,7 +252,7 @@ sg_lock_pipeline(const char *name, Oid caller)
 	SgCheckName("pipeline", name);
 	values[0] = CStringGetTextDatum(name);
 	ret = SPI_execute_with_args("SELECT p.id, p.owner, s.name, p.state, p.epoch "
-								"FROM streamguard.pipeline p JOIN streamguard.stream s ON s.id = p.stream_id "
+								"FROM streamguard.pipeline p LEFT JOIN streamguard.stream s ON s.id = p.stream_id "
 								"WHERE p.name = $1 FOR UPDATE OF p",
 								1, types, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
@@ -370,7 +374,126 @@ sg_validate_sql(const char *sql)
 					 errdetail("streamguard commits each batch itself.")));
 	}
 	SPI_freeplan(plan);
+	SPI_unregister_relation("batch");
 	tuplestore_end(store);
+}
+
+/*
+ * The pipeline's SQL must be one query returning rows when its output goes
+ * to a remote table; returns the output column names, comma-separated and
+ * quoted, for the COPY column list.
+ */
+static char *
+sg_validate_select(const char *sql)
+{
+	TupleDesc	desc = SgEventTupleDesc();
+	Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
+	SPIPlanPtr	plan;
+	List	   *sources;
+	CachedPlanSource *ps;
+	StringInfoData cols;
+	int			i;
+
+	PipelineRegisterBatch(store, desc, 0);
+	plan = SPI_prepare(sql, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	sources = SPI_plan_get_plan_sources(plan);
+	ps = list_length(sources) == 1 ? linitial(sources) : NULL;
+	if (ps == NULL || ps->commandTag != CMDTAG_SELECT || ps->resultDesc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the SQL of a pipeline with a remote sink must be a single SELECT"),
+				 errdetail("Its rows are copied into the remote table, matched by column name.")));
+	initStringInfo(&cols);
+	for (i = 0; i < ps->resultDesc->natts; i++)
+		appendStringInfo(&cols, "%s%s", i ? ", " : "",
+						 quote_identifier(NameStr(TupleDescAttr(ps->resultDesc, i)->attname)));
+	SPI_freeplan(plan);
+	SPI_unregister_relation("batch");
+	tuplestore_end(store);
+	return cols.data;
+}
+
+/* "schema.table" or "table", each part quoted */
+static char *
+sg_quote_table(const char *name)
+{
+	List	   *parts = stringToQualifiedNameList(name);
+	StringInfoData buf;
+	ListCell   *lc;
+
+	if (list_length(parts) > 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid sink table name \"%s\"", name)));
+	initStringInfo(&buf);
+	foreach(lc, parts)
+		appendStringInfo(&buf, "%s%s", buf.len ? "." : "", quote_identifier(strVal(lfirst(lc))));
+	return buf.data;
+}
+
+/*
+ * Check a remote sink now, as the creating role: reachable, table there
+ * with the columns the SQL produces, and 2PC available if asked for.
+ */
+static void
+sg_check_remote_sink(const char *server, const char *table, const char *cols, const char *mode)
+{
+	SgRemote	r;
+	PGresult   *res;
+
+	memset(&r, 0, sizeof(r));
+	RemoteConnect(&r, server, GetUserId());
+	PQclear(RemoteExec(&r, psprintf("SELECT %s FROM %s LIMIT 0", cols, table), 0, NULL));
+	if (strcmp(mode, "two_phase") == 0)
+	{
+		res = RemoteExec(&r, "SELECT pg_catalog.current_setting('max_prepared_transactions')::int", 0, NULL);
+		if (atoi(PQgetvalue(res, 0, 0)) <= 0)
+		{
+			PQclear(res);
+			RemoteDisconnect(&r);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("remote server \"%s\" has max_prepared_transactions = 0", server),
+					 errdetail("sink_mode two_phase needs prepared transactions on the remote server."),
+					 errhint("Set max_prepared_transactions > 0 there and restart it, or use sink_mode => 'offsets'.")));
+		}
+		PQclear(res);
+	}
+	else
+		RemoteExecOk(&r, "CREATE TABLE IF NOT EXISTS public.streamguard_sink_offsets ("
+					 " pipeline text NOT NULL, partition int NOT NULL, position bigint NOT NULL,"
+					 " PRIMARY KEY (pipeline, partition))");
+	RemoteDisconnect(&r);
+}
+
+/* the stream on a remote server: its partition count, or an error */
+static int
+sg_check_remote_source(const char *server, const char *stream)
+{
+	SgRemote	r;
+	PGresult   *res;
+	const char *params[1] = {stream};
+	int			nparts;
+
+	memset(&r, 0, sizeof(r));
+	RemoteConnect(&r, server, GetUserId());
+	res = RemoteExec(&r, "SELECT partitions FROM streamguard.streams WHERE stream = $1", 1, params);
+	if (PQntuples(res) != 1)
+	{
+		PQclear(res);
+		RemoteDisconnect(&r);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("stream \"%s\" does not exist on server \"%s\"", stream, server)));
+	}
+	nparts = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	/* the remote checks our read privilege at every read; check it now too */
+	PQclear(RemoteExec(&r, "SELECT count(*) FROM streamguard.read($1, 0, 0, 1)", 1, params));
+	RemoteDisconnect(&r);
+	return nparts;
 }
 
 static SgGuarantee
@@ -436,10 +559,15 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	int32		batch_size;
 	bool		dedup;
 	Interval   *dedup_window;
-	SgStreamMeta *meta;
+	SgStreamMeta *meta = NULL;
 	SgUserSave	save;
 	Oid			owner = GetUserId();
 	char	   *search_path;
+	char	   *source_server = NULL;
+	char	   *sink_server = NULL;
+	char	   *sink_table = NULL;
+	char	   *sink_mode;
+	int			remote_nparts = 0;
 	int32		id;
 	bool		isnull;
 	int			ret;
@@ -472,21 +600,53 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 				 errmsg("invalid start_from \"%s\"", start_from),
 				 errhint("Valid values are \"beginning\" and \"end\".")));
 
+	if (!PG_ARGISNULL(9))
+		source_server = text_to_cstring(PG_GETARG_TEXT_PP(9));
+	if (!PG_ARGISNULL(10))
+		sink_server = text_to_cstring(PG_GETARG_TEXT_PP(10));
+	if (!PG_ARGISNULL(11))
+		sink_table = text_to_cstring(PG_GETARG_TEXT_PP(11));
+	sink_mode = SgTextArg(fcinfo, 12, "sink_mode");
+	if (strcmp(sink_mode, "two_phase") != 0 && strcmp(sink_mode, "offsets") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid sink_mode \"%s\"", sink_mode),
+				 errhint("Valid sink modes are \"two_phase\" and \"offsets\".")));
+	if (source_server && sink_server)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a pipeline cannot have both a remote source and a remote sink")));
+	if ((sink_server == NULL) != (sink_table == NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sink_server and sink_table go together")));
+	if (sink_table)
+		sink_table = sg_quote_table(sink_table);
+	if (source_server)
+		SgCheckName("stream", source);
+
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	/* the owner must be able to read the source */
-	meta = StreamLookup(source, SG_PRIV_READ);
+	if (source_server)
+		remote_nparts = sg_check_remote_source(source_server, source);
+	else
+		meta = StreamLookup(source, SG_PRIV_READ);
 	sg_validate_sql(sql);
+	if (sink_server)
+		sg_check_remote_sink(sink_server, sink_table, sg_validate_select(sql), sink_mode);
 	search_path = GetConfigOptionByName("search_path", NULL, false);
 
 	SgBecomeDataOwner(&save, true);
 	{
-		Oid			types[10] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
-		BOOLOID, INTERVALOID, OIDOID, TEXTOID};
-		Datum		values[10];
+		Oid			types[15] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
+		BOOLOID, INTERVALOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+		Datum		values[15];
+		char		nulls[15];
 
+		memset(nulls, ' ', sizeof(nulls));
 		values[0] = CStringGetTextDatum(name);
-		values[1] = Int32GetDatum(meta->stream_id);
+		values[1] = Int32GetDatum(meta ? meta->stream_id : 0);
 		values[2] = CStringGetTextDatum(sql);
 		values[3] = CStringGetTextDatum(guarantee);
 		values[4] = Int32GetDatum(batch_size);
@@ -495,12 +655,23 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		values[7] = IntervalPGetDatum(dedup_window);
 		values[8] = ObjectIdGetDatum(owner);
 		values[9] = CStringGetTextDatum(search_path);
+		values[10] = source_server ? CStringGetTextDatum(source_server) : (Datum) 0;
+		nulls[10] = source_server ? ' ' : 'n';
+		values[11] = source_server ? CStringGetTextDatum(source) : (Datum) 0;
+		nulls[11] = source_server ? ' ' : 'n';
+		values[12] = sink_server ? CStringGetTextDatum(sink_server) : (Datum) 0;
+		nulls[12] = sink_server ? ' ' : 'n';
+		values[13] = sink_table ? CStringGetTextDatum(sink_table) : (Datum) 0;
+		nulls[13] = sink_table ? ' ' : 'n';
+		values[14] = sink_server ? CStringGetTextDatum(sink_mode) : (Datum) 0;
+		nulls[14] = sink_server ? ' ' : 'n';
 		ret = SPI_execute_with_args("INSERT INTO streamguard.pipeline "
 									"(name, stream_id, sql, guarantee, batch_size, error_policy, dedup, "
-									" dedup_window, owner, search_path) "
-									"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+									" dedup_window, owner, search_path, source_server, remote_stream, "
+									" sink_server, sink_table, sink_mode) "
+									"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
 									"ON CONFLICT (name) DO NOTHING RETURNING id",
-									10, types, values, NULL, false, 0);
+									15, types, values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not insert pipeline: %s", SPI_result_code_string(ret));
 		if (SPI_processed == 0)
@@ -509,6 +680,18 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 					 errmsg("pipeline \"%s\" already exists", name)));
 		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
+	if (source_server)
+	{
+		/* positions on a remote stream live here; "end" is settled at first run */
+		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+		Datum		values[3] = {Int32GetDatum(id), Int32GetDatum(remote_nparts),
+		Int64GetDatum(strcmp(start_from, "end") == 0 ? -1 : 0)};
+
+		sg_pipeline_exec("INSERT INTO streamguard.remote_position (pipeline_id, partition, position) "
+						 "SELECT $1, g, $3 FROM pg_catalog.generate_series(0, $2 - 1) g",
+						 3, types, values, SPI_OK_INSERT);
+	}
+	else
 	{
 		char	   *cname = PipelineConsumerName(name);
 
@@ -615,6 +798,7 @@ sg_drop_pipeline(PG_FUNCTION_ARGS)
 					 "WHERE p.id = $1 AND c.stream_id = p.stream_id AND c.name = $2",
 					 2, types, values, SPI_OK_DELETE);
 	sg_pipeline_exec("DELETE FROM streamguard.pipeline_dedup WHERE pipeline_id = $1", 1, types, values, SPI_OK_DELETE);
+	sg_pipeline_exec("DELETE FROM streamguard.remote_position WHERE pipeline_id = $1", 1, types, values, SPI_OK_DELETE);
 	sg_pipeline_exec("DELETE FROM streamguard.dead_letter WHERE pipeline_id = $1", 1, types, values, SPI_OK_DELETE);
 	sg_pipeline_exec("DELETE FROM streamguard.pipeline WHERE id = $1", 1, types, values, SPI_OK_DELETE);
 	SgRestoreUser(&save);
@@ -773,11 +957,19 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 		fp = SG_FAULT_BETWEEN_COMMITS;
 	else if (strcmp(point, "after_commit") == 0)
 		fp = SG_FAULT_AFTER_COMMIT;
+	else if (strcmp(point, "after_prepare") == 0)
+		fp = SG_FAULT_AFTER_PREPARE;
+	else if (strcmp(point, "after_local_commit") == 0)
+		fp = SG_FAULT_AFTER_LOCAL_COMMIT;
+	else if (strcmp(point, "after_remote_commit") == 0)
+		fp = SG_FAULT_AFTER_REMOTE_COMMIT;
+	else if (strcmp(point, "mid_copy") == 0)
+		fp = SG_FAULT_MID_COPY;
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid fault point \"%s\"", point),
-				 errhint("Valid points are \"mid_batch\", \"before_commit\", \"between_commits\", \"after_commit\" and \"none\".")));
+				 errhint("Valid points are \"mid_batch\", \"before_commit\", \"between_commits\", \"after_commit\", \"after_prepare\", \"after_local_commit\", \"after_remote_commit\", \"mid_copy\" and \"none\".")));
 	if (strcmp(action, "kill") == 0)
 		fa = SG_FAULT_KILL;
 	else if (strcmp(action, "error") == 0)
@@ -1052,4 +1244,49 @@ PipelineSupervise(void)
 		sg_supervised[j] = sg_supervised[--sg_nsupervised];
 		j--;
 	}
+}
+
+/*
+ * _remote_runtime() -> (pipeline_id, side, server, connected, rtt_ms, last_error)
+ */
+Datum
+sg_remote_runtime(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i,
+				side;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+		SgRemoteStatus copy[2];
+		int32		id;
+
+		if (s->dbid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&s->mutex);
+		id = s->pipeline_id;
+		memcpy(copy, s->remote, sizeof(copy));
+		SpinLockRelease(&s->mutex);
+		for (side = 0; side < 2; side++)
+		{
+			Datum		values[6];
+			bool		nulls[6] = {false};
+
+			if (copy[side].server[0] == '\0')
+				continue;
+			values[0] = Int32GetDatum(id);
+			values[1] = CStringGetTextDatum(side == 0 ? "source" : "sink");
+			values[2] = CStringGetTextDatum(copy[side].server);
+			values[3] = BoolGetDatum(copy[side].connected);
+			values[4] = Float8GetDatum(copy[side].rtt_us / 1000.0);
+			nulls[4] = copy[side].rtt_us == 0;
+			values[5] = CStringGetTextDatum(copy[side].last_error);
+			nulls[5] = copy[side].last_error[0] == '\0';
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	return (Datum) 0;
 }

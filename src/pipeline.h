@@ -30,7 +30,11 @@ typedef enum SgFaultPoint
 	SG_FAULT_MID_BATCH,			/* after the fetch, before the user SQL */
 	SG_FAULT_BEFORE_COMMIT,		/* after the user SQL, before the commit */
 	SG_FAULT_BETWEEN_COMMITS,	/* between the two commits (weaker modes) */
-	SG_FAULT_AFTER_COMMIT		/* right after the (last) commit */
+	SG_FAULT_AFTER_COMMIT,		/* right after the (last) commit */
+	SG_FAULT_AFTER_PREPARE,		/* remote PREPAREd, local not committed */
+	SG_FAULT_AFTER_LOCAL_COMMIT,	/* local committed, no COMMIT PREPARED yet */
+	SG_FAULT_AFTER_REMOTE_COMMIT,	/* remote committed, local not (offsets) */
+	SG_FAULT_MID_COPY			/* rows copied to the remote, not committed */
 } SgFaultPoint;
 
 typedef enum SgFaultAction
@@ -55,6 +59,14 @@ typedef struct SgBatchRecord
 	int32		commit_us;
 } SgBatchRecord;
 
+typedef struct SgRemoteStatus
+{
+	char		server[NAMEDATALEN];	/* empty: no remote on this side */
+	bool		connected;
+	int64		rtt_us;
+	char		last_error[256];
+} SgRemoteStatus;
+
 typedef struct SgPipelineSlot
 {
 	/* identity, protected by the slots' LWLock */
@@ -73,6 +85,7 @@ typedef struct SgPipelineSlot
 	TimestampTz last_batch_end;
 	SgBatchRecord history[SG_BATCH_HISTORY];
 	int64		nhistory;		/* records ever written (ring index) */
+	SgRemoteStatus remote[2];	/* [0] source, [1] sink */
 	SgFaultPoint fault_point;
 	SgFaultAction fault_action;
 	int32		fault_count;

@@ -23,6 +23,7 @@
 #include "utils/guc.h"
 
 #include "pipeline.h"
+#include "remote.h"
 #include "streamguard.h"
 
 PG_MODULE_MAGIC;
@@ -96,6 +97,11 @@ _PG_init(void)
 							"Each pipeline also needs a background worker slot (max_worker_processes).",
 							&sg_max_pipelines, 64, 1, 10000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.remote_timeout",
+							"Longest wait for a remote server: connecting, and each remote statement.",
+							"A remote that does not answer in time is cancelled and disconnected; the batch is retried.",
+							&sg_remote_timeout_ms, 10000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamguard");
 
 	prev_shmem_request_hook = shmem_request_hook;

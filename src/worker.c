@@ -40,6 +40,7 @@
 #include <signal.h>
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
@@ -62,6 +63,7 @@
 
 #include "compat.h"
 #include "pipeline.h"
+#include "remote.h"
 #include "streamguard.h"
 
 typedef struct SgPipeDef
@@ -78,6 +80,12 @@ typedef struct SgPipeDef
 	Oid			owner;
 	char	   *search_path;
 	int64		epoch;
+	char	   *source_server;	/* remote source, or NULL */
+	char	   *remote_stream;
+	int			remote_nparts;
+	char	   *sink_server;	/* remote sink, or NULL */
+	char	   *sink_table;
+	bool		two_phase;		/* exactly_once to the sink through 2PC */
 } SgPipeDef;
 
 typedef enum
@@ -95,6 +103,13 @@ static MemoryContext batch_cxt = NULL;
 static SPIPlanPtr user_plan = NULL;
 static char *consumer_name = NULL;
 static int64 batch_counter = 0;
+
+/* remote ends */
+static SgRemote src_remote;
+static SgRemote sink_remote;
+static char *copy_sql = NULL;	/* COPY <sink table> (<cols>) FROM STDIN */
+static bool need_resolve = true;	/* settle in-doubt work before the next batch */
+static char *done_gid = NULL;	/* COMMIT PREPARED done; local record to drop */
 
 /* per-batch counters of the isolation path */
 static int64 batch_skipped = 0;
@@ -485,6 +500,399 @@ sg_dedup_filter(Tuplestorestate *store, int *n)
 	return out;
 }
 
+/* ------------------------------------------------------------ remotes */
+
+static void
+sg_remote_status(int side, SgRemote *r)
+{
+	SgRemoteStatus *st = &my_slot->remote[side];
+
+	SpinLockAcquire(&my_slot->mutex);
+	strlcpy(st->server, r->server_name, sizeof(st->server));
+	st->connected = RemoteConnected(r);
+	st->rtt_us = r->rtt_us;
+	strlcpy(st->last_error, r->last_error, sizeof(st->last_error));
+	SpinLockRelease(&my_slot->mutex);
+}
+
+static SgRemote *
+sg_remote(int side)
+{
+	SgRemote   *r = side == 0 ? &src_remote : &sink_remote;
+	const char *server = side == 0 ? def.source_server : def.sink_server;
+
+	if (!RemoteConnected(r))
+	{
+		PG_TRY();
+		{
+			/* as the owner's user mapping, with the password rule */
+			RemoteConnect(r, server, def.owner);
+			RemoteExecOk(r, "SET datestyle = ISO");
+			RemoteExecOk(r, "SET intervalstyle = postgres");
+			RemoteExecOk(r, "SET extra_float_digits = 3");
+		}
+		PG_CATCH();
+		{
+			strlcpy(r->server_name, server, sizeof(r->server_name));
+			if (r->last_error[0] == '\0')
+				strlcpy(r->last_error, "connection failed", sizeof(r->last_error));
+			sg_remote_status(side, r);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+	sg_remote_status(side, r);
+	return r;
+}
+
+/* prefix of this pipeline's global transaction ids on the sink */
+static char *
+sg_gid_prefix(void)
+{
+	return psprintf("sg:" UINT64_FORMAT ":%u:%d:", GetSystemIdentifier(), MyDatabaseId, def.id);
+}
+
+static char *
+sg_offsets_key(void)
+{
+	return psprintf(UINT64_FORMAT ":%u:%d", GetSystemIdentifier(), MyDatabaseId, def.id);
+}
+
+/*
+ * Settle what a crash or error may have left between the two databases.
+ * two_phase: a prepared remote transaction whose batch committed locally
+ * (recorded in remote_prepared) is committed, any other one of ours is
+ * rolled back.  offsets: positions move up to what the sink recorded in
+ * the same remote transaction as the rows.  Runs fenced, in a local
+ * transaction, before the next batch.
+ */
+static bool
+sg_resolve(SgStreamMeta *meta)
+{
+	SgRemote   *r = sg_remote(1);
+	SgUserSave	save;
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(def.id)};
+
+	if (def.two_phase)
+	{
+		char	   *prefix = sg_gid_prefix();
+		const char *params[1];
+		PGresult   *res;
+		int			i;
+		uint64		k;
+		bool	   *known;
+
+		params[0] = psprintf("%s%%", prefix);
+		res = RemoteExec(r, "SELECT gid FROM pg_catalog.pg_prepared_xacts "
+						 "WHERE gid LIKE $1 AND database = pg_catalog.current_database()", 1, params);
+		SgBecomeDataOwner(&save, true);
+		if (SPI_execute_with_args("SELECT gid FROM streamguard.remote_prepared WHERE pipeline_id = $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "in-doubt lookup failed");
+		known = palloc0(sizeof(bool) * Max(PQntuples(res), 1));
+		for (i = 0; i < PQntuples(res); i++)
+			for (k = 0; k < SPI_processed; k++)
+				if (strcmp(PQgetvalue(res, i, 0), SPI_getvalue(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1)) == 0)
+					known[i] = true;
+		for (i = 0; i < PQntuples(res); i++)
+		{
+			char	   *gid = RemoteLiteral(r, PQgetvalue(res, i, 0));
+
+			ereport(LOG,
+					(errmsg("streamguard pipeline \"%s\": %s in-doubt remote transaction %s",
+							def.name, known[i] ? "committing" : "rolling back", gid)));
+			RemoteExecOk(r, psprintf("%s PREPARED %s", known[i] ? "COMMIT" : "ROLLBACK", gid));
+		}
+		PQclear(res);
+		if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared WHERE pipeline_id = $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "in-doubt cleanup failed");
+		SgRestoreUser(&save);
+	}
+	else
+	{
+		const char *params[1];
+		PGresult   *res;
+		int64	   *pos = palloc(sizeof(int64) * meta->nparts);
+		int			i;
+
+		params[0] = sg_offsets_key();
+		res = RemoteExec(r, "SELECT partition, position FROM public.streamguard_sink_offsets "
+						 "WHERE pipeline = $1", 1, params);
+		for (i = 0; i < meta->nparts; i++)
+			pos[i] = -1;
+		for (i = 0; i < PQntuples(res); i++)
+		{
+			int			p = atoi(PQgetvalue(res, i, 0));
+
+			if (p >= 0 && p < meta->nparts)
+				pos[p] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		}
+		PQclear(res);
+		SgBecomeDataOwner(&save, false);
+		ConsumerAdvance(meta, consumer_name, pos);
+		SgRestoreUser(&save);
+	}
+	done_gid = NULL;
+	sg_remote_status(1, r);
+	return true;
+}
+
+/* COPY text format of one value */
+static void
+sg_copy_escape(StringInfo buf, const char *v)
+{
+	for (; *v; v++)
+	{
+		switch (*v)
+		{
+			case '\\':
+				appendStringInfoString(buf, "\\\\");
+				break;
+			case '\t':
+				appendStringInfoString(buf, "\\t");
+				break;
+			case '\n':
+				appendStringInfoString(buf, "\\n");
+				break;
+			case '\r':
+				appendStringInfoString(buf, "\\r");
+				break;
+			default:
+				appendStringInfoChar(buf, *v);
+		}
+	}
+}
+
+/*
+ * Write the batch's output rows to the sink, inside a remote transaction
+ * that is prepared (two_phase), or committed together with the positions
+ * (offsets), or simply committed (the weaker guarantees).  Returns the
+ * global transaction id when one was prepared.
+ */
+static char *
+sg_sink_write(StringInfo data, int64 *last, int nparts)
+{
+	SgRemote   *r = sg_remote(1);
+	char	   *gid = NULL;
+
+	RemoteExecOk(r, "BEGIN");
+	if (data->len > 0)
+		RemoteCopyIn(r, copy_sql, data->data, data->len);
+	sg_fault(SG_FAULT_MID_COPY);
+	if (def.guarantee == SG_EXACTLY_ONCE && def.two_phase)
+	{
+		gid = psprintf("%s%lld:%lld", sg_gid_prefix(), (long long) def.epoch, (long long) batch_counter + 1);
+		RemoteExecOk(r, psprintf("PREPARE TRANSACTION %s", RemoteLiteral(r, gid)));
+		sg_fault(SG_FAULT_AFTER_PREPARE);
+	}
+	else
+	{
+		if (def.guarantee == SG_EXACTLY_ONCE)
+		{
+			StringInfoData sql;
+			int			p;
+			char	   *key = RemoteLiteral(r, sg_offsets_key());
+
+			initStringInfo(&sql);
+			appendStringInfoString(&sql, "INSERT INTO public.streamguard_sink_offsets (pipeline, partition, position) VALUES ");
+			for (p = 0; p < nparts; p++)
+				appendStringInfo(&sql, "%s(%s, %d, %lld)", p ? ", " : "", key, p, (long long) Max(last[p], 0));
+			appendStringInfoString(&sql, " ON CONFLICT (pipeline, partition) DO UPDATE SET position = "
+								   "GREATEST(streamguard_sink_offsets.position, excluded.position)");
+			RemoteExecOk(r, sql.data);
+		}
+		RemoteExecOk(r, "COMMIT");
+		sg_fault(SG_FAULT_AFTER_REMOTE_COMMIT);
+	}
+	sg_remote_status(1, r);
+	return gid;
+}
+
+/*
+ * Read a batch from a stream on another streamguard server, after the
+ * positions kept here (locked for this transaction).
+ */
+static int
+sg_remote_fetch(Tuplestorestate *store, int64 *first, int64 *last)
+{
+	SgRemote   *r = sg_remote(0);
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(def.id)};
+	int			nparts = def.remote_nparts;
+	int64	   *pos = palloc0(sizeof(int64) * nparts);
+	SgUserSave	save;
+	uint64		i;
+	int			remaining = def.batch_size;
+	int			k;
+	static uint32 rotor = 0;
+
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_with_args("SELECT partition, position FROM streamguard.remote_position "
+							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "remote position lookup failed");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (p >= 0 && p < nparts)
+			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	SgRestoreUser(&save);
+
+	for (k = 0; k < nparts; k++)
+	{
+		first[k] = 0;
+		last[k] = pos[k];
+	}
+	for (k = 0; k < nparts && remaining > 0; k++)
+	{
+		int			p = (int) ((rotor + k) % (uint32) nparts);
+		const char *params[4];
+		PGresult   *res;
+		int			row;
+
+		if (pos[p] < 0)
+		{
+			/* start_from 'end': begin after what the stream holds now */
+			params[0] = def.remote_stream;
+			params[1] = psprintf("%d", p);
+			res = RemoteExec(r, "SELECT coalesce(last_seq, 0) FROM streamguard.stream_partitions "
+							 "WHERE stream = $1 AND partition = $2::int", 2, params);
+			pos[p] = PQntuples(res) == 1 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+			PQclear(res);
+			last[p] = pos[p];
+		}
+		params[0] = def.remote_stream;
+		params[1] = psprintf("%d", p);
+		params[2] = psprintf("%lld", (long long) pos[p]);
+		params[3] = psprintf("%d", remaining);
+		res = RemoteExec(r, "SELECT partition, seq, key, payload, dedup_key, appended_at "
+						 "FROM streamguard.read($1, $2::int, $3::bigint, $4::int)", 4, params);
+		for (row = 0; row < PQntuples(res); row++)
+		{
+			Datum		v[6];
+			bool		n[6];
+			int			c;
+
+			for (c = 0; c < 6; c++)
+				n[c] = PQgetisnull(res, row, c);
+			v[0] = Int32GetDatum(atoi(PQgetvalue(res, row, 0)));
+			v[1] = Int64GetDatum(strtoll(PQgetvalue(res, row, 1), NULL, 10));
+			v[2] = n[2] ? (Datum) 0 : CStringGetTextDatum(PQgetvalue(res, row, 2));
+			v[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum(PQgetvalue(res, row, 3)));
+			v[4] = n[4] ? (Datum) 0 : CStringGetTextDatum(PQgetvalue(res, row, 4));
+			v[5] = DirectFunctionCall3(timestamptz_in, CStringGetDatum(PQgetvalue(res, row, 5)),
+									   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+			tuplestore_putvalues(store, event_desc, v, n);
+			if (first[p] == 0)
+				first[p] = DatumGetInt64(v[1]);
+			last[p] = DatumGetInt64(v[1]);
+			remaining--;
+		}
+		PQclear(res);
+	}
+	rotor++;
+	sg_remote_status(0, r);
+	return def.batch_size - remaining;
+}
+
+/* move the positions forward: the local consumer, or the remote positions */
+static void
+sg_advance(SgStreamMeta *meta, int64 *last, int nparts)
+{
+	SgUserSave	save;
+
+	SgBecomeDataOwner(&save, false);
+	if (def.source_server)
+	{
+		Oid			types[2] = {INT4OID, INT8ARRAYOID};
+		Datum		values[2];
+		Datum	   *elems = palloc(sizeof(Datum) * nparts);
+		int			p;
+
+		for (p = 0; p < nparts; p++)
+			elems[p] = Int64GetDatum(last[p]);
+		values[0] = Int32GetDatum(def.id);
+		values[1] = PointerGetDatum(construct_array(elems, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		if (SPI_execute_with_args("UPDATE streamguard.remote_position SET position = ($2)[partition + 1], "
+								  "updated_at = now() "
+								  "WHERE pipeline_id = $1 AND ($2)[partition + 1] > position",
+								  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "remote position update failed");
+	}
+	else
+		ConsumerAdvance(meta, consumer_name, last);
+	SgRestoreUser(&save);
+}
+
+/*
+ * Run the pipeline's SELECT over the batch as the owner and render its
+ * rows in COPY text format for the sink.
+ */
+static StringInfo
+sg_run_user_select(Tuplestorestate *store, int64 n, int64 *rows)
+{
+	Oid			save_user;
+	int			save_sec;
+	int			nest;
+	int			ret;
+	uint64		i;
+	int			c;
+	StringInfo	buf = makeStringInfo();
+
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	SetUserIdAndSecContext(def.owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", def.search_path, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	tuplestore_rescan(store);
+	PipelineRegisterBatch(store, event_desc, n);
+	if (user_plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(def.sql, 0, NULL);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare the SQL of pipeline \"%s\": %s", def.name,
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		user_plan = plan;
+	}
+	ret = SPI_execute_plan(user_plan, NULL, NULL, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "the SQL of pipeline \"%s\" must return rows: %s", def.name, SPI_result_code_string(ret));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		for (c = 1; c <= SPI_tuptable->tupdesc->natts; c++)
+		{
+			char	   *v = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c);
+
+			if (c > 1)
+				appendStringInfoChar(buf, '\t');
+			if (v == NULL)
+				appendStringInfoString(buf, "\\N");
+			else
+				sg_copy_escape(buf, v);
+		}
+		appendStringInfoChar(buf, '\n');
+	}
+	*rows = (int64) SPI_processed;
+	SPI_finish();
+	AtEOXact_GUC(true, nest);
+	SetUserIdAndSecContext(save_user, save_sec);
+	return buf;
+}
+
 /* ---------------------------------------------------------- the batch */
 
 static SgStreamMeta *
@@ -552,7 +960,7 @@ sg_record(int64 epoch, int events_in, int64 rows_out, int64 *first, int64 *last,
 static SgBatchResult
 sg_batch(bool isolate)
 {
-	SgStreamMeta *meta;
+	SgStreamMeta *meta = NULL;
 	Tuplestorestate *store;
 	int			fetched,
 				n;
@@ -566,6 +974,9 @@ sg_batch(bool isolate)
 	SgUserSave	save;
 	MemoryContext oldcxt;
 	int			nparts;
+	StringInfo	sink_data = NULL;
+	char	   *gid = NULL;
+	bool		advance_in_fetch;
 
 	MemoryContextReset(batch_cxt);
 	batch_skipped = batch_dead = 0;
@@ -577,18 +988,57 @@ sg_batch(bool isolate)
 		sg_abort();
 		return SG_BATCH_FENCED;
 	}
-	meta = sg_source();
-	nparts = meta->nparts;
+	if (!def.source_server)
+	{
+		meta = sg_source();
+		nparts = meta->nparts;
+	}
+	else
+		nparts = def.remote_nparts;
+
+	/* what a crash may have left between this database and the sink */
+	if (def.sink_server && need_resolve)
+	{
+		(void) sg_resolve(meta);
+		need_resolve = false;
+	}
+	if (done_gid)
+	{
+		Oid			types[2] = {INT4OID, TEXTOID};
+		Datum		values[2] = {Int32GetDatum(def.id), CStringGetTextDatum(done_gid)};
+
+		SgBecomeDataOwner(&save, false);
+		if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared WHERE pipeline_id = $1 AND gid = $2",
+								  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not forget a committed remote transaction");
+		SgRestoreUser(&save);
+		done_gid = NULL;
+	}
+
 	oldcxt = MemoryContextSwitchTo(batch_cxt);
 	store = tuplestore_begin_heap(false, false, Max(work_mem, 64 * 1024));
 	first = palloc(sizeof(int64) * nparts);
 	last = palloc(sizeof(int64) * nparts);
 	MemoryContextSwitchTo(oldcxt);
 
-	SgBecomeDataOwner(&save, false);
-	fetched = ConsumerFetch(meta, consumer_name, def.batch_size, store, event_desc,
-							false, def.guarantee != SG_AT_LEAST_ONCE, first, last);
-	SgRestoreUser(&save);
+	/*
+	 * Positions move inside this first transaction except for
+	 * at_least_once, which moves them only after the sink committed.
+	 */
+	advance_in_fetch = def.guarantee != SG_AT_LEAST_ONCE;
+	if (def.source_server)
+	{
+		fetched = sg_remote_fetch(store, first, last);
+		if (fetched > 0 && advance_in_fetch)
+			sg_advance(NULL, last, nparts);
+	}
+	else
+	{
+		SgBecomeDataOwner(&save, false);
+		fetched = ConsumerFetch(meta, consumer_name, def.batch_size, store, event_desc,
+								false, advance_in_fetch, first, last);
+		SgRestoreUser(&save);
+	}
 	if (fetched == 0)
 	{
 		sg_commit();
@@ -619,7 +1069,27 @@ sg_batch(bool isolate)
 	}
 
 	pgstat_report_activity(STATE_RUNNING, "process");
-	if (n > 0)
+	if (def.sink_server)
+	{
+		oldcxt = MemoryContextSwitchTo(batch_cxt);
+		sink_data = sg_run_user_select(store, n, &rows_out);
+		MemoryContextSwitchTo(oldcxt);
+		gid = sg_sink_write(sink_data, last, nparts);
+		if (gid)
+		{
+			Oid			types[3] = {INT4OID, TEXTOID, TEXTOID};
+			Datum		values[3] = {Int32GetDatum(def.id), CStringGetTextDatum(gid),
+			CStringGetTextDatum(def.sink_server)};
+
+			/* the decision: committed with this transaction, or never */
+			SgBecomeDataOwner(&save, false);
+			if (SPI_execute_with_args("INSERT INTO streamguard.remote_prepared (pipeline_id, gid, server) "
+									  "VALUES ($1, $2, $3)", 3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not record the prepared remote transaction");
+			SgRestoreUser(&save);
+		}
+	}
+	else if (n > 0)
 		rows_out = isolate ? sg_run_isolated(store) : sg_run_user_sql(store, n);
 	if (rows_out < 0)
 	{
@@ -633,6 +1103,19 @@ sg_batch(bool isolate)
 	sg_fault(SG_FAULT_BEFORE_COMMIT);
 	sg_commit();
 
+	if (gid)
+	{
+		SgRemote   *r;
+
+		sg_fault(SG_FAULT_AFTER_LOCAL_COMMIT);
+		sg_begin("commit prepared");
+		r = sg_remote(1);
+		RemoteExecOk(r, psprintf("COMMIT PREPARED %s", RemoteLiteral(r, gid)));
+		done_gid = MemoryContextStrdup(TopMemoryContext, gid);
+		sg_remote_status(1, r);
+		sg_commit();
+	}
+
 	if (def.guarantee == SG_AT_LEAST_ONCE)
 	{
 		/* positions after the sink committed */
@@ -643,9 +1126,7 @@ sg_batch(bool isolate)
 			sg_abort();
 			return SG_BATCH_FENCED;		/* redelivered later: at least once */
 		}
-		SgBecomeDataOwner(&save, false);
-		ConsumerAdvance(meta, consumer_name, last);
-		SgRestoreUser(&save);
+		sg_advance(meta, last, nparts);
 		sg_commit();
 	}
 	t3 = GetCurrentTimestamp();
@@ -660,6 +1141,8 @@ static bool
 sg_transient(int sqlerrcode)
 {
 	return ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION ||
+		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
 		sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
 		sqlerrcode == ERRCODE_QUERY_CANCELED ||
 		sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
@@ -708,9 +1191,12 @@ sg_load_definition(void)
 	if (SPI_execute_with_args("UPDATE streamguard.pipeline p SET epoch = p.epoch + 1, "
 							  "restarts = p.restarts + CASE WHEN p.started_once THEN 1 ELSE 0 END, "
 							  "started_once = true "
-							  "FROM streamguard.stream s WHERE p.id = $1 AND s.id = p.stream_id AND p.state = 'running' "
-							  "RETURNING p.name, s.name, p.sql, p.guarantee, p.batch_size, p.error_policy, p.dedup, "
-							  "extract(epoch FROM p.dedup_window)::float8, p.owner, p.search_path, p.epoch, s.id",
+							  "WHERE p.id = $1 AND p.state = 'running' "
+							  "RETURNING p.name, (SELECT s.name FROM streamguard.stream s WHERE s.id = p.stream_id), "
+							  "p.sql, p.guarantee, p.batch_size, p.error_policy, p.dedup, "
+							  "extract(epoch FROM p.dedup_window)::float8, p.owner, p.search_path, p.epoch, p.stream_id, "
+							  "p.source_server, p.remote_stream, p.sink_server, p.sink_table, p.sink_mode, "
+							  "(SELECT count(*) FROM streamguard.remote_position rp WHERE rp.pipeline_id = p.id)::int",
 							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not load pipeline %d", def.id);
 	if (SPI_processed != 1)
@@ -723,7 +1209,7 @@ sg_load_definition(void)
 		d = SPI_tuptable->tupdesc;
 		old = MemoryContextSwitchTo(TopMemoryContext);
 		def.name = pstrdup(SPI_getvalue(t, d, 1));
-		def.stream = pstrdup(SPI_getvalue(t, d, 2));
+		def.stream = SPI_getvalue(t, d, 2) ? pstrdup(SPI_getvalue(t, d, 2)) : NULL;
 		def.sql = pstrdup(SPI_getvalue(t, d, 3));
 		g = SPI_getvalue(t, d, 4);
 		def.guarantee = strcmp(g, "at_least_once") == 0 ? SG_AT_LEAST_ONCE :
@@ -737,11 +1223,53 @@ sg_load_definition(void)
 		def.epoch = DatumGetInt64(SPI_getbinval(t, d, 11, &isnull));
 		my_slot->stream_id = DatumGetInt32(SPI_getbinval(t, d, 12, &isnull));
 		consumer_name = psprintf("pipeline:%s", def.name);
+		if (SPI_getvalue(t, d, 13))
+		{
+			def.source_server = pstrdup(SPI_getvalue(t, d, 13));
+			def.remote_stream = pstrdup(SPI_getvalue(t, d, 14));
+			def.remote_nparts = DatumGetInt32(SPI_getbinval(t, d, 18, &isnull));
+		}
+		if (SPI_getvalue(t, d, 15))
+		{
+			def.sink_server = pstrdup(SPI_getvalue(t, d, 15));
+			def.sink_table = pstrdup(SPI_getvalue(t, d, 16));
+			def.two_phase = strcmp(SPI_getvalue(t, d, 17), "two_phase") == 0;
+		}
 		event_desc = SgEventTupleDesc();
 		MemoryContextSwitchTo(old);
 	}
 	SgRestoreUser(&save);
 	sg_commit();
+	if (ok && def.sink_server)
+	{
+		/* the sink's columns are the SELECT's output columns */
+		sg_begin("start");
+		{
+			TupleDesc	desc = SgEventTupleDesc();
+			Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
+			SPIPlanPtr	plan;
+			CachedPlanSource *ps;
+			StringInfoData cols;
+			int			i;
+			MemoryContext old;
+
+			PipelineRegisterBatch(store, desc, 0);
+			plan = SPI_prepare(def.sql, 0, NULL);
+			if (plan == NULL)
+				elog(ERROR, "could not prepare the SQL of pipeline \"%s\"", def.name);
+			ps = linitial(SPI_plan_get_plan_sources(plan));
+			if (ps->resultDesc == NULL)
+				elog(ERROR, "the SQL of pipeline \"%s\" must return rows", def.name);
+			initStringInfo(&cols);
+			for (i = 0; i < ps->resultDesc->natts; i++)
+				appendStringInfo(&cols, "%s%s", i ? ", " : "",
+								 quote_identifier(NameStr(TupleDescAttr(ps->resultDesc, i)->attname)));
+			old = MemoryContextSwitchTo(TopMemoryContext);
+			copy_sql = psprintf("COPY %s (%s) FROM STDIN", def.sink_table, cols.data);
+			MemoryContextSwitchTo(old);
+		}
+		sg_commit();
+	}
 	return ok;
 }
 
@@ -800,6 +1328,18 @@ PipelineWorkerMain(Datum arg)
 			edata = CopyErrorData();
 			FlushErrorState();
 			sg_abort();
+			/* a remote transaction must not outlive the failed batch */
+			if (def.sink_server)
+			{
+				RemoteDisconnect(&sink_remote);
+				sg_remote_status(1, &sink_remote);
+				need_resolve = true;
+			}
+			if (def.source_server)
+			{
+				RemoteDisconnect(&src_remote);
+				sg_remote_status(0, &src_remote);
+			}
 		}
 		PG_END_TRY();
 
@@ -829,8 +1369,9 @@ PipelineWorkerMain(Datum arg)
 			case SG_BATCH_EMPTY:
 				attempts = 0;
 				isolate = false;
+				/* a remote source cannot wake us: poll it */
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-								 1000L, PG_WAIT_EXTENSION);
+								 def.source_server ? 100L : 1000L, PG_WAIT_EXTENSION);
 				break;
 			case SG_BATCH_FENCED:
 				sg_clean_exit();
