@@ -42,6 +42,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
@@ -1346,6 +1347,14 @@ PipelineWorkerMain(Datum arg)
 		if (edata != NULL)
 		{
 			long		backoff;
+			bool		present;
+
+			/* DROP EXTENSION takes the pipelines with it */
+			StartTransactionCommand();
+			present = OidIsValid(get_extension_oid("streamguard", true));
+			CommitTransactionCommand();
+			if (!present)
+				sg_clean_exit();
 
 			attempts++;
 			ereport(LOG,
