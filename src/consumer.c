@@ -50,56 +50,39 @@ PG_FUNCTION_INFO_V1(sg_read);
 static uint32 sg_poll_rotor = 0;
 
 /*
- * Create the consumer's position rows if missing.  Returns false if
- * another transaction is creating them right now (the caller then has
- * nothing to read this time).
+ * Create the consumer's position rows.  Returns false if another
+ * transaction is creating them right now (the caller then has nothing to
+ * read this time).
  */
 static bool
-sg_ensure_consumer(SgStreamMeta *meta, const char *consumer)
+sg_create_consumer(SgStreamMeta *meta, const char *consumer)
 {
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		values[2];
-	SPIPlanPtr	plan;
-	Snapshot	snap;
 	LOCKTAG		tag;
 	int			ret;
-	bool		isnull;
-	int64		have;
-
-	values[0] = Int32GetDatum(meta->stream_id);
-	values[1] = CStringGetTextDatum(consumer);
-	plan = SgPlanCached(NULL,
-						"SELECT pg_catalog.count(*) FROM streamguard.consumer "
-						"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
-						2, types);
-	snap = SgFreshSnapshot();
-	ret = SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1);
-	UnregisterSnapshot(snap);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "consumer lookup failed");
-	have = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (have >= meta->nparts)
-		return true;
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) meta->stream_id,
 						 hash_bytes((const unsigned char *) consumer, strlen(consumer)),
 						 SG_LOCKTAG_CONSUMER);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
 		return false;
-	plan = SgPlanCached(NULL,
-						"INSERT INTO streamguard.consumer (stream_id, name, partition, position) "
-						"SELECT $1, $2, sp.partition, sp.seq_floor FROM streamguard.stream_partition sp "
-						"WHERE sp.stream_id OPERATOR(pg_catalog.=) $1 "
-						"ON CONFLICT DO NOTHING",
-						2, types);
-	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	values[0] = Int32GetDatum(meta->stream_id);
+	values[1] = CStringGetTextDatum(consumer);
+	ret = SPI_execute_plan(SgPlanCached(NULL,
+										"INSERT INTO streamguard.consumer (stream_id, name, partition, position) "
+										"SELECT $1, $2, sp.partition, sp.seq_floor FROM streamguard.stream_partition sp "
+										"WHERE sp.stream_id OPERATOR(pg_catalog.=) $1 "
+										"ON CONFLICT DO NOTHING",
+										2, types),
+						   values, NULL, false, 0);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "consumer creation failed: %s", SPI_result_code_string(ret));
 	return true;
 }
 
-/* Read the unlocked positions of a consumer (fresh snapshot). */
-static void
+/* Read the unlocked positions of a consumer (fresh snapshot); how many. */
+static int
 sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *present)
 {
 	Oid			types[2] = {INT4OID, TEXTOID};
@@ -108,6 +91,7 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 	Snapshot	snap;
 	uint64		i;
 	int			ret;
+	int			found = 0;
 
 	values[0] = Int32GetDatum(meta->stream_id);
 	values[1] = CStringGetTextDatum(consumer);
@@ -128,9 +112,12 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 		if (p >= 0 && p < meta->nparts)
 		{
 			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+			if (!present[p])
+				found++;
 			present[p] = true;
 		}
 	}
+	return found;
 }
 
 /*
@@ -219,9 +206,12 @@ ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
 		first_seq[k] = 0;
 		last_seq[k] = -1;
 	}
-	if (!sg_ensure_consumer(meta, consumer))
-		return 0;
-	sg_read_positions(meta, consumer, pos, present);
+	if (sg_read_positions(meta, consumer, pos, present) < meta->nparts)
+	{
+		if (!sg_create_consumer(meta, consumer))
+			return 0;
+		(void) sg_read_positions(meta, consumer, pos, present);
+	}
 
 	start = (int) (sg_poll_rotor++ % (uint32) meta->nparts);
 	for (k = 0; k < meta->nparts && remaining > 0; k++)

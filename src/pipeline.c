@@ -379,20 +379,19 @@ sg_validate_sql(const char *sql)
 }
 
 /*
- * The pipeline's SQL must be one query returning rows when its output goes
- * to a remote table; returns the output column names, comma-separated and
- * quoted, for the COPY column list.
+ * The output columns of a pipeline's SQL, quoted and comma-separated (the
+ * COPY column list of a remote sink), or NULL when the SQL is not a single
+ * query returning rows.  SPI connected.
  */
-static char *
-sg_validate_select(const char *sql)
+char *
+PipelineOutputColumns(const char *sql)
 {
 	TupleDesc	desc = SgEventTupleDesc();
 	Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
 	SPIPlanPtr	plan;
 	List	   *sources;
 	CachedPlanSource *ps;
-	StringInfoData cols;
-	int			i;
+	char	   *result = NULL;
 
 	PipelineRegisterBatch(store, desc, 0);
 	plan = SPI_prepare(sql, 0, NULL);
@@ -400,19 +399,34 @@ sg_validate_select(const char *sql)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	sources = SPI_plan_get_plan_sources(plan);
 	ps = list_length(sources) == 1 ? linitial(sources) : NULL;
-	if (ps == NULL || ps->commandTag != CMDTAG_SELECT || ps->resultDesc == NULL)
+	if (ps != NULL && ps->commandTag == CMDTAG_SELECT && ps->resultDesc != NULL)
+	{
+		StringInfoData cols;
+		int			i;
+
+		initStringInfo(&cols);
+		for (i = 0; i < ps->resultDesc->natts; i++)
+			appendStringInfo(&cols, "%s%s", i ? ", " : "",
+							 quote_identifier(NameStr(TupleDescAttr(ps->resultDesc, i)->attname)));
+		result = cols.data;
+	}
+	SPI_freeplan(plan);
+	SPI_unregister_relation("batch");
+	tuplestore_end(store);
+	return result;
+}
+
+static char *
+sg_validate_select(const char *sql)
+{
+	char	   *cols = PipelineOutputColumns(sql);
+
+	if (cols == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the SQL of a pipeline with a remote sink must be a single SELECT"),
 				 errdetail("Its rows are copied into the remote table, matched by column name.")));
-	initStringInfo(&cols);
-	for (i = 0; i < ps->resultDesc->natts; i++)
-		appendStringInfo(&cols, "%s%s", i ? ", " : "",
-						 quote_identifier(NameStr(TupleDescAttr(ps->resultDesc, i)->attname)));
-	SPI_freeplan(plan);
-	SPI_unregister_relation("batch");
-	tuplestore_end(store);
-	return cols.data;
+	return cols;
 }
 
 /* "schema.table" or "table", each part quoted */
@@ -921,6 +935,13 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* names of SgFaultPoint and SgFaultAction values, in enum order */
+static const char *const sg_fault_points[] = {
+	"none", "mid_batch", "before_commit", "between_commits", "after_commit",
+	"after_prepare", "after_local_commit", "after_remote_commit", "mid_copy"
+};
+static const char *const sg_fault_actions[] = {"kill", "error", "exit"};
+
 /*
  * inject_fault(pipeline, point, action, times): TEST ONLY.  Arms a
  * deterministic fault in the pipeline's worker; superuser only.
@@ -934,6 +955,7 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 	int32		times;
 	SgFaultPoint fp;
 	SgFaultAction fa;
+	int			i;
 	SgUserSave	save;
 	SgPipeRow	row;
 	SgPipelineSlot *slot;
@@ -947,40 +969,24 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 	point = SgTextArg(fcinfo, 1, "point");
 	action = SgTextArg(fcinfo, 2, "action");
 	times = PG_ARGISNULL(3) ? 1 : PG_GETARG_INT32(3);
-	if (strcmp(point, "none") == 0)
-		fp = SG_FAULT_NONE;
-	else if (strcmp(point, "mid_batch") == 0)
-		fp = SG_FAULT_MID_BATCH;
-	else if (strcmp(point, "before_commit") == 0)
-		fp = SG_FAULT_BEFORE_COMMIT;
-	else if (strcmp(point, "between_commits") == 0)
-		fp = SG_FAULT_BETWEEN_COMMITS;
-	else if (strcmp(point, "after_commit") == 0)
-		fp = SG_FAULT_AFTER_COMMIT;
-	else if (strcmp(point, "after_prepare") == 0)
-		fp = SG_FAULT_AFTER_PREPARE;
-	else if (strcmp(point, "after_local_commit") == 0)
-		fp = SG_FAULT_AFTER_LOCAL_COMMIT;
-	else if (strcmp(point, "after_remote_commit") == 0)
-		fp = SG_FAULT_AFTER_REMOTE_COMMIT;
-	else if (strcmp(point, "mid_copy") == 0)
-		fp = SG_FAULT_MID_COPY;
-	else
+	for (i = 0; i < lengthof(sg_fault_points); i++)
+		if (strcmp(point, sg_fault_points[i]) == 0)
+			break;
+	if (i == lengthof(sg_fault_points))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid fault point \"%s\"", point),
 				 errhint("Valid points are \"mid_batch\", \"before_commit\", \"between_commits\", \"after_commit\", \"after_prepare\", \"after_local_commit\", \"after_remote_commit\", \"mid_copy\" and \"none\".")));
-	if (strcmp(action, "kill") == 0)
-		fa = SG_FAULT_KILL;
-	else if (strcmp(action, "error") == 0)
-		fa = SG_FAULT_ERROR;
-	else if (strcmp(action, "exit") == 0)
-		fa = SG_FAULT_EXIT;
-	else
+	fp = (SgFaultPoint) i;
+	for (i = 0; i < lengthof(sg_fault_actions); i++)
+		if (strcmp(action, sg_fault_actions[i]) == 0)
+			break;
+	if (i == lengthof(sg_fault_actions))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid fault action \"%s\"", action),
 				 errhint("Valid actions are \"kill\", \"error\" and \"exit\".")));
+	fa = (SgFaultAction) i;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -178,6 +178,7 @@ extern void ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int6
 /* pipeline.c */
 extern char *PipelineConsumerName(const char *pipeline);
 extern TupleDesc SgEventTupleDesc(void);
+extern char *PipelineOutputColumns(const char *sql);
 extern void PipelineRegisterBatch(Tuplestorestate *store, TupleDesc desc, int64 ntuples);
 
 /* store.c */

@@ -267,22 +267,31 @@ sg_count_batch(int64 events_in, int64 rows_out)
 /* --------------------------------------------------------- user SQL */
 
 /*
- * Run the pipeline's SQL over `store` as the owner.  Returns rows out.
+ * Enter the owner's context for the pipeline's SQL: the owner's rights
+ * (a local, restricted user change, as maintenance commands run index
+ * expressions), the search_path of the SQL's definition, ISO dates, and
+ * a nested SPI connection that sees the batch as "batch".  Returns the
+ * prepared (and kept) plan.
  */
-static int64
-sg_run_user_sql(Tuplestorestate *store, int64 n)
+typedef struct SgOwnerContext
 {
 	Oid			save_user;
 	int			save_sec;
 	int			nest;
-	int			ret;
-	int64		rows;
+} SgOwnerContext;
 
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(def.owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+static SPIPlanPtr
+sg_owner_enter(SgOwnerContext *ctx, Tuplestorestate *store, int64 n)
+{
+	GetUserIdAndSecContext(&ctx->save_user, &ctx->save_sec);
+	SetUserIdAndSecContext(def.owner, ctx->save_sec | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
-	nest = NewGUCNestLevel();
+	ctx->nest = NewGUCNestLevel();
 	(void) set_config_option("search_path", def.search_path, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -298,13 +307,33 @@ sg_run_user_sql(Tuplestorestate *store, int64 n)
 		SPI_keepplan(plan);
 		user_plan = plan;
 	}
-	ret = SPI_execute_plan(user_plan, NULL, NULL, false, 0);
+	return user_plan;
+}
+
+static void
+sg_owner_exit(SgOwnerContext *ctx)
+{
+	SPI_finish();
+	AtEOXact_GUC(true, ctx->nest);
+	SetUserIdAndSecContext(ctx->save_user, ctx->save_sec);
+}
+
+/*
+ * Run the pipeline's SQL over `store` as the owner.  Returns rows out.
+ */
+static int64
+sg_run_user_sql(Tuplestorestate *store, int64 n)
+{
+	SgOwnerContext ctx;
+	SPIPlanPtr	plan = sg_owner_enter(&ctx, store, n);
+	int			ret;
+	int64		rows;
+
+	ret = SPI_execute_plan(plan, NULL, NULL, false, 0);
 	if (ret < 0)
 		elog(ERROR, "the SQL of pipeline \"%s\" failed: %s", def.name, SPI_result_code_string(ret));
 	rows = (int64) SPI_processed;
-	SPI_finish();
-	AtEOXact_GUC(true, nest);
-	SetUserIdAndSecContext(save_user, save_sec);
+	sg_owner_exit(&ctx);
 	return rows;
 }
 
@@ -837,39 +866,15 @@ sg_advance(SgStreamMeta *meta, int64 *last, int nparts)
 static StringInfo
 sg_run_user_select(Tuplestorestate *store, int64 n, int64 *rows)
 {
-	Oid			save_user;
-	int			save_sec;
-	int			nest;
+	SgOwnerContext ctx;
+	SPIPlanPtr	plan;
 	int			ret;
 	uint64		i;
 	int			c;
 	StringInfo	buf = makeStringInfo();
 
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(def.owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	nest = NewGUCNestLevel();
-	(void) set_config_option("search_path", def.search_path, PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	tuplestore_rescan(store);
-	PipelineRegisterBatch(store, event_desc, n);
-	if (user_plan == NULL)
-	{
-		SPIPlanPtr	plan = SPI_prepare(def.sql, 0, NULL);
-
-		if (plan == NULL)
-			elog(ERROR, "could not prepare the SQL of pipeline \"%s\": %s", def.name,
-				 SPI_result_code_string(SPI_result));
-		SPI_keepplan(plan);
-		user_plan = plan;
-	}
-	ret = SPI_execute_plan(user_plan, NULL, NULL, true, 0);
+	plan = sg_owner_enter(&ctx, store, n);
+	ret = SPI_execute_plan(plan, NULL, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "the SQL of pipeline \"%s\" must return rows: %s", def.name, SPI_result_code_string(ret));
 	for (i = 0; i < SPI_processed; i++)
@@ -888,9 +893,7 @@ sg_run_user_select(Tuplestorestate *store, int64 n, int64 *rows)
 		appendStringInfoChar(buf, '\n');
 	}
 	*rows = (int64) SPI_processed;
-	SPI_finish();
-	AtEOXact_GUC(true, nest);
-	SetUserIdAndSecContext(save_user, save_sec);
+	sg_owner_exit(&ctx);
 	return buf;
 }
 
@@ -1246,27 +1249,13 @@ sg_load_definition(void)
 		/* the sink's columns are the SELECT's output columns */
 		sg_begin("start");
 		{
-			TupleDesc	desc = SgEventTupleDesc();
-			Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
-			SPIPlanPtr	plan;
-			CachedPlanSource *ps;
-			StringInfoData cols;
-			int			i;
+			char	   *cols = PipelineOutputColumns(def.sql);
 			MemoryContext old;
 
-			PipelineRegisterBatch(store, desc, 0);
-			plan = SPI_prepare(def.sql, 0, NULL);
-			if (plan == NULL)
-				elog(ERROR, "could not prepare the SQL of pipeline \"%s\"", def.name);
-			ps = linitial(SPI_plan_get_plan_sources(plan));
-			if (ps->resultDesc == NULL)
-				elog(ERROR, "the SQL of pipeline \"%s\" must return rows", def.name);
-			initStringInfo(&cols);
-			for (i = 0; i < ps->resultDesc->natts; i++)
-				appendStringInfo(&cols, "%s%s", i ? ", " : "",
-								 quote_identifier(NameStr(TupleDescAttr(ps->resultDesc, i)->attname)));
+			if (cols == NULL)
+				elog(ERROR, "the SQL of pipeline \"%s\" must be a single SELECT", def.name);
 			old = MemoryContextSwitchTo(TopMemoryContext);
-			copy_sql = psprintf("COPY %s (%s) FROM STDIN", def.sink_table, cols.data);
+			copy_sql = psprintf("COPY %s (%s) FROM STDIN", def.sink_table, cols);
 			MemoryContextSwitchTo(old);
 		}
 		sg_commit();
