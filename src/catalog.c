@@ -377,6 +377,34 @@ StreamLookup(const char *name, SgPrivilege priv)
 	return meta;
 }
 
+/*
+ * Keep the stream from being dropped until this transaction ends (a share
+ * lock on its catalog row, which drop_stream locks FOR UPDATE): taken by
+ * whatever creates something that depends on the stream.
+ */
+void
+StreamLockShare(SgStreamMeta *meta)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(meta->stream_id)};
+	SgUserSave	save;
+	bool		gone;
+
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "SELECT 1 FROM streamguard.stream "
+									  "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE",
+									  1, types),
+						 values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "stream lock failed");
+	gone = (SPI_processed == 0);
+	SgRestoreUser(&save);
+	if (gone)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("stream \"%s\" does not exist", meta->name)));
+}
+
 void
 StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg)
 {

@@ -67,6 +67,7 @@ sg_create_consumer(SgStreamMeta *meta, const char *consumer)
 						 SG_LOCKTAG_CONSUMER);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
 		return false;
+	StreamLockShare(meta);
 	values[0] = Int32GetDatum(meta->stream_id);
 	values[1] = CStringGetTextDatum(consumer);
 	ret = SPI_execute_plan(SgPlanCached(NULL,
@@ -385,6 +386,7 @@ sg_seek_prepare(SgStreamMeta *meta, const char *consumer)
 	Datum		values[2];
 	int			ret;
 
+	StreamLockShare(meta);
 	values[0] = Int32GetDatum(meta->stream_id);
 	values[1] = CStringGetTextDatum(consumer);
 	ret = SPI_execute_with_args("INSERT INTO streamguard.consumer (stream_id, name, partition, position) "

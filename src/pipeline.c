@@ -645,7 +645,10 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	if (source_server)
 		remote_nparts = sg_check_remote_source(source_server, source);
 	else
+	{
 		meta = StreamLookup(source, SG_PRIV_READ);
+		StreamLockShare(meta);
+	}
 	sg_validate_sql(sql);
 	if (sink_server)
 		sg_check_remote_sink(sink_server, sink_table, sg_validate_select(sql), sink_mode);

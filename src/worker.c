@@ -994,6 +994,13 @@ sg_batch(bool isolate)
 	}
 	if (!def.source_server)
 	{
+		if (def.stream == NULL)
+		{
+			/* the source stream is gone: nothing can run any more */
+			sg_abort();
+			stop_error = MemoryContextStrdup(TopMemoryContext, "the source stream no longer exists");
+			return SG_BATCH_STOPPED;
+		}
 		meta = sg_source();
 		nparts = meta->nparts;
 	}
