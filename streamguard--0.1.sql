@@ -159,6 +159,9 @@ SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_dedup', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.dead_letter', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.remote_position', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.remote_prepared', '');
+-- the id sequences too, or a restored database would hand out used ids
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_id_seq', '');
 
 -- -------------------------------------------------------------- streams
 

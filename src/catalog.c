@@ -90,6 +90,13 @@ StreamDataOwner(void)
  * they run names functions and operators with pg_catalog explicitly.  An
  * error unwinds both through transaction (or subtransaction) abort.
  */
+/* the OID of streamguard.stream: changes when the extension is re-created */
+Oid
+StreamCatalogOid(void)
+{
+	return get_relname_relid("stream", get_namespace_oid("streamguard", false));
+}
+
 void
 SgBecomeDataOwner(SgUserSave *save, bool pin_search_path)
 {
@@ -252,7 +259,8 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 	meta->write_seg = -1;
 	meta->write_relid = InvalidOid;
 
-	meta->ref = HorizonAttachStream(meta->stream_id, meta->nparts, cur_seg, min_seg);
+	meta->ref = HorizonAttachStream(meta->stream_id, meta->nparts, cur_seg, min_seg,
+									StreamCatalogOid());
 	gen_before = pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation);
 
 	/* grants */
@@ -415,8 +423,11 @@ StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg)
 }
 
 /*
- * Highest committed seq of a partition, counting segments already dropped
- * by retention (their floor).  Runs as the data owner; SPI connected.
+ * The highest seq a partition may have handed out before a restart: the
+ * highest retained one, the floor left by retention, and every consumer's
+ * position (a seek to the end can sit on an aborted seq; reusing it would
+ * hide new events from that consumer).  Runs as the data owner; SPI
+ * connected.
  */
 int64
 StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
@@ -434,8 +445,11 @@ StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
 		Oid			types[2] = {INT4OID, INT4OID};
 		Datum		values[2] = {Int32GetDatum(stream_id), Int32GetDatum(partition)};
 		SPIPlanPtr	plan = SgPlanCached(NULL,
-										"SELECT seq_floor FROM streamguard.stream_partition "
-										"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2",
+										"SELECT pg_catalog.max(x) FROM ("
+										" SELECT seq_floor AS x FROM streamguard.stream_partition "
+										" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2 "
+										" UNION ALL SELECT position FROM streamguard.consumer "
+										" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2) f",
 										2, types);
 
 		if (SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)

@@ -109,6 +109,8 @@ typedef struct SgPending
 } SgPending;
 
 static List *sg_pending = NIL;
+
+static void sg_free_slot_locked(int slot);
 static bool sg_callbacks_registered = false;
 
 static Size
@@ -263,7 +265,8 @@ HorizonFindSlot(Oid dbid, int32 stream_id)
  * Find or allocate the shared slot of a stream of the current database.
  */
 SgStreamRef
-HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_seg)
+HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_seg,
+					Oid catalog_oid)
 {
 	SgStreamRef ref;
 	int			slot;
@@ -274,7 +277,7 @@ HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_se
 
 	LWLockAcquire(sg_shared->lock, LW_SHARED);
 	slot = sg_find_slot_locked(MyDatabaseId, stream_id);
-	if (slot >= 0)
+	if (slot >= 0 && sg_streams[slot].catalog_oid == catalog_oid)
 	{
 		ref.slot = slot;
 		ref.incarnation = pg_atomic_read_u32(&sg_streams[slot].incarnation);
@@ -285,6 +288,16 @@ HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_se
 
 	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
 	slot = sg_find_slot_locked(MyDatabaseId, stream_id);
+	if (slot >= 0 && sg_streams[slot].catalog_oid != catalog_oid)
+	{
+		/*
+		 * A slot left by an earlier incarnation of the extension in this
+		 * database (DROP EXTENSION, CREATE EXTENSION): the ids restart, so
+		 * the slot describes another stream.  Retire it.
+		 */
+		sg_free_slot_locked(slot);
+		slot = -1;
+	}
 	if (slot < 0)
 	{
 		for (i = 0; i < sg_max_streams; i++)
@@ -333,6 +346,7 @@ HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_se
 		st = &sg_streams[slot];
 		st->dbid = MyDatabaseId;
 		st->stream_id = stream_id;
+		st->catalog_oid = catalog_oid;
 		st->nparts = nparts;
 		st->part_base = base;
 		st->seq_ready = false;
@@ -470,38 +484,41 @@ HorizonAssignSeqs(SgStreamRef ref, int partition, int count, int32 *segment)
 			break;
 		}
 
-	if (entry == NULL)
+	if (entry != NULL)
 	{
-		if (n >= (uint32) sg_max_xact_partitions)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("transaction appends to more than %d partitions", sg_max_xact_partitions),
-					 errhint("Commit more often, or raise streamguard.max_xact_partitions.")));
-		entry = &mine->entries[n];
-		Assert(pg_atomic_read_u64(&entry->first_seq) == SG_NO_SEQ);
-		entry->part_index = part_index;
-		entry->stream_slot = ref.slot;
-		entry->subid = GetCurrentSubTransactionId();
-		entry->count = 0;
-		pg_write_barrier();
+		SpinLockAcquire(&part->mutex);
+		*segment = (int32) pg_atomic_read_u32(&st->current_seg);
+		first = part->next_seq;
+		part->next_seq += count;
+		SpinLockRelease(&part->mutex);
+		entry->count += count;
+		return first;
+	}
+
+	/* a new entry: one a rolled-back subtransaction left empty, or the next */
+	for (i = 0; i < n; i++)
+		if (pg_atomic_read_u64(&mine->entries[i].first_seq) == SG_NO_SEQ)
+			break;
+	if (i == n && n >= (uint32) sg_max_xact_partitions)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("transaction appends to more than %d partitions", sg_max_xact_partitions),
+				 errhint("Commit more often, or raise streamguard.max_xact_partitions.")));
+	entry = &mine->entries[i];
+	entry->part_index = part_index;
+	entry->stream_slot = ref.slot;
+	entry->subid = GetCurrentSubTransactionId();
+	entry->count = count;
+	pg_write_barrier();
+	if (i == n)
 		pg_atomic_write_u32(&mine->nused, n + 1);
 
-		SpinLockAcquire(&part->mutex);
-		*segment = (int32) pg_atomic_read_u32(&st->current_seg);
-		first = part->next_seq;
-		part->next_seq += count;
-		pg_atomic_write_u64(&entry->first_seq, (uint64) first);
-		SpinLockRelease(&part->mutex);
-	}
-	else
-	{
-		SpinLockAcquire(&part->mutex);
-		*segment = (int32) pg_atomic_read_u32(&st->current_seg);
-		first = part->next_seq;
-		part->next_seq += count;
-		SpinLockRelease(&part->mutex);
-	}
-	entry->count += count;
+	SpinLockAcquire(&part->mutex);
+	*segment = (int32) pg_atomic_read_u32(&st->current_seg);
+	first = part->next_seq;
+	part->next_seq += count;
+	pg_atomic_write_u64(&entry->first_seq, (uint64) first);
+	SpinLockRelease(&part->mutex);
 	return first;
 }
 
@@ -640,6 +657,21 @@ sg_release_open_appends(bool committed)
 /*
  * Free a stream's slot and its partition entries.
  */
+static void
+sg_free_slot_locked(int slot)
+{
+	SgStream   *st = &sg_streams[slot];
+	int			i;
+
+	for (i = st->part_base; i < st->part_base + st->nparts; i++)
+		sg_parts[i].owner = -1;
+	pg_atomic_fetch_add_u32(&st->incarnation, 1);
+	pg_atomic_fetch_add_u32(&st->generation, 1);
+	st->dbid = InvalidOid;
+	st->stream_id = 0;
+	st->seq_ready = false;
+}
+
 void
 HorizonFreeStream(Oid dbid, int32 stream_id)
 {
@@ -648,18 +680,7 @@ HorizonFreeStream(Oid dbid, int32 stream_id)
 	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
 	slot = sg_find_slot_locked(dbid, stream_id);
 	if (slot >= 0)
-	{
-		SgStream   *st = &sg_streams[slot];
-		int			i;
-
-		for (i = st->part_base; i < st->part_base + st->nparts; i++)
-			sg_parts[i].owner = -1;
-		pg_atomic_fetch_add_u32(&st->incarnation, 1);
-		pg_atomic_fetch_add_u32(&st->generation, 1);
-		st->dbid = InvalidOid;
-		st->stream_id = 0;
-		st->seq_ready = false;
-	}
+		sg_free_slot_locked(slot);
 	LWLockRelease(sg_shared->lock);
 }
 

@@ -28,6 +28,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -226,6 +227,58 @@ GuaranteeName(SgGuarantee g)
 }
 
 /* ------------------------------------------------------------ helpers */
+
+/* prefix of a pipeline's global transaction ids on its sink */
+char *
+PipelineGidPrefix(int32 pipeline_id)
+{
+	return psprintf("sg:" UINT64_FORMAT ":%u:%d:", GetSystemIdentifier(), MyDatabaseId, pipeline_id);
+}
+
+/*
+ * Settle a pipeline's prepared transactions on its sink: commit those whose
+ * batch committed here (recorded in remote_prepared), roll back the others,
+ * and forget the records.  In a transaction that holds the pipeline row.
+ */
+void
+PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name)
+{
+	const char *params[1];
+	PGresult   *res;
+	SgUserSave	save;
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(pipeline_id)};
+	bool	   *known;
+	uint64		k;
+	int			i;
+
+	params[0] = psprintf("%s%%", PipelineGidPrefix(pipeline_id));
+	res = RemoteExec(r, "SELECT gid FROM pg_catalog.pg_prepared_xacts "
+					 "WHERE gid LIKE $1 AND database = pg_catalog.current_database()", 1, params);
+	SgBecomeDataOwner(&save, true);
+	if (SPI_execute_with_args("SELECT gid FROM streamguard.remote_prepared WHERE pipeline_id = $1",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "in-doubt lookup failed");
+	known = palloc0(sizeof(bool) * Max(PQntuples(res), 1));
+	for (i = 0; i < PQntuples(res); i++)
+		for (k = 0; k < SPI_processed; k++)
+			if (strcmp(PQgetvalue(res, i, 0), SPI_getvalue(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1)) == 0)
+				known[i] = true;
+	for (i = 0; i < PQntuples(res); i++)
+	{
+		char	   *gid = RemoteLiteral(r, PQgetvalue(res, i, 0));
+
+		ereport(LOG,
+				(errmsg("streamguard pipeline \"%s\": %s in-doubt remote transaction %s",
+						name, known[i] ? "committing" : "rolling back", gid)));
+		RemoteExecOk(r, psprintf("%s PREPARED %s", known[i] ? "COMMIT" : "ROLLBACK", gid));
+	}
+	PQclear(res);
+	if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared WHERE pipeline_id = $1",
+							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "in-doubt cleanup failed");
+	SgRestoreUser(&save);
+}
 
 typedef struct SgPipeRow
 {
@@ -655,6 +708,13 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	search_path = GetConfigOptionByName("search_path", NULL, false);
 
 	SgBecomeDataOwner(&save, true);
+	if (SPI_execute("SELECT count(*) FROM streamguard.pipeline", true, 0) == SPI_OK_SELECT &&
+		atoi(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)) >= sg_max_pipelines)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many pipelines"),
+				 errdetail("streamguard.max_pipelines is %d.", sg_max_pipelines),
+				 errhint("Drop a pipeline, or raise streamguard.max_pipelines and restart the server.")));
 	{
 		Oid			types[15] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
 		BOOLOID, INTERVALOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
@@ -811,11 +871,28 @@ sg_drop_pipeline(PG_FUNCTION_ARGS)
 	row = sg_lock_pipeline(name, caller);
 	values[0] = Int32GetDatum(row.id);
 	values[1] = CStringGetTextDatum(PipelineConsumerName(name));
+
+	/* no prepared transaction of ours may outlive the pipeline on its sink */
+	if (SPI_execute_with_args("SELECT sink_server, owner FROM streamguard.pipeline "
+							  "WHERE id = $1 AND sink_mode = 'two_phase'",
+							  1, types, values, NULL, false, 0) == SPI_OK_SELECT && SPI_processed == 1)
+	{
+		SgRemote	r;
+		char	   *server = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		bool		isnull;
+		Oid			owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+
+		memset(&r, 0, sizeof(r));
+		RemoteConnect(&r, server, owner);
+		PipelineResolveInDoubt(&r, row.id, name);
+		RemoteDisconnect(&r);
+	}
 	sg_pipeline_exec("DELETE FROM streamguard.consumer c USING streamguard.pipeline p "
 					 "WHERE p.id = $1 AND c.stream_id = p.stream_id AND c.name = $2",
 					 2, types, values, SPI_OK_DELETE);
 	sg_pipeline_exec("DELETE FROM streamguard.pipeline_dedup WHERE pipeline_id = $1", 1, types, values, SPI_OK_DELETE);
 	sg_pipeline_exec("DELETE FROM streamguard.remote_position WHERE pipeline_id = $1", 1, types, values, SPI_OK_DELETE);
+	sg_pipeline_exec("DELETE FROM streamguard.remote_prepared WHERE pipeline_id = $1", 1, types, values, SPI_OK_DELETE);
 	sg_pipeline_exec("DELETE FROM streamguard.dead_letter WHERE pipeline_id = $1", 1, types, values, SPI_OK_DELETE);
 	sg_pipeline_exec("DELETE FROM streamguard.pipeline WHERE id = $1", 1, types, values, SPI_OK_DELETE);
 	SgRestoreUser(&save);

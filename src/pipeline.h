@@ -102,6 +102,10 @@ extern void PipelineWakeWorker(SgPipelineSlot *slot);
 
 extern const char *GuaranteeName(SgGuarantee g);
 
+struct SgRemote;
+extern char *PipelineGidPrefix(int32 pipeline_id);
+extern void PipelineResolveInDoubt(struct SgRemote *r, int32 pipeline_id, const char *name);
+
 /* supervisor (runs in the maintenance worker) */
 extern void PipelineSupervise(void);
 

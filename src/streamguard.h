@@ -58,6 +58,7 @@ typedef struct SgStream
 	/* identity: written under SgShared->lock (exclusive) */
 	Oid			dbid;			/* InvalidOid = free slot */
 	int32		stream_id;
+	Oid			catalog_oid;	/* streamguard.stream's OID: the extension's incarnation */
 	int32		nparts;
 	int32		part_base;		/* first entry in the partition array */
 	bool		seq_ready;		/* counters loaded from storage */
@@ -96,7 +97,7 @@ extern SgStream *HorizonStream(int slot);
 extern SgPartition *HorizonPartition(SgStream *st, int partition);
 extern bool HorizonRefValid(SgStreamRef ref, Oid dbid, int32 stream_id);
 extern SgStreamRef HorizonAttachStream(int32 stream_id, int nparts,
-									   int32 current_seg, int32 min_seg);
+									   int32 current_seg, int32 min_seg, Oid catalog_oid);
 extern void HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id);
 extern int64 HorizonAssignSeqs(SgStreamRef ref, int partition, int count,
 							   int32 *segment);
@@ -150,6 +151,7 @@ extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
 
 extern SgStreamMeta *StreamLookup(const char *name, SgPrivilege priv);
 extern Oid	StreamDataOwner(void);
+extern Oid	StreamCatalogOid(void);
 typedef struct SgUserSave
 {
 	Oid			userid;

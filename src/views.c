@@ -69,11 +69,13 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 	uint64		nstreams,
 				i;
 	Snapshot	snap;
+	Oid			catalog_oid;
 
 	StreamguardCheckLoaded();
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	catalog_oid = StreamCatalogOid();
 	SgBecomeDataOwner(&save, true);
 	snap = SgFreshSnapshot();
 	if (SPI_execute_snapshot(SgPlanCached(NULL, "SELECT id, partitions, current_seg, min_seg "
@@ -89,7 +91,7 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 		int32		nparts = DatumGetInt32(SPI_getbinval(streams->vals[i], streams->tupdesc, 2, &isnull));
 		int32		cur_seg = DatumGetInt32(SPI_getbinval(streams->vals[i], streams->tupdesc, 3, &isnull));
 		int32		min_seg = DatumGetInt32(SPI_getbinval(streams->vals[i], streams->tupdesc, 4, &isnull));
-		SgStreamRef ref = HorizonAttachStream(id, nparts, cur_seg, min_seg);
+		SgStreamRef ref = HorizonAttachStream(id, nparts, cur_seg, min_seg, catalog_oid);
 		SgStream   *st = HorizonStream(ref.slot);
 		double		rate;
 		int			p;

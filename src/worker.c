@@ -122,9 +122,13 @@ sg_worker_exit(int code, Datum arg)
 {
 	if (my_slot)
 	{
+		/* a newer worker may have taken the slot over already */
 		SpinLockAcquire(&my_slot->mutex);
-		my_slot->worker_pid = 0;
-		my_slot->worker_procno = -1;
+		if (my_slot->worker_pid == MyProcPid)
+		{
+			my_slot->worker_pid = 0;
+			my_slot->worker_procno = -1;
+		}
 		SpinLockRelease(&my_slot->mutex);
 	}
 }
@@ -575,12 +579,6 @@ sg_remote(int side)
 	return r;
 }
 
-/* prefix of this pipeline's global transaction ids on the sink */
-static char *
-sg_gid_prefix(void)
-{
-	return psprintf("sg:" UINT64_FORMAT ":%u:%d:", GetSystemIdentifier(), MyDatabaseId, def.id);
-}
 
 static char *
 sg_offsets_key(void)
@@ -601,45 +599,9 @@ sg_resolve(SgStreamMeta *meta)
 {
 	SgRemote   *r = sg_remote(1);
 	SgUserSave	save;
-	Oid			types[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(def.id)};
 
 	if (def.two_phase)
-	{
-		char	   *prefix = sg_gid_prefix();
-		const char *params[1];
-		PGresult   *res;
-		int			i;
-		uint64		k;
-		bool	   *known;
-
-		params[0] = psprintf("%s%%", prefix);
-		res = RemoteExec(r, "SELECT gid FROM pg_catalog.pg_prepared_xacts "
-						 "WHERE gid LIKE $1 AND database = pg_catalog.current_database()", 1, params);
-		SgBecomeDataOwner(&save, true);
-		if (SPI_execute_with_args("SELECT gid FROM streamguard.remote_prepared WHERE pipeline_id = $1",
-								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "in-doubt lookup failed");
-		known = palloc0(sizeof(bool) * Max(PQntuples(res), 1));
-		for (i = 0; i < PQntuples(res); i++)
-			for (k = 0; k < SPI_processed; k++)
-				if (strcmp(PQgetvalue(res, i, 0), SPI_getvalue(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1)) == 0)
-					known[i] = true;
-		for (i = 0; i < PQntuples(res); i++)
-		{
-			char	   *gid = RemoteLiteral(r, PQgetvalue(res, i, 0));
-
-			ereport(LOG,
-					(errmsg("streamguard pipeline \"%s\": %s in-doubt remote transaction %s",
-							def.name, known[i] ? "committing" : "rolling back", gid)));
-			RemoteExecOk(r, psprintf("%s PREPARED %s", known[i] ? "COMMIT" : "ROLLBACK", gid));
-		}
-		PQclear(res);
-		if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared WHERE pipeline_id = $1",
-								  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "in-doubt cleanup failed");
-		SgRestoreUser(&save);
-	}
+		PipelineResolveInDoubt(r, def.id, def.name);
 	else
 	{
 		const char *params[1];
@@ -713,7 +675,7 @@ sg_sink_write(StringInfo data, int64 *last, int nparts)
 	sg_fault(SG_FAULT_MID_COPY);
 	if (def.guarantee == SG_EXACTLY_ONCE && def.two_phase)
 	{
-		gid = psprintf("%s%lld:%lld", sg_gid_prefix(), (long long) def.epoch, (long long) batch_counter + 1);
+		gid = psprintf("%s%lld:%lld", PipelineGidPrefix(def.id), (long long) def.epoch, (long long) batch_counter + 1);
 		RemoteExecOk(r, psprintf("PREPARE TRANSACTION %s", RemoteLiteral(r, gid)));
 		sg_fault(SG_FAULT_AFTER_PREPARE);
 	}
