@@ -1,0 +1,872 @@
+
+# Remote sinks under failure (SPEC sections 4-5; SQL reference "Remote
+# servers"): a crash matrix with two servers.
+#
+# "local" holds the stream `src` (4 partitions) and the producers; "remote"
+# holds the sink tables, written by four pipelines over libpq (batch 500),
+# each through its own foreign server (application_name sg_<x>, so the
+# remote backend serving a pipeline can be found in pg_stat_activity):
+#   p_2pc  exactly_once, sink_mode two_phase  -> remote sink_2pc
+#   p_off  exactly_once, sink_mode offsets    -> remote sink_off
+#   p_alo  at_least_once                      -> remote sink_alo
+#   p_amo  at_most_once                       -> remote sink_amo
+# The sinks have no unique constraint on id: a duplicate is visible.
+#
+# Producers (forked, one psql session per transaction) append events with
+# unique ids; each transaction also records its ids in `produced`, so
+# `produced` is exactly the set of committed events; ~15 % of the
+# transactions roll back.  While they run, faults are injected one after the
+# other, each waited for (the local server back, every pipeline with a live
+# worker): inject_fault kills at after_prepare / after_local_commit /
+# mid_copy / before_commit (two_phase), after_remote_commit / mid_copy /
+# before_commit (offsets), after_remote_commit / between_commits
+# (at_least_once), between_commits (at_most_once); remote restarts fast and
+# immediate; the remote stopped for a while (remote_status must show
+# connected = false with last_error); pg_terminate_backend of the remote
+# session serving a pipeline; and a stalled remote (SIGSTOP of that backend
+# for longer than streamguard.remote_timeout, then SIGCONT).
+#
+# After the drain: both exactly_once sinks hold every committed id exactly
+# once (with its partition and seq, in seq order per partition), no rolled
+# back id; no prepared transaction is left on the remote and
+# streamguard.remote_prepared is empty; the pipelines' positions equal the
+# partitions' last seqs (and the offsets table on the remote agrees);
+# at_least_once lost nothing and shows duplicates; at_most_once duplicated
+# nothing and shows loss; remote_status shows connected, prepared_pending 0.
+#
+# Bad input first: unknown server (42704), refused connection and a server
+# that never answers (bounded by streamguard.remote_timeout = 2s), missing
+# remote table (42P01 relayed), a non-SELECT with a sink (22023), two_phase
+# against max_prepared_transactions = 0 (55000) while offsets works there.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IO::Socket::INET;
+use POSIX ();
+use Time::HiRes qw(time usleep);
+use RemoteTest;
+
+my $t_start = time;
+my $seed = $ENV{SG_REMOTE_SEED} // 20240707;
+my $min_events = $ENV{SG_REMOTE_MIN_EVENTS} // 50_000;
+my $rounds = $ENV{SG_REMOTE_ROUNDS} // 2;
+srand($seed);
+diag("seed $seed, at least $min_events committed events, $rounds round(s) of faults");
+
+my $remote_timeout = 2;    # seconds, streamguard.remote_timeout on "local"
+my $remote = rt_node('remote', remote => 1, mpx => 10);
+my $nomp = rt_node('nomp', remote => 1, mpx => 0);
+my $local = rt_node('local',
+	extra => "streamguard.remote_timeout='${remote_timeout}s'\nshared_buffers=128MB\n");
+# a node that is never started: its port refuses connections
+my $dead = PostgreSQL::Test::Cluster->new('dead');
+
+# backends we SIGSTOPped: always continued, whatever happens
+my %stopped;
+END { kill 'CONT', $_ for keys %stopped; }
+
+my @pipes = qw(p_2pc p_off p_alo p_amo);
+my %sink = (p_2pc => 'sink_2pc', p_off => 'sink_off', p_alo => 'sink_alo', p_amo => 'sink_amo');
+my %app = map { $_ => 'sg_' . substr($_, 2) } @pipes;    # p_2pc -> sg_2pc
+my %srv = map { $_ => 'rs_' . substr($_, 2) } @pipes;    # p_2pc -> rs_2pc
+my $rport = $remote->port;
+my $sinkpw = 'sink-Pw-3141';
+
+for my $n ($remote, $nomp)
+{
+	$n->safe_psql('postgres', qq{
+CREATE EXTENSION streamguard;
+CREATE ROLE sinker LOGIN PASSWORD '$sinkpw';
+GRANT CREATE ON SCHEMA public TO sinker;
+SET ROLE sinker;
+CREATE TABLE sink_2pc (n bigserial, id bigint NOT NULL, partition int, seq bigint,
+	at timestamptz DEFAULT clock_timestamp());
+CREATE TABLE sink_off (LIKE sink_2pc INCLUDING ALL);
+CREATE TABLE sink_alo (LIKE sink_2pc INCLUDING ALL);
+CREATE TABLE sink_amo (LIKE sink_2pc INCLUDING ALL);
+});
+}
+# LIKE ... INCLUDING ALL shares the sequence: give each sink its own
+$remote->safe_psql('postgres', join('', map { qq{
+SET ROLE sinker;
+CREATE SEQUENCE ${_}_n;
+ALTER TABLE $_ ALTER n SET DEFAULT nextval('${_}_n');
+} } qw(sink_off sink_alo sink_amo)));
+
+my $servers = '';
+for my $p (@pipes)
+{
+	$servers .= qq{
+CREATE SERVER $srv{$p} FOREIGN DATA WRAPPER streamguard_remote
+	OPTIONS (host '127.0.0.1', port '$rport', dbname 'postgres', application_name '$app{$p}');
+CREATE USER MAPPING FOR CURRENT_USER SERVER $srv{$p} OPTIONS (user 'sinker', password '$sinkpw');
+};
+}
+my $nport = $nomp->port;
+my $dport = $dead->port;
+$local->safe_psql('postgres', qq{
+CREATE EXTENSION streamguard;
+SELECT streamguard.create_stream('src', 4);
+CREATE SEQUENCE ev_id;
+CREATE TABLE produced (id bigint PRIMARY KEY, producer int NOT NULL);
+CREATE TABLE aborted (id bigint PRIMARY KEY);
+CREATE TABLE local_t (id bigint);
+$servers
+CREATE SERVER rs_nomp FOREIGN DATA WRAPPER streamguard_remote
+	OPTIONS (host '127.0.0.1', port '$nport', dbname 'postgres', application_name 'sg_nomp');
+CREATE USER MAPPING FOR CURRENT_USER SERVER rs_nomp OPTIONS (user 'sinker', password '$sinkpw');
+CREATE SERVER rs_dead FOREIGN DATA WRAPPER streamguard_remote
+	OPTIONS (host '127.0.0.1', port '$dport', dbname 'postgres');
+CREATE USER MAPPING FOR CURRENT_USER SERVER rs_dead OPTIONS (user 'sinker', password '$sinkpw');
+
+CREATE FUNCTION produce(n int, producer int, single boolean) RETURNS text
+LANGUAGE plpgsql AS \$\$
+DECLARE
+	ids bigint[];
+	i int;
+BEGIN
+	SELECT array_agg(nextval('ev_id') ORDER BY g) INTO ids FROM generate_series(1, n) g;
+	INSERT INTO produced (id, producer) SELECT u.id, produce.producer FROM unnest(ids) AS u(id);
+	IF single THEN
+		FOR i IN 1 .. n LOOP
+			PERFORM streamguard.append('src', jsonb_build_object('id', ids[i]), key => 'k' || (ids[i] % 64));
+		END LOOP;
+	ELSE
+		PERFORM count(*) FROM streamguard.append_batch('src',
+			ARRAY(SELECT jsonb_build_object('id', ids[k]) FROM generate_subscripts(ids, 1) AS k ORDER BY k),
+			ARRAY(SELECT 'k' || (ids[k] % 64) FROM generate_subscripts(ids, 1) AS k ORDER BY k));
+	END IF;
+	RETURN array_to_string(ids, ',');
+END \$\$;
+});
+
+my $select = q{SELECT (payload->>'id')::bigint AS id, partition, seq FROM batch};
+
+# ============================================================== bad input
+
+{
+	my $sel = $select;
+	expect_error($local,
+		qq{SELECT streamguard.create_pipeline('bad_srv', 'src', \$\$$sel\$\$, sink_server => 'no_such_server', sink_table => 'sink_2pc')},
+		'42704', qr/server "no_such_server" does not exist/, 'unknown sink server');
+
+	# refused: a port nobody listens on
+	my $el = expect_error($local,
+		qq{SELECT streamguard.create_pipeline('bad_dead', 'src', \$\$$sel\$\$, sink_server => 'rs_dead', sink_table => 'sink_2pc')},
+		'08006', qr/remote server "rs_dead": could not connect/, 'unreachable remote (connection refused)');
+	cmp_ok($el, '<', $remote_timeout + 5, sprintf('connection refused reported at once (%.2f s)', $el));
+
+	# a server that accepts the TCP connection and never answers
+	my $hole = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 16, Proto => 'tcp')
+	  or die "cannot listen: $!";
+	my $hport = $hole->sockport;
+	$local->safe_psql('postgres', qq{
+CREATE SERVER rs_hole FOREIGN DATA WRAPPER streamguard_remote
+	OPTIONS (host '127.0.0.1', port '$hport', dbname 'postgres');
+CREATE USER MAPPING FOR CURRENT_USER SERVER rs_hole OPTIONS (user 'sinker', password '$sinkpw');
+});
+	$el = expect_error($local,
+		qq{SELECT streamguard.create_pipeline('bad_hole', 'src', \$\$$sel\$\$, sink_server => 'rs_hole', sink_table => 'sink_2pc')},
+		'08006', qr/remote server "rs_hole": could not connect.*timed out/s,
+		'remote that never answers');
+	cmp_ok($el, '>=', $remote_timeout - 0.5, sprintf('... waited for streamguard.remote_timeout (%.2f s)', $el));
+	cmp_ok($el, '<', $remote_timeout + 4, '... and not much longer');
+	close $hole;
+
+	expect_error($local,
+		qq{SELECT streamguard.create_pipeline('bad_tab', 'src', \$\$$sel\$\$, sink_server => 'rs_2pc', sink_table => 'public.no_such_table')},
+		'42P01', qr/no_such_table/, 'missing remote table (relayed from the remote)');
+	expect_error($local,
+		qq{SELECT streamguard.create_pipeline('bad_col', 'src', \$\$SELECT seq AS no_such_col FROM batch\$\$, sink_server => 'rs_2pc', sink_table => 'sink_2pc')},
+		'42703', qr/no_such_col/, 'remote table without the SELECT\'s column');
+	expect_error($local,
+		qq{SELECT streamguard.create_pipeline('bad_ins', 'src', \$\$INSERT INTO local_t SELECT seq FROM batch\$\$, sink_server => 'rs_2pc', sink_table => 'sink_2pc')},
+		'22023', qr/single SELECT/, 'not a single SELECT with a remote sink');
+	expect_error($local,
+		qq{SELECT streamguard.create_pipeline('bad_2pc', 'src', \$\$$sel\$\$, sink_server => 'rs_nomp', sink_table => 'sink_2pc')},
+		'55000', qr/max_prepared_transactions/, 'two_phase against max_prepared_transactions = 0');
+	expect_error($local,
+		qq{SELECT streamguard.create_pipeline('bad_mode', 'src', \$\$$sel\$\$, sink_server => 'rs_2pc', sink_table => 'sink_2pc', sink_mode => 'three_phase')},
+		'22023', qr/three_phase/, 'invalid sink_mode');
+	is($local->safe_psql('postgres', q{SELECT count(*) FROM streamguard.pipelines WHERE pipeline LIKE 'bad%'}),
+		0, 'failed create_pipeline calls left nothing behind');
+
+	# offsets mode on the remote without prepared transactions works
+	my ($ok, $out, $err) = try_psql($local,
+		qq{SELECT streamguard.create_pipeline('nomp_off', 'src', \$\$$sel\$\$, sink_server => 'rs_nomp', sink_table => 'sink_off', sink_mode => 'offsets', batch_size => 100)});
+	ok($ok, 'sink_mode offsets on a remote with max_prepared_transactions = 0 is accepted') or diag($err);
+	$local->safe_psql('postgres', q{
+BEGIN;
+SELECT count(*) FROM streamguard.append_batch('src', ARRAY(SELECT jsonb_build_object('id', -g) FROM generate_series(1, 300) g));
+COMMIT;});
+	ok(wait_for_value($nomp, 'SELECT count(DISTINCT id) || \'/\' || count(*) FROM sink_off', '300/300', 60),
+		'... and delivers every event exactly once');
+	ok(wait_for_value($nomp,
+		q{SELECT sum(position) FROM public.streamguard_sink_offsets},
+		$local->safe_psql('postgres', q{SELECT sum(last_seq) FROM streamguard.stream_partitions WHERE stream = 'src'}), 30),
+		'... recording its positions on the remote');
+	$local->safe_psql('postgres', q{SELECT streamguard.drop_pipeline('nomp_off')});
+	$nomp->stop;
+}
+
+# ============================================================== pipelines
+
+$local->safe_psql('postgres', qq{
+SELECT streamguard.create_pipeline('p_2pc', 'src', \$\$$select\$\$, batch_size => 500,
+	sink_server => 'rs_2pc', sink_table => 'public.sink_2pc', sink_mode => 'two_phase');
+SELECT streamguard.create_pipeline('p_off', 'src', \$\$$select\$\$, batch_size => 500,
+	sink_server => 'rs_off', sink_table => 'sink_off', sink_mode => 'offsets');
+SELECT streamguard.create_pipeline('p_alo', 'src', \$\$$select\$\$, batch_size => 500,
+	guarantee => 'at_least_once', sink_server => 'rs_alo', sink_table => 'sink_alo');
+SELECT streamguard.create_pipeline('p_amo', 'src', \$\$$select\$\$, batch_size => 500,
+	guarantee => 'at_most_once', sink_server => 'rs_amo', sink_table => 'sink_amo');
+});
+ok(wait_running($local, \@pipes, 60), 'the four remote-sink pipelines run')
+  or BAIL_OUT("pipelines did not start:\n" . pipelines_report($local));
+# the 300 events of the bad-input check reach the sinks (not counted later)
+ok( wait_for_value($remote,
+		q{SELECT (SELECT count(*) FROM sink_2pc) + (SELECT count(*) FROM sink_off)
+			   + (SELECT count(*) FROM sink_alo) + (SELECT count(*) FROM sink_amo)}, 1200, 60),
+	'the pipelines deliver to the remote');
+ok( wait_for_value($local,
+		q{SELECT count(*) FROM streamguard.remote_status WHERE side = 'sink' AND connected AND prepared_pending = 0},
+		4, 30),
+	'remote_status: four sink connections, nothing pending');
+
+# ============================================================== producers
+
+my $work = "${PostgreSQL::Test::Utils::tmp_check}/remote_sink_work";
+mkdir $work;
+my $stopfile = "$work/stop";
+unlink $stopfile;
+my $nproducers = 2;
+
+sub producer_main
+{
+	my ($pno) = @_;
+	srand($seed * 10 + $pno);
+	my %st = (commits => 0, aborts => 0, failures => 0, events => 0);
+	open(my $af, '>', "$work/aborted.$pno") or POSIX::_exit(2);
+	while (!-e $stopfile)
+	{
+		my $single = rand() < 0.1 ? 1 : 0;
+		my $n = $single ? 20 + int(rand(81)) : 50 + int(rand(451));
+		my $abort = rand() < 0.15;
+		my $sql = "BEGIN;\nSELECT produce($n, $pno, " . ($single ? 'true' : 'false') . ");\n"
+		  . ($abort ? 'ROLLBACK' : 'COMMIT') . ";\n";
+		my ($ok, $out) = try_psql($local, $sql, timeout => 120);
+		if ($ok && $out =~ /^\d+(,\d+)*$/)
+		{
+			if ($abort)
+			{
+				print $af join("\n", split(/,/, $out)), "\n";
+				$st{aborts}++;
+			}
+			else
+			{
+				$st{commits}++;
+				$st{events} += $n;
+			}
+		}
+		else
+		{
+			$st{failures}++;    # outcome unknown: `produced` decides
+			usleep(200_000);
+		}
+		usleep(300_000 + int(rand(500_000)));
+	}
+	close $af;
+	open(my $sf, '>', "$work/stats.$pno") or POSIX::_exit(2);
+	print $sf join(' ', map { "$_=$st{$_}" } sort keys %st), "\n";
+	close $sf;
+	POSIX::_exit(0);
+}
+
+my @children;
+for my $pno (1 .. $nproducers)
+{
+	my $pid = fork();
+	die "fork failed: $!" unless defined $pid;
+	producer_main($pno) if $pid == 0;
+	push @children, $pid;
+}
+
+# ================================================================= faults
+
+my (%armed, %fired);
+
+sub wait_all_running
+{
+	my ($kind) = @_;
+	return 1 if wait_running($local, \@pipes, 90);
+	diag("$kind: pipelines not all running again:\n" . pipelines_report($local));
+	return 0;
+}
+
+# Arm a kill fault and wait for it to fire, then for the crash recovery.
+# 1 fired and recovered, 0 did not fire in time (disarmed), -1 unhealthy.
+sub inject
+{
+	my ($kind, $pipe, $point) = @_;
+	my $off = log_offset($local);
+	$armed{$kind}++;
+	return -1 unless defined q1($local, "SELECT streamguard.inject_fault('$pipe', '$point', 'kill')", 60);
+	my $o = wait_log($local, qr/pipeline "$pipe": injected fault, killing the worker/, $off, 45);
+	if (!defined $o)
+	{
+		diag("$kind: did not fire within 45 s; disarming");
+		q1($local, "SELECT streamguard.inject_fault('$pipe', 'none')", 60);
+		return 0;
+	}
+	$fired{$kind}++;
+	if (!defined wait_crash_recovery($local, $off, 90))
+	{
+		diag("$kind: local server did not come back");
+		return -1;
+	}
+	return wait_all_running($kind) ? 1 : -1;
+}
+
+sub remote_restart
+{
+	my ($kind, $mode) = @_;
+	$armed{$kind}++;
+	if ($mode eq 'fast')
+	{
+		$remote->restart;
+	}
+	else
+	{
+		$remote->stop('immediate');
+		usleep(int(rand(1_000_000)));
+		$remote->start;
+	}
+	$fired{$kind}++;
+	return wait_all_running($kind) ? 1 : -1;
+}
+
+# the remote down for a while: remote_status must say so
+sub remote_down
+{
+	my ($kind, $mode) = @_;
+	$armed{$kind}++;
+	$remote->stop($mode);
+	my $seen = wait_for_value($local, q{
+SELECT count(*) FROM streamguard.remote_status
+WHERE side = 'sink' AND NOT connected AND coalesce(last_error, '') <> ''}, 4, 40);
+	ok($seen, "$kind: while the remote is down, remote_status shows connected = false and last_error")
+	  or diag(remote_status_report($local));
+	diag("remote_status while the remote is down:\n" . remote_status_report($local));
+	$remote->start;
+	$fired{$kind}++;
+	return wait_all_running($kind) ? 1 : -1;
+}
+
+sub terminate_session
+{
+	my ($kind, $pipe) = @_;
+	$armed{$kind}++;
+	my $deadline = time + 20;
+	while (time < $deadline)
+	{
+		my $r = q1($remote, qq{
+SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE application_name = '$app{$pipe}' AND backend_type = 'client backend'}, 30);
+		if (defined $r && $r > 0)
+		{
+			$fired{$kind}++;
+			last;
+		}
+		usleep(100_000);
+	}
+	return wait_all_running($kind) ? 1 : -1;
+}
+
+# SIGSTOP the remote backend serving $pipe for longer than remote_timeout:
+# the worker must give up on it (cancel, drop the connection) and carry on
+# with a new session while the old one is still stopped.
+my @stall_moved;
+sub stall
+{
+	my ($kind, $pipe, $secs) = @_;
+	$armed{$kind}++;
+	my $deadline = time + 20;
+	my @pids;
+	while (time < $deadline && !(@pids = remote_pids($remote, $app{$pipe})))
+	{
+		usleep(100_000);
+	}
+	if (!@pids)
+	{
+		diag("$kind: no remote session of $pipe");
+		return 0;
+	}
+	my %old = map { $_ => 1 } @pids;
+	for my $pid (@pids)
+	{
+		$stopped{$pid} = 1;
+		kill 'STOP', $pid;
+	}
+	my $t0 = time;
+	my $moved;
+	while (time < $t0 + $secs)
+	{
+		if (!defined $moved && grep { !$old{$_} } remote_pids($remote, $app{$pipe}))
+		{
+			$moved = time - $t0;
+		}
+		usleep(100_000);
+	}
+	for my $pid (@pids)
+	{
+		kill 'CONT', $pid;
+		delete $stopped{$pid};
+	}
+	$fired{$kind}++;
+	push @stall_moved, defined $moved ? sprintf('%.1f', $moved) : 'never';
+	note("$kind: a new session after " . ($moved // 'never'));
+	return wait_all_running($kind) ? 1 : -1;
+}
+
+my @plan = (
+	(['2pc after_prepare kill',       \&inject, 'p_2pc', 'after_prepare']) x 2,
+	(['2pc after_local_commit kill',  \&inject, 'p_2pc', 'after_local_commit']) x 2,
+	(['2pc mid_copy kill',            \&inject, 'p_2pc', 'mid_copy']) x 2,
+	(['2pc before_commit kill',       \&inject, 'p_2pc', 'before_commit']) x 2,
+	(['off after_remote_commit kill', \&inject, 'p_off', 'after_remote_commit']) x 2,
+	(['off mid_copy kill',            \&inject, 'p_off', 'mid_copy']) x 2,
+	(['off before_commit kill',       \&inject, 'p_off', 'before_commit']) x 2,
+	(['alo after_remote_commit kill', \&inject, 'p_alo', 'after_remote_commit']) x 2,
+	(['alo between_commits kill',     \&inject, 'p_alo', 'between_commits']) x 2,
+	(['amo between_commits kill',     \&inject, 'p_amo', 'between_commits']) x 3,
+	(['remote restart fast',          \&remote_restart, 'fast']) x 2,
+	(['remote restart immediate',     \&remote_restart, 'immediate']) x 2,
+	(['terminate 2pc session',        \&terminate_session, 'p_2pc']) x 2,
+	(['terminate off session',        \&terminate_session, 'p_off']) x 2,
+	(['terminate alo session',        \&terminate_session, 'p_alo']) x 1,
+	(['terminate amo session',        \&terminate_session, 'p_amo']) x 1,
+	(['stall 2pc backend',            \&stall, 'p_2pc', $remote_timeout + 4]) x 2,
+	(['stall off backend',            \&stall, 'p_off', $remote_timeout + 4]) x 2,
+	(['stall alo backend',            \&stall, 'p_alo', $remote_timeout + 4]) x 1,
+);
+@plan = (@plan) x $rounds;
+for (my $i = $#plan; $i > 0; $i--)
+{
+	my $j = int(rand($i + 1));
+	@plan[ $i, $j ] = @plan[ $j, $i ];
+}
+# the remote down, in the middle of the plan (it asserts)
+splice(@plan, int(@plan / 2), 0, ['remote down (fast stop)', \&remote_down, 'fast']);
+
+my $t_faults = time;
+my $healthy = 1;
+my $nfault = 0;
+for my $f (@plan)
+{
+	my ($kind, $fn, @args) = @$f;
+	usleep(300_000 + int(rand(1_000_000)));    # let events flow
+	$nfault++;
+	my $r = $fn->($kind, @args);
+	note(sprintf("fault %d/%d %s -> %s (%.0f s)", $nfault, scalar @plan, $kind, $r, time - $t_start));
+	if ($r < 0)
+	{
+		$healthy = 0;
+		diag("fault $kind left a server or the pipelines unhealthy; stopping the fault loop");
+		diag(pipelines_report($local));
+		last;
+	}
+}
+my $fault_secs = time - $t_faults;
+ok($healthy, 'servers and pipelines recovered after every fault');
+ok(@stall_moved && !grep({ $_ eq 'never' } @stall_moved),
+	'a stalled remote backend: the worker gave up on it and went on with a new session (bounded wait)')
+  or diag("new session after: @stall_moved");
+
+# produce until enough events committed (bounded), a little longer anyway so
+# that every pipeline runs batches after the last fault
+{
+	my $deadline = time + 150;
+	sleep 2;
+	my $c;
+	while ((($c = q1($local, 'SELECT count(*) FROM produced', 60)) // -1) < $min_events
+		&& time < $deadline)
+	{
+		sleep 1;
+	}
+	diag("committed events when stopping the producers: " . ($c // '?'));
+}
+open(my $sfh, '>', $stopfile) or die;
+close $sfh;
+{
+	my $deadline = time + 150;
+	my %left = map { $_ => 1 } @children;
+	while (%left && time < $deadline)
+	{
+		for my $pid (keys %left)
+		{
+			delete $left{$pid} if waitpid($pid, POSIX::WNOHANG()) == $pid;
+		}
+		usleep(100_000);
+	}
+	for my $pid (keys %left)
+	{
+		diag("producer $pid did not stop; killing it");
+		kill 'TERM', $pid;
+		waitpid($pid, 0);
+	}
+}
+my %pstats;
+for my $pno (1 .. $nproducers)
+{
+	my $line = -e "$work/stats.$pno" ? slurp_file("$work/stats.$pno") : '';
+	for my $kv (split /\s+/, $line)
+	{
+		my ($k, $v) = split /=/, $kv;
+		$pstats{$k} += $v if defined $v;
+	}
+}
+{
+	open(my $all, '>', "$work/aborted.all") or die;
+	for my $pno (1 .. $nproducers)
+	{
+		print $all slurp_file("$work/aborted.$pno") if -e "$work/aborted.$pno";
+	}
+	close $all;
+	chmod 0644, "$work/aborted.all";
+	$local->safe_psql('postgres', "COPY aborted FROM '$work/aborted.all'");
+}
+
+# ================================================================== drain
+
+my $t_drain = time;
+my $drained = wait_for_value(
+	$local, q{
+SELECT (SELECT count(*) FROM streamguard.pipelines
+		 WHERE state = 'running' AND pipeline LIKE 'p\_%' AND coalesce(lag_events, 1) = 0) = 4
+   AND (SELECT count(*) FROM streamguard.remote_prepared) = 0},
+	't', 240);
+ok($drained, 'every pipeline drained (lag 0, nothing pending)')
+  or diag(pipelines_report($local) . "\n" . remote_status_report($local));
+my $sigsql = q{SELECT (SELECT count(*) FROM sink_2pc) || '/' || (SELECT count(*) FROM sink_off)
+	|| '/' || (SELECT count(*) FROM sink_alo) || '/' || (SELECT count(*) FROM sink_amo)
+	|| '/' || (SELECT count(*) FROM pg_prepared_xacts)};
+{
+	my $a = q1($remote, $sigsql);
+	sleep 3;
+	my $b = q1($remote, $sigsql);
+	is($b, $a, "remote sinks are stable after the drain ($b)");
+}
+my $drain_secs = time - $t_drain;
+
+# ================================================================= verify
+
+sub val { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
+
+# the stream itself, read back by a fresh consumer: id -> "partition:seq"
+$local->safe_psql('postgres', 'CREATE TABLE streamed (partition int, seq bigint, id bigint)');
+{
+	my $deadline = time + 120;
+	while (time < $deadline)
+	{
+		my $got = val($local, q{
+WITH ins AS (
+  INSERT INTO streamed
+  SELECT partition, seq, (payload->>'id')::bigint FROM streamguard.poll('src', 'verify', 100000) RETURNING 1)
+SELECT count(*) FROM ins});
+		last if $got == 0;
+	}
+}
+my %pos;
+for my $l (split /\n/, val($local, q{SELECT id, partition || ':' || seq FROM streamed WHERE id > 0}))
+{
+	my ($id, $ps) = split /\|/, $l;
+	$pos{$id} = $ps;
+}
+my %committed = map { $_ => 1 } split /\n/, val($local, 'SELECT id FROM produced');
+my %aborted = map { $_ => 1 } split /\n/, val($local, 'SELECT id FROM aborted');
+my $n_committed = scalar keys %committed;
+cmp_ok($n_committed, '>=', $min_events, "at least $min_events committed events");
+is(scalar(grep { !$pos{$_} } keys %committed), 0, 'stream: every committed event is in the stream');
+is(scalar(grep { !$committed{$_} } keys %pos), 0, 'stream: nothing else in the stream');
+
+# one sink, compared with the committed events
+sub sink_counts
+{
+	my ($table) = @_;
+	my (%cnt, %wrong_pos);
+	for my $l (split /\n/, val($remote, "SELECT id, partition || ':' || seq FROM $table WHERE id > 0"))
+	{
+		my ($id, $ps) = split /\|/, $l;
+		$cnt{$id}++;
+		$wrong_pos{$id} = 1 if defined $pos{$id} && $pos{$id} ne $ps;
+	}
+	my %r = (rows => 0, lost => 0, dups => 0, phantom => 0, aborted => 0,
+		wrong_pos => scalar keys %wrong_pos);
+	for my $id (keys %cnt)
+	{
+		$r{rows} += $cnt{$id};
+		$r{dups} += $cnt{$id} - 1;
+		$r{phantom}++ unless $committed{$id};
+		$r{aborted}++ if $aborted{$id};
+	}
+	$r{lost} = scalar grep { !$cnt{$_} } keys %committed;
+	return \%r;
+}
+
+my %res = map { $_ => sink_counts($sink{$_}) } @pipes;
+for my $p (qw(p_2pc p_off))
+{
+	my $r = $res{$p};
+	is($r->{lost}, 0, "$p exactly_once: no committed event lost");
+	is($r->{dups}, 0, "$p exactly_once: no duplicate");
+	is($r->{phantom}, 0, "$p exactly_once: no phantom");
+	is($r->{aborted}, 0, "$p exactly_once: no rolled-back id delivered");
+	is($r->{wrong_pos}, 0, "$p exactly_once: every row carries its event's partition and seq");
+	is( val($remote, qq{SELECT count(*) FROM (
+	SELECT seq, lag(seq) OVER (PARTITION BY partition ORDER BY n) AS prev FROM $sink{$p}) x
+	WHERE prev >= seq}), 0, "$p: per partition, seq strictly increases in sink order");
+	is( val($local, qq{
+SELECT count(*) FROM streamguard.stream_partitions sp
+FULL JOIN (SELECT partition, committed_seq FROM streamguard.consumers
+		   WHERE stream = 'src' AND consumer = 'pipeline:$p') c USING (partition)
+WHERE sp.stream = 'src' AND c.committed_seq IS DISTINCT FROM sp.last_seq}), 0,
+		"$p: local positions equal the partitions' last seqs");
+	is( val($local, qq{
+SELECT count(*) FROM (SELECT partition, max(seq) AS last FROM streamed GROUP BY partition) s
+FULL JOIN (SELECT partition, committed_seq FROM streamguard.consumers
+		   WHERE stream = 'src' AND consumer = 'pipeline:$p') c USING (partition)
+WHERE c.committed_seq IS DISTINCT FROM s.last}), 0,
+		"$p: local positions equal the last committed seq of every partition");
+}
+# the offsets the sink recorded agree with the local positions
+{
+	my $local_pos = val($local, q{SELECT string_agg(partition || ':' || committed_seq, ',' ORDER BY partition)
+		FROM streamguard.consumers WHERE stream = 'src' AND consumer = 'pipeline:p_off'});
+	my $remote_pos = val($remote, q{SELECT string_agg(partition || ':' || position, ',' ORDER BY partition)
+		FROM public.streamguard_sink_offsets
+		WHERE pipeline = (SELECT pipeline FROM public.streamguard_sink_offsets GROUP BY pipeline
+						  ORDER BY max(position) DESC LIMIT 1)});
+	is($remote_pos, $local_pos, 'p_off: the offsets stored with the output equal the local positions');
+}
+
+is(val($remote, 'SELECT count(*) FROM pg_prepared_xacts'), 0, 'no prepared transaction left on the remote');
+is(val($local, 'SELECT count(*) FROM streamguard.remote_prepared'), 0, 'streamguard.remote_prepared is empty');
+ok( wait_for_value($local, q{
+SELECT count(*) FROM streamguard.remote_status
+WHERE side = 'sink' AND connected AND prepared_pending = 0 AND pipeline LIKE 'p\_%'}, 4, 30),
+	'remote_status: every sink connected, prepared_pending 0');
+
+my $alo = $res{p_alo};
+is($alo->{lost}, 0, 'at_least_once: no committed event lost');
+cmp_ok($alo->{dups}, '>', 0, 'at_least_once: duplicates observed (kills after the remote commit)');
+is($alo->{phantom}, 0, 'at_least_once: no phantom');
+is($alo->{aborted}, 0, 'at_least_once: no rolled-back id delivered');
+my $amo = $res{p_amo};
+is($amo->{dups}, 0, 'at_most_once: no duplicate');
+cmp_ok($amo->{lost}, '>', 0, 'at_most_once: loss observed (kills between the commits)');
+is($amo->{phantom}, 0, 'at_most_once: no phantom');
+is($amo->{aborted}, 0, 'at_most_once: no rolled-back id delivered');
+is(val($local, q{SELECT count(*) FROM streamguard.pipelines WHERE state <> 'running'}), 0,
+	'no pipeline failed');
+# the progress counters: rows_out counts what reached the sink (batches
+# whose local transaction committed; at_most_once writes in its second one)
+for my $p (qw(p_2pc p_amo))
+{
+	is( val($local, "SELECT rows_out FROM streamguard.pipelines WHERE pipeline = '$p'"),
+		val($remote, "SELECT count(*) FROM $sink{$p}"),
+		"$p: pipelines.rows_out equals the rows in its remote sink");
+}
+
+# ======================================================= delayed messages
+#
+# A stalled remote does not only stop answering: what the worker sent just
+# before giving up may still be sitting in the network or in the stalled
+# backend's socket buffer, and is executed when the remote wakes up (a
+# SIGSTOPped backend that had not yet read the worker's COMMIT does exactly
+# that after SIGCONT).  A proxy between the worker and the remote delays one
+# chosen message past streamguard.remote_timeout and delivers it later, so
+# that this happens at a known point:
+#  - offsets mode, the remote transaction's COMMIT delayed: the worker gives
+#    up, retries the batch in a new session (which waits for the row locks
+#    of the first transaction's offsets), then the delayed COMMIT arrives;
+#  - two_phase, the PREPARE TRANSACTION delayed: the worker gives up,
+#    resolves (nothing prepared yet), retries and commits the batch, then
+#    the delayed PREPARE arrives.
+# Either way the result must still be exactly once, with nothing left
+# prepared on the remote.
+
+my $pxdir = "$work/proxy";
+my ($pxport, $pxpid) = start_proxy($rport, $pxdir);
+$remote->safe_psql('postgres', q{
+SET ROLE sinker;
+CREATE TABLE sink_pxoff (n bigserial, id bigint NOT NULL, partition int, seq bigint);
+CREATE TABLE sink_px2pc (n bigserial, id bigint NOT NULL, partition int, seq bigint);
+});
+$local->safe_psql('postgres', qq{
+CREATE SERVER rs_px FOREIGN DATA WRAPPER streamguard_remote
+	OPTIONS (host '127.0.0.1', port '$pxport', dbname 'postgres', application_name 'sg_px');
+CREATE USER MAPPING FOR CURRENT_USER SERVER rs_px OPTIONS (user 'sinker', password '$sinkpw');
+SELECT streamguard.create_stream('px', 1);
+SELECT streamguard.create_pipeline('q_pxoff', 'px', \$\$$select\$\$, batch_size => 1000,
+	sink_server => 'rs_px', sink_table => 'sink_pxoff', sink_mode => 'offsets');
+SELECT streamguard.create_pipeline('q_px2pc', 'px', \$\$$select\$\$, batch_size => 1000,
+	sink_server => 'rs_px', sink_table => 'sink_px2pc', sink_mode => 'two_phase');
+});
+
+sub px_append
+{
+	my ($from, $to) = @_;
+	$local->safe_psql('postgres', qq{
+SELECT count(*) FROM streamguard.append_batch('px',
+	ARRAY(SELECT jsonb_build_object('id', g) FROM generate_series($from, $to) g))});
+}
+
+sub px_counts
+{
+	my ($table, $from, $to) = @_;
+	return val($remote, qq{
+SELECT count(DISTINCT id) || '/' || count(*) FROM $table WHERE id BETWEEN $from AND $to});
+}
+
+px_append(1, 100);
+ok( wait_for_value($remote,
+		q{SELECT (SELECT count(*) FROM sink_pxoff) || '/' || (SELECT count(*) FROM sink_px2pc)},
+		'100/100', 60),
+	'delayed messages: both pipelines deliver through the proxy');
+
+sub px_hold
+{
+	my ($re) = @_;
+	open(my $fh, '>', "$pxdir/hold.tmp") or die;
+	print $fh "$re\n";
+	close $fh;
+	rename "$pxdir/hold.tmp", "$pxdir/hold";
+}
+
+sub px_release
+{
+	open(my $fh, '>', "$pxdir/release") or die;
+	close $fh;
+	my $deadline = time + 10;
+	usleep(50_000) while -e "$pxdir/release" && time < $deadline;
+}
+
+sub px_held
+{
+	my $deadline = time + 30;
+	while (time < $deadline)
+	{
+		return 1 if -e "$pxdir/log" && slurp_file("$pxdir/log") =~ /hold/;
+		usleep(100_000);
+	}
+	return 0;
+}
+
+# offsets: the COMMIT of the remote transaction delayed
+{
+	my $off = log_offset($local);
+	px_hold('COMMIT\x00');
+	px_append(1001, 1100);
+	ok(px_held(), 'offsets: the remote COMMIT is held by the proxy');
+	# wait until the retry is blocked behind the first transaction's locks
+	my $blocked = wait_for_value($remote, q{
+SELECT count(*) > 0 FROM pg_stat_activity
+WHERE application_name = 'sg_px' AND wait_event_type = 'Lock'}, 't', 30);
+	note("offsets: a retry waits for the first transaction's locks: $blocked");
+	px_release();
+	ok(wait_for_value($local, q{SELECT lag_events FROM streamguard.pipelines WHERE pipeline = 'q_pxoff'}, '0', 60),
+		'offsets: the pipeline catches up after the delayed COMMIT');
+	sleep 2;
+	is(px_counts('sink_pxoff', 1001, 1100), '100/100',
+		'offsets: a COMMIT delivered after the worker gave up still leaves every event exactly once');
+	diag("offsets, delayed COMMIT: distinct/rows = " . px_counts('sink_pxoff', 1001, 1100)
+		  . "; worker errors: " . join(' | ',
+			slurp_file($local->logfile, $off) =~ /pipeline "q_pxoff": batch failed \(attempt \d+\): ([^\n]*)/g));
+}
+
+# two_phase: the PREPARE TRANSACTION delayed
+{
+	my $off = log_offset($local);
+	px_hold('PREPARE TRANSACTION');
+	px_append(2001, 2100);
+	ok(px_held(), 'two_phase: the PREPARE TRANSACTION is held by the proxy');
+	# the worker gives up, retries in a new session and commits the batch
+	my $retried = wait_for_value($remote, q{SELECT count(*) FROM sink_px2pc WHERE id BETWEEN 2001 AND 2100}, 100, 40);
+	note("two_phase: the batch committed by a retry while the first PREPARE is delayed: $retried");
+	px_release();
+	sleep 2;
+	# the pipeline goes on; give it time to settle whatever was left
+	px_append(2101, 2200);
+	wait_for_value($remote, q{SELECT count(*) FROM sink_px2pc WHERE id BETWEEN 2101 AND 2200}, 100, 30);
+	my $left = wait_for_value($remote, q{SELECT count(*) FROM pg_prepared_xacts}, 0, 15);
+	ok($left, 'two_phase: a PREPARE delivered after the worker gave up leaves no prepared transaction behind')
+	  or diag('left prepared on the remote: '
+		  . val($remote, q{SELECT string_agg(gid || ' (' || prepared || ')', ', ') FROM pg_prepared_xacts}));
+	is(px_counts('sink_px2pc', 2001, 2200), '200/200', 'two_phase: still every event exactly once');
+	diag("two_phase, delayed PREPARE: distinct/rows = " . px_counts('sink_px2pc', 2001, 2200)
+		  . "; worker errors: " . join(' | ',
+			slurp_file($local->logfile, $off) =~ /pipeline "q_px2pc": batch failed \(attempt \d+\): ([^\n]*)/g));
+}
+
+# two_phase again, and the worker crashes right after the retry committed
+# (before it forgets its local record of the gid): the delayed PREPARE
+# arrives before the restarted worker resolves in-doubt transactions.
+{
+	my $off = log_offset($local);
+	q1($local, q{SELECT streamguard.inject_fault('q_px2pc', 'after_commit', 'kill')});
+	px_hold('PREPARE TRANSACTION');
+	px_append(3001, 3100);
+	ok(px_held(), 'two_phase + crash: the PREPARE TRANSACTION is held by the proxy');
+	my $o = wait_log($local, qr/pipeline "q_px2pc": injected fault, killing the worker/, $off, 40);
+	ok(defined $o, 'two_phase + crash: the retry committed and the worker was killed after it');
+	px_release();
+	ok(defined wait_crash_recovery($local, $off, 60), 'two_phase + crash: local server recovered');
+	ok(wait_running($local, [qw(q_px2pc q_pxoff)], 60), 'two_phase + crash: pipelines run again');
+	px_append(3101, 3200);
+	wait_for_value($remote, q{SELECT count(DISTINCT id) FROM sink_px2pc WHERE id BETWEEN 3101 AND 3200}, 100, 30);
+	is(px_counts('sink_px2pc', 3001, 3200), '200/200',
+		'two_phase + crash: still every event exactly once');
+	ok(wait_for_value($remote, q{SELECT count(*) FROM pg_prepared_xacts}, 0, 15),
+		'two_phase + crash: nothing left prepared');
+	diag("two_phase, delayed PREPARE then crash: distinct/rows = " . px_counts('sink_px2pc', 3001, 3200)
+		  . "; in-doubt resolution: " . join(' | ',
+			slurp_file($local->logfile, $off) =~ /pipeline "q_px2pc": ((?:committing|rolling back) in-doubt[^\n]*)/g));
+}
+diag("proxy log:\n" . (-e "$pxdir/log" ? slurp_file("$pxdir/log") : ''));
+{
+	open(my $fh, '>', "$pxdir/exit") or die;
+	close $fh;
+	waitpid($pxpid, 0);
+}
+
+# ================================================================= report
+
+my $lrestarts = count_log($local, qr/all server processes terminated; reinitializing/);
+my $commits_ip = count_log($local, qr/committing in-doubt remote transaction/);
+my $rollbacks_ip = count_log($local, qr/rolling back in-doubt remote transaction/);
+diag(sprintf("events: %d committed, %d in rolled-back transactions; producer txns: %d committed, %d rolled back, %d broken by faults",
+	$n_committed, scalar(keys %aborted), $pstats{commits} // 0, $pstats{aborts} // 0, $pstats{failures} // 0));
+diag("faults fired/armed by kind:");
+diag(sprintf("  %-32s %d/%d", $_, $fired{$_} // 0, $armed{$_})) for sort keys %armed;
+diag("local crash restarts: $lrestarts; in-doubt remote transactions committed $commits_ip, rolled back $rollbacks_ip; "
+	  . "stalls: a new session after (s) @stall_moved");
+for my $p (@pipes)
+{
+	my $r = $res{$p};
+	diag(sprintf("%-6s sink rows %6d: lost %5d, duplicates %5d, phantom %d, rolled-back %d, wrong position %d",
+		$p, $r->{rows}, $r->{lost}, $r->{dups}, $r->{phantom}, $r->{aborted}, $r->{wrong_pos}));
+}
+diag("pipelines:\n" . pipelines_report($local));
+diag("remote_status:\n" . remote_status_report($local));
+diag(sprintf("durations: faults %.0f s, drain %.0f s, total %.0f s", $fault_secs, $drain_secs, time - $t_start));
+
+$local->stop;
+$remote->stop;
+done_testing();
