@@ -443,6 +443,23 @@ sg_step_drop(SgStreamTask *task)
 	if (SPI_processed == 1)
 	{
 		sg_exec(psprintf("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", rel), SPI_OK_UTILITY);
+
+		/*
+		 * An append that took its seq just before the rotation may have
+		 * landed after sealed_at.  Now that nobody can write here any more,
+		 * make sure the youngest event has reached the retention age.
+		 */
+		if (SPI_execute(psprintf("SELECT pg_catalog.max(appended_at) >= "
+								 "pg_catalog.clock_timestamp() - interval '%lld microseconds' FROM %s",
+								 (long long) task->retention_us, rel), true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "segment age check failed");
+		{
+			bool		isnull;
+			Datum		young = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+			if (!isnull && DatumGetBool(young))
+				return;			/* not yet: a later round drops it */
+		}
 		/* consumers inside the segment: count what they lose, move them past it */
 		sg_exec(psprintf("WITH m AS (SELECT partition, max(seq) AS maxseq FROM %s GROUP BY partition), "
 						 "l AS (SELECT c.name, c.partition, m.maxseq, "

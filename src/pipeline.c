@@ -145,6 +145,7 @@ PipelineSlot(Oid dbid, int32 pipeline_id, bool create)
 		slot->worker_pid = 0;
 		slot->worker_procno = -1;
 		slot->clean_exit = false;
+		slot->fence_requested = false;
 		slot->failures = 0;
 		slot->next_start = 0;
 		slot->events_per_sec = 0;
@@ -294,7 +295,7 @@ typedef struct SgPipeRow
  * SPI connected, running as the data owner.
  */
 static SgPipeRow
-sg_lock_pipeline(const char *name, Oid caller)
+sg_lock_pipeline(const char *name, Oid caller, bool fence)
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
@@ -304,6 +305,31 @@ sg_lock_pipeline(const char *name, Oid caller)
 
 	SgCheckName("pipeline", name);
 	values[0] = CStringGetTextDatum(name);
+
+	/*
+	 * A running worker takes the row lock at the start of every batch; ask
+	 * it to stop taking it, or a steady backlog would keep us waiting
+	 * behind batch after batch.  It finishes the batch in flight and exits;
+	 * the supervisor starts a fresh one if the pipeline still runs.
+	 */
+	if (fence &&
+		SPI_execute_with_args("SELECT id FROM streamguard.pipeline WHERE name = $1",
+							  1, types, values, NULL, true, 0) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		SgPipelineSlot *slot;
+
+		slot = PipelineSlot(MyDatabaseId,
+							DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+							false);
+		if (slot)
+		{
+			SpinLockAcquire(&slot->mutex);
+			slot->fence_requested = true;
+			SpinLockRelease(&slot->mutex);
+			PipelineWakeWorker(slot);
+		}
+	}
 	ret = SPI_execute_with_args("SELECT p.id, p.owner, s.name, p.state, p.epoch "
 								"FROM streamguard.pipeline p LEFT JOIN streamguard.stream s ON s.id = p.stream_id "
 								"WHERE p.name = $1 FOR UPDATE OF p",
@@ -807,7 +833,7 @@ sg_pause_pipeline(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	SgBecomeDataOwner(&save, true);
-	row = sg_lock_pipeline(name, caller);
+	row = sg_lock_pipeline(name, caller, true);
 	sg_set_state(row.id, "paused", true);
 	SgRestoreUser(&save);
 	SPI_finish();
@@ -829,7 +855,7 @@ sg_resume_pipeline(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	SgBecomeDataOwner(&save, true);
-	row = sg_lock_pipeline(name, caller);
+	row = sg_lock_pipeline(name, caller, true);
 	{
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(row.id)};
@@ -868,7 +894,7 @@ sg_drop_pipeline(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	SgBecomeDataOwner(&save, true);
-	row = sg_lock_pipeline(name, caller);
+	row = sg_lock_pipeline(name, caller, true);
 	values[0] = Int32GetDatum(row.id);
 	values[1] = CStringGetTextDatum(PipelineConsumerName(name));
 
@@ -928,7 +954,7 @@ sg_reset_pipeline(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	SgBecomeDataOwner(&save, true);
-	row = sg_lock_pipeline(name, caller);
+	row = sg_lock_pipeline(name, caller, true);
 	meta = StreamLookup(row.stream, SG_PRIV_NONE);
 	if (!PG_ARGISNULL(3) && (PG_GETARG_INT32(3) < 0 || PG_GETARG_INT32(3) >= meta->nparts))
 		ereport(ERROR,
@@ -978,7 +1004,7 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		search_path = GetConfigOptionByName("search_path", NULL, false);
 	}
 	SgBecomeDataOwner(&save, true);
-	row = sg_lock_pipeline(name, caller);
+	row = sg_lock_pipeline(name, caller, true);
 	values[0] = Int32GetDatum(row.id);
 	if (!PG_ARGISNULL(1))
 	{
@@ -1071,7 +1097,7 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	SgBecomeDataOwner(&save, true);
-	row = sg_lock_pipeline(name, save.userid);
+	row = sg_lock_pipeline(name, save.userid, false);
 	SgRestoreUser(&save);
 	SPI_finish();
 	slot = PipelineSlot(MyDatabaseId, row.id, true);

@@ -79,6 +79,7 @@ typedef struct SgPipelineSlot
 	pid_t		worker_pid;
 	int			worker_procno;	/* -1 when no worker */
 	bool		clean_exit;		/* the worker exited on purpose */
+	bool		fence_requested;	/* a control call waits for the row lock */
 	int32		failures;		/* consecutive failed starts or batches */
 	TimestampTz next_start;		/* backoff: not before this */
 	double		events_per_sec;	/* exponential moving average */

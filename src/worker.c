@@ -239,12 +239,13 @@ sg_fence(void)
 }
 
 static void
-sg_count_batch(int64 events_in, int64 rows_out)
+sg_count_batch(int64 batches, int64 events_in, int64 rows_out)
 {
-	Oid			types[6] = {INT4OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[6];
+	Oid			types[7] = {INT4OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[7];
 	SgUserSave	save;
 
+	values[6] = Int64GetDatum(batches);
 	values[0] = Int32GetDatum(def.id);
 	values[1] = Int64GetDatum(events_in);
 	values[2] = Int64GetDatum(rows_out);
@@ -253,14 +254,14 @@ sg_count_batch(int64 events_in, int64 rows_out)
 	values[5] = Int64GetDatum(def.epoch);
 	SgBecomeDataOwner(&save, false);
 	if (SPI_execute_plan(SgPlanCached(NULL,
-									  "UPDATE streamguard.pipeline SET batches = batches OPERATOR(pg_catalog.+) 1, "
+									  "UPDATE streamguard.pipeline SET batches = batches OPERATOR(pg_catalog.+) $7, "
 									  "events_in = events_in OPERATOR(pg_catalog.+) $2, "
 									  "rows_out = rows_out OPERATOR(pg_catalog.+) $3, "
 									  "skipped = skipped OPERATOR(pg_catalog.+) $4, "
 									  "dead_letters = dead_letters OPERATOR(pg_catalog.+) $5, "
 									  "last_batch_at = pg_catalog.now() "
 									  "WHERE id OPERATOR(pg_catalog.=) $1 AND epoch OPERATOR(pg_catalog.=) $6",
-									  6, types),
+									  7, types),
 						 values, NULL, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -947,6 +948,10 @@ sg_batch(bool isolate)
 	MemoryContextReset(batch_cxt);
 	batch_skipped = batch_dead = 0;
 
+	/* a control call is waiting for the pipeline row: step aside */
+	if (my_slot->fence_requested)
+		return SG_BATCH_FENCED;
+
 	sg_begin("fetch");
 	t0 = GetCurrentTimestamp();
 	if (!sg_fence())
@@ -1030,7 +1035,7 @@ sg_batch(bool isolate)
 	if (def.guarantee == SG_AT_MOST_ONCE)
 	{
 		/* positions first */
-		sg_count_batch(fetched, 0);
+		sg_count_batch(1, fetched, 0);
 		sg_commit();
 		sg_fault(SG_FAULT_BETWEEN_COMMITS);
 		sg_begin("process");
@@ -1072,7 +1077,9 @@ sg_batch(bool isolate)
 	t2 = GetCurrentTimestamp();
 
 	if (def.guarantee != SG_AT_MOST_ONCE)
-		sg_count_batch(fetched, rows_out);
+		sg_count_batch(1, fetched, rows_out);
+	else
+		sg_count_batch(0, 0, rows_out);	/* the batch counted with the positions */
 	sg_fault(SG_FAULT_BEFORE_COMMIT);
 	sg_commit();
 
@@ -1258,6 +1265,13 @@ PipelineWorkerMain(Datum arg)
 	before_shmem_exit(sg_worker_exit, (Datum) 0);
 
 	batch_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard batch", ALLOCSET_DEFAULT_SIZES);
+	/*
+	 * Requests to step aside were for our predecessor; a control call made
+	 * from now on sets the flag again and we see it at the first batch.
+	 */
+	SpinLockAcquire(&my_slot->mutex);
+	my_slot->fence_requested = false;
+	SpinLockRelease(&my_slot->mutex);
 	if (!sg_load_definition())
 		sg_clean_exit();
 	elog(DEBUG1, "streamguard pipeline \"%s\" started (epoch %lld, %s)",
