@@ -530,22 +530,40 @@ sg_quote_table(const char *name)
  * Check a remote sink now, as the creating role: reachable, table there
  * with the columns the SQL produces, and 2PC available if asked for.
  */
+static void sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table,
+									const char *cols, const char *mode);
+
 static void
 sg_check_remote_sink(const char *server, const char *table, const char *cols, const char *mode)
 {
 	SgRemote	r;
-	PGresult   *res;
 
 	memset(&r, 0, sizeof(r));
 	RemoteConnect(&r, server, GetUserId());
-	PQclear(RemoteExec(&r, psprintf("SELECT %s FROM %s LIMIT 0", cols, table), 0, NULL));
+	PG_TRY();
+	{
+		sg_check_remote_sink_on(&r, server, table, cols, mode);
+	}
+	PG_FINALLY();
+	{
+		RemoteDisconnect(&r);
+	}
+	PG_END_TRY();
+}
+
+static void
+sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table, const char *cols,
+						const char *mode)
+{
+	PGresult   *res;
+
+	PQclear(RemoteExec(rp, psprintf("SELECT %s FROM %s LIMIT 0", cols, table), 0, NULL));
 	if (strcmp(mode, "two_phase") == 0)
 	{
-		res = RemoteExec(&r, "SELECT pg_catalog.current_setting('max_prepared_transactions')::int", 0, NULL);
+		res = RemoteExec(rp, "SELECT pg_catalog.current_setting('max_prepared_transactions')::int", 0, NULL);
 		if (atoi(PQgetvalue(res, 0, 0)) <= 0)
 		{
 			PQclear(res);
-			RemoteDisconnect(&r);
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("remote server \"%s\" has max_prepared_transactions = 0", server),
@@ -555,10 +573,9 @@ sg_check_remote_sink(const char *server, const char *table, const char *cols, co
 		PQclear(res);
 	}
 	else
-		RemoteExecOk(&r, "CREATE TABLE IF NOT EXISTS public.streamguard_sink_offsets ("
+		RemoteExecOk(rp, "CREATE TABLE IF NOT EXISTS public.streamguard_sink_offsets ("
 					 " pipeline text NOT NULL, partition int NOT NULL, position bigint NOT NULL,"
 					 " PRIMARY KEY (pipeline, partition))");
-	RemoteDisconnect(&r);
 }
 
 /* the stream on a remote server: its partition count, or an error */
@@ -572,20 +589,26 @@ sg_check_remote_source(const char *server, const char *stream)
 
 	memset(&r, 0, sizeof(r));
 	RemoteConnect(&r, server, GetUserId());
-	res = RemoteExec(&r, "SELECT partitions FROM streamguard.streams WHERE stream = $1", 1, params);
-	if (PQntuples(res) != 1)
+	PG_TRY();
 	{
+		res = RemoteExec(&r, "SELECT partitions FROM streamguard.streams WHERE stream = $1", 1, params);
+		if (PQntuples(res) != 1)
+		{
+			PQclear(res);
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("stream \"%s\" does not exist on server \"%s\"", stream, server)));
+		}
+		nparts = atoi(PQgetvalue(res, 0, 0));
 		PQclear(res);
-		RemoteDisconnect(&r);
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("stream \"%s\" does not exist on server \"%s\"", stream, server)));
+		/* the remote checks our read privilege at every read; check it now too */
+		PQclear(RemoteExec(&r, "SELECT count(*) FROM streamguard.read($1, 0, 0, 1)", 1, params));
 	}
-	nparts = atoi(PQgetvalue(res, 0, 0));
-	PQclear(res);
-	/* the remote checks our read privilege at every read; check it now too */
-	PQclear(RemoteExec(&r, "SELECT count(*) FROM streamguard.read($1, 0, 0, 1)", 1, params));
-	RemoteDisconnect(&r);
+	PG_FINALLY();
+	{
+		RemoteDisconnect(&r);
+	}
+	PG_END_TRY();
 	return nparts;
 }
 

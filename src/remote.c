@@ -49,6 +49,8 @@ PG_FUNCTION_INFO_V1(sg_remote_validator);
 
 int			sg_remote_timeout_ms = 10000;
 
+static void sg_end_stale_session(SgRemote *r);
+
 typedef struct SgOption
 {
 	const char *name;
@@ -145,6 +147,8 @@ sg_wait_socket(PGconn *conn, int events, TimestampTz deadline)
 	}
 }
 
+static void sg_remote_fail(SgRemote *r, const char *what, const char *detail) pg_attribute_noreturn();
+
 static void
 sg_remote_fail(SgRemote *r, const char *what, const char *detail)
 {
@@ -184,6 +188,8 @@ RemoteConnect(SgRemote *r, const char *server_name, Oid userid)
 	if (r->conn && PQstatus(r->conn) == CONNECTION_OK)
 		return;
 	RemoteDisconnect(r);
+	if (strcmp(r->server_name, server_name) != 0)
+		r->stale_pid = 0;		/* another server: nothing of ours there */
 	strlcpy(r->server_name, server_name, sizeof(r->server_name));
 
 	server = GetForeignServerByName(server_name, false);
@@ -261,6 +267,8 @@ RemoteConnect(SgRemote *r, const char *server_name, Oid userid)
 	r->last_error[0] = '\0';
 	/* remote statements must not hang longer than we wait for them */
 	RemoteExecOk(r, psprintf("SET statement_timeout = %d", sg_remote_timeout_ms));
+	if (r->stale_pid > 0)
+		sg_end_stale_session(r);
 }
 
 void
@@ -268,9 +276,44 @@ RemoteDisconnect(SgRemote *r)
 {
 	if (r->conn)
 	{
+		/* its backend may live on (stalled): the next connection ends it */
+		r->stale_pid = PQbackendPID(r->conn);
 		PQfinish(r->conn);
 		r->conn = NULL;
 	}
+}
+
+/*
+ * End the remote backend of an earlier connection of ours and wait until
+ * it is gone.  A backend we gave up on may still hold a statement we sent
+ * (a delayed COMMIT or PREPARE TRANSACTION); once it has exited, nothing
+ * of the old session can land behind our back.
+ */
+static void
+sg_end_stale_session(SgRemote *r)
+{
+	char		pid[16];
+	const char *params[1] = {pid};
+	TimestampTz deadline = GetCurrentTimestamp() + (int64) sg_remote_timeout_ms * 1000;
+
+	snprintf(pid, sizeof(pid), "%d", r->stale_pid);
+	PQclear(RemoteExec(r, "SELECT pg_catalog.pg_terminate_backend($1::int)", 1, params));
+	for (;;)
+	{
+		PGresult   *res = RemoteExec(r, "SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid = $1::int",
+									 1, params);
+		bool		alive = PQntuples(res) > 0;
+
+		PQclear(res);
+		if (!alive)
+			break;
+		if (GetCurrentTimestamp() > deadline)
+			sg_remote_fail(r, "an earlier session does not end", "its backend is still alive");
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	r->stale_pid = 0;
 }
 
 bool

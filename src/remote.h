@@ -17,6 +17,7 @@ typedef struct SgRemote
 	PGconn	   *conn;
 	char		server_name[NAMEDATALEN];
 	int64		rtt_us;			/* last statement's round trip */
+	int			stale_pid;		/* backend of a connection we gave up on */
 	char		last_error[256];
 } SgRemote;
 

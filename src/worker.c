@@ -111,6 +111,7 @@ static SgRemote sink_remote;
 static char *copy_sql = NULL;	/* COPY <sink table> (<cols>) FROM STDIN */
 static bool need_resolve = true;	/* settle in-doubt work before the next batch */
 static char *done_gid = NULL;	/* COMMIT PREPARED done; local record to drop */
+static int64 sink_attempts = 0;	/* remote transactions tried by this worker */
 
 /* per-batch counters of the isolation path */
 static int64 batch_skipped = 0;
@@ -665,7 +666,7 @@ sg_copy_escape(StringInfo buf, const char *v)
  * global transaction id when one was prepared.
  */
 static char *
-sg_sink_write(StringInfo data, int64 *last, int nparts)
+sg_sink_write(StringInfo data, int64 *first, int64 *last, int nparts)
 {
 	SgRemote   *r = sg_remote(1);
 	char	   *gid = NULL;
@@ -676,7 +677,9 @@ sg_sink_write(StringInfo data, int64 *last, int nparts)
 	sg_fault(SG_FAULT_MID_COPY);
 	if (def.guarantee == SG_EXACTLY_ONCE && def.two_phase)
 	{
-		gid = psprintf("%s%lld:%lld", PipelineGidPrefix(def.id), (long long) def.epoch, (long long) batch_counter + 1);
+		/* one id per attempt: a retry never collides with a delayed PREPARE */
+		gid = psprintf("%s%lld:%lld", PipelineGidPrefix(def.id), (long long) def.epoch,
+					   (long long) ++sink_attempts);
 		RemoteExecOk(r, psprintf("PREPARE TRANSACTION %s", RemoteLiteral(r, gid)));
 		sg_fault(SG_FAULT_AFTER_PREPARE);
 	}
@@ -684,17 +687,50 @@ sg_sink_write(StringInfo data, int64 *last, int nparts)
 	{
 		if (def.guarantee == SG_EXACTLY_ONCE)
 		{
+			/*
+			 * The positions go with the rows, and only forward from where
+			 * this batch began: if an earlier attempt of the same batch
+			 * (a session we gave up on) committed after all, the offsets
+			 * are already past `first`, nothing is updated, and this attempt
+			 * rolls back; the positions are then taken from the sink.
+			 */
 			StringInfoData sql;
-			int			p;
+			int			p,
+						moved = 0;
 			char	   *key = RemoteLiteral(r, sg_offsets_key());
+			PGresult   *res;
+			StringInfoData firsts;
 
 			initStringInfo(&sql);
-			appendStringInfoString(&sql, "INSERT INTO public.streamguard_sink_offsets (pipeline, partition, position) VALUES ");
+			initStringInfo(&firsts);
+			appendStringInfoString(&sql, "INSERT INTO public.streamguard_sink_offsets AS o (pipeline, partition, position) "
+								   "VALUES ");
 			for (p = 0; p < nparts; p++)
-				appendStringInfo(&sql, "%s(%s, %d, %lld)", p ? ", " : "", key, p, (long long) Max(last[p], 0));
-			appendStringInfoString(&sql, " ON CONFLICT (pipeline, partition) DO UPDATE SET position = "
-								   "GREATEST(streamguard_sink_offsets.position, excluded.position)");
-			RemoteExecOk(r, sql.data);
+			{
+				if (first[p] <= 0)
+					continue;
+				appendStringInfo(&sql, "%s(%s, %d, %lld)", moved ? ", " : "",
+								 key, p, (long long) last[p]);
+				appendStringInfo(&firsts, " WHEN %d THEN %lld", p, (long long) first[p]);
+				moved++;
+			}
+			appendStringInfo(&sql, " ON CONFLICT (pipeline, partition) DO UPDATE SET position = excluded.position "
+							 "WHERE o.position < CASE excluded.partition%s END RETURNING 1", firsts.data);
+			if (moved > 0)
+			{
+				res = RemoteExec(r, sql.data, 0, NULL);
+				if (PQntuples(res) != moved)
+				{
+					PQclear(res);
+					RemoteExecOk(r, "ROLLBACK");
+					ereport(ERROR,
+							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							 errmsg("the offsets of pipeline \"%s\" on server \"%s\" moved concurrently",
+									def.name, def.sink_server),
+							 errdetail("An earlier attempt of this batch committed on the sink; positions are taken from there.")));
+				}
+				PQclear(res);
+			}
 		}
 		RemoteExecOk(r, "COMMIT");
 		sg_fault(SG_FAULT_AFTER_REMOTE_COMMIT);
@@ -1052,7 +1088,7 @@ sg_batch(bool isolate)
 		oldcxt = MemoryContextSwitchTo(batch_cxt);
 		sink_data = sg_run_user_select(store, n, &rows_out);
 		MemoryContextSwitchTo(oldcxt);
-		gid = sg_sink_write(sink_data, last, nparts);
+		gid = sg_sink_write(sink_data, first, last, nparts);
 		if (gid)
 		{
 			Oid			types[3] = {INT4OID, TEXTOID, TEXTOID};
