@@ -30,6 +30,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "executor/tstoreReceiver.h"
+#include "nodes/params.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -122,9 +124,58 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 }
 
 /*
+ * A receiver that streams the rows of an event read straight into the
+ * caller's tuplestore (no intermediate SPI result) and notes the seqs.
+ */
+typedef struct SgEventReceiver
+{
+	DestReceiver pub;
+	DestReceiver *store;		/* tuplestore receiver, or NULL */
+	int64		first;
+	int64		last;
+	int			count;
+} SgEventReceiver;
+
+static bool
+sg_event_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	SgEventReceiver *r = (SgEventReceiver *) self;
+	bool		isnull;
+
+	r->last = DatumGetInt64(slot_getattr(slot, 2, &isnull));
+	if (r->count++ == 0)
+		r->first = r->last;
+	return r->store ? r->store->receiveSlot(slot, r->store) : true;
+}
+
+static void
+sg_event_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	SgEventReceiver *r = (SgEventReceiver *) self;
+
+	if (r->store)
+		r->store->rStartup(r->store, operation, typeinfo);
+}
+
+static void
+sg_event_shutdown(DestReceiver *self)
+{
+	SgEventReceiver *r = (SgEventReceiver *) self;
+
+	if (r->store)
+		r->store->rShutdown(r->store);
+}
+
+static void
+sg_event_destroy(DestReceiver *self)
+{
+}
+
+/*
  * Read events of one partition with seq in (after, before), at most
- * `limit`, oldest segment first, into the tuplestore.  Returns the number
- * read and the last seq in *last.
+ * `limit`, oldest segment first, into the tuplestore, with the given
+ * snapshot.  Returns the number read; *first and *last get the first and
+ * last seq read.
  */
 static int
 sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
@@ -136,15 +187,39 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 				seg;
 	int			got = 0;
 	Oid			types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
+	SgEventReceiver recv;
+	ParamListInfo params = makeParamList(4);
+	SPIExecuteOptions options;
+	int			i;
+
+	memset(&recv, 0, sizeof(recv));
+	recv.pub.receiveSlot = sg_event_receive;
+	recv.pub.rStartup = sg_event_startup;
+	recv.pub.rShutdown = sg_event_shutdown;
+	recv.pub.rDestroy = sg_event_destroy;
+	recv.pub.mydest = DestNone;
+	if (store)
+	{
+		recv.store = CreateDestReceiver(DestTuplestore);
+		SetTuplestoreDestReceiverParams(recv.store, store, CurrentMemoryContext, false, NULL, NULL);
+	}
+	for (i = 0; i < 4; i++)
+	{
+		params->params[i].isnull = false;
+		params->params[i].pflags = PARAM_FLAG_CONST;
+		params->params[i].ptype = types[i];
+	}
+	memset(&options, 0, sizeof(options));
+	options.params = params;
+	options.read_only = true;
+	options.dest = (DestReceiver *) &recv;
 
 	StreamSegmentRange(meta, &min_seg, &cur_seg);
+	PushActiveSnapshot(snap);
 	for (seg = min_seg; seg <= cur_seg && got < limit; seg++)
 	{
 		char	   *sql;
-		SPIPlanPtr	plan;
-		Datum		values[4];
 		int			ret;
-		uint64		i;
 
 		if (!StreamSegmentLock(meta->stream_id, seg))
 			continue;
@@ -153,29 +228,28 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 					   "AND seq OPERATOR(pg_catalog.>) $2 AND seq OPERATOR(pg_catalog.<) $3 "
 					   "ORDER BY seq LIMIT $4",
 					   StreamSegmentName(meta->stream_id, seg));
-		plan = SgPlanCached(NULL, sql, 4, types);
+		params->params[0].value = Int32GetDatum(partition);
+		params->params[1].value = Int64GetDatum(after);
+		params->params[2].value = Int64GetDatum(before);
+		params->params[3].value = Int64GetDatum(limit - got);
+		recv.count = 0;
+		ret = SPI_execute_plan_extended(SgPlanCached(NULL, sql, 4, types), &options);
 		pfree(sql);
-		values[0] = Int32GetDatum(partition);
-		values[1] = Int64GetDatum(after);
-		values[2] = Int64GetDatum(before);
-		values[3] = Int64GetDatum(limit - got);
-		ret = SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 0);
-		if (ret != SPI_OK_SELECT)
+		/* with our own receiver SPI reports a SELECT as SPI_OK_UTILITY */
+		if (ret < 0)
 			elog(ERROR, "event read failed: %s", SPI_result_code_string(ret));
-		for (i = 0; i < SPI_processed; i++)
+		if (recv.count > 0)
 		{
-			bool		isnull;
-
-			if (store)
-				tuplestore_puttuple(store, SPI_tuptable->vals[i]);
-			*last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 			if (got == 0)
-				*first = *last;
-			after = *last;
-			got++;
+				*first = recv.first;
+			*last = recv.last;
+			after = recv.last;
+			got += recv.count;
 		}
-		SPI_freetuptable(SPI_tuptable);
 	}
+	PopActiveSnapshot();
+	if (recv.store)
+		recv.store->rDestroy(recv.store);
 	return got;
 }
 
