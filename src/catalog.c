@@ -53,7 +53,8 @@ PG_FUNCTION_INFO_V1(sg_revoke_stream);
 static HTAB *sg_meta_cache = NULL;
 static HTAB *sg_plan_cache = NULL;
 
-#define SG_PLAN_KEY_LEN 512
+#define SG_PLAN_KEY_LEN 1024
+#define SG_PLAN_CACHE_MAX 1024	/* prepared plans a backend keeps */
 
 typedef struct SgPlanEntry
 {
@@ -174,8 +175,29 @@ SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes)
 		sg_plan_cache = hash_create("streamguard plans", 64, &ctl,
 									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	}
+	if (strlen(key ? key : sql) >= SG_PLAN_KEY_LEN)
+		elog(ERROR, "plan key too long: %s", key ? key : sql);	/* keys must not collide */
 	memset(hkey, 0, sizeof(hkey));
 	strlcpy(hkey, key ? key : sql, SG_PLAN_KEY_LEN);
+	entry = hash_search(sg_plan_cache, hkey, HASH_FIND, &found);
+	if (entry == NULL && hash_get_num_entries(sg_plan_cache) >= SG_PLAN_CACHE_MAX)
+	{
+		/*
+		 * Plans for segments that retention dropped pile up over time;
+		 * start over rather than grow without bound.  Callers use a plan
+		 * right away and never hold one across calls.
+		 */
+		HASH_SEQ_STATUS seq;
+		SgPlanEntry *e;
+
+		hash_seq_init(&seq, sg_plan_cache);
+		while ((e = hash_seq_search(&seq)) != NULL)
+			if (e->plan)
+				SPI_freeplan(e->plan);
+		hash_destroy(sg_plan_cache);
+		sg_plan_cache = NULL;
+		return SgPlanCached(key, sql, nargs, argtypes);
+	}
 	entry = hash_search(sg_plan_cache, hkey, HASH_ENTER, &found);
 	if (!found || entry->plan == NULL)
 	{

@@ -199,12 +199,6 @@ HorizonStream(int slot)
 	return &sg_streams[slot];
 }
 
-SgPartition *
-HorizonPartition(SgStream *st, int partition)
-{
-	return &sg_parts[st->part_base + partition];
-}
-
 LWLock *
 HorizonLauncherLock(void)
 {
@@ -681,21 +675,6 @@ HorizonFreeStream(Oid dbid, int32 stream_id)
 	slot = sg_find_slot_locked(dbid, stream_id);
 	if (slot >= 0)
 		sg_free_slot_locked(slot);
-	LWLockRelease(sg_shared->lock);
-}
-
-/* Stream ids of the current database that have a slot. */
-void
-HorizonListStreams(Oid dbid, int32 **ids, int *n)
-{
-	int			i;
-
-	*ids = palloc(sizeof(int32) * sg_max_streams);
-	*n = 0;
-	LWLockAcquire(sg_shared->lock, LW_SHARED);
-	for (i = 0; i < sg_max_streams; i++)
-		if (sg_streams[i].dbid == dbid)
-			(*ids)[(*n)++] = sg_streams[i].stream_id;
 	LWLockRelease(sg_shared->lock);
 }
 

@@ -524,16 +524,3 @@ RemoteLiteral(SgRemote *r, const char *s)
 	PQfreemem(q);
 	return out;
 }
-
-char *
-RemoteIdentifier(SgRemote *r, const char *s)
-{
-	char	   *q = PQescapeIdentifier(r->conn, s, strlen(s));
-	char	   *out;
-
-	if (q == NULL)
-		sg_remote_fail(r, "could not quote", NULL);
-	out = pstrdup(q);
-	PQfreemem(q);
-	return out;
-}

@@ -30,6 +30,5 @@ extern PGresult *RemoteExec(SgRemote *r, const char *sql, int nparams, const cha
 extern void RemoteExecOk(SgRemote *r, const char *sql);
 extern void RemoteCopyIn(SgRemote *r, const char *copy_sql, const char *data, size_t len);
 extern char *RemoteLiteral(SgRemote *r, const char *s);
-extern char *RemoteIdentifier(SgRemote *r, const char *s);
 
 #endif							/* SG_REMOTE_H */

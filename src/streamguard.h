@@ -94,7 +94,6 @@ extern Size HorizonShmemSize(void);
 extern void HorizonRegisterCallbacks(void);
 
 extern SgStream *HorizonStream(int slot);
-extern SgPartition *HorizonPartition(SgStream *st, int partition);
 extern bool HorizonRefValid(SgStreamRef ref, Oid dbid, int32 stream_id);
 extern SgStreamRef HorizonAttachStream(int32 stream_id, int nparts,
 									   int32 current_seg, int32 min_seg, Oid catalog_oid);
@@ -107,7 +106,6 @@ extern void HorizonBumpGenerationAtCommit(int32 stream_id);
 extern void HorizonFreeAtCommit(int32 stream_id);
 extern void HorizonFreeStream(Oid dbid, int32 stream_id);
 extern int	HorizonFindSlot(Oid dbid, int32 stream_id);
-extern void HorizonListStreams(Oid dbid, int32 **ids, int *n);
 extern double HorizonAppendRate(SgStream *st);
 
 /* launcher bookkeeping (horizon.c holds the array, maintenance.c uses it) */
