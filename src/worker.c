@@ -113,6 +113,14 @@ static bool need_resolve = true;	/* settle in-doubt work before the next batch *
 static char *done_gid = NULL;	/* COMMIT PREPARED done; local record to drop */
 static int64 sink_attempts = 0;	/* remote transactions tried by this worker */
 
+static void
+sg_forget_done_gid(void)
+{
+	if (done_gid)
+		pfree(done_gid);
+	done_gid = NULL;
+}
+
 /* per-batch counters of the isolation path */
 static int64 batch_skipped = 0;
 static int64 batch_dead = 0;
@@ -628,7 +636,7 @@ sg_resolve(SgStreamMeta *meta)
 		ConsumerAdvance(meta, consumer_name, pos);
 		SgRestoreUser(&save);
 	}
-	done_gid = NULL;
+	sg_forget_done_gid();
 	sg_remote_status(1, r);
 	return true;
 }
@@ -1026,7 +1034,7 @@ sg_batch(bool isolate)
 								  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not forget a committed remote transaction");
 		SgRestoreUser(&save);
-		done_gid = NULL;
+		sg_forget_done_gid();
 	}
 
 	oldcxt = MemoryContextSwitchTo(batch_cxt);
