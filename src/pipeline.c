@@ -978,6 +978,37 @@ sg_reset_pipeline(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	SgBecomeDataOwner(&save, true);
 	row = sg_lock_pipeline(name, caller, true);
+	if (row.stream == NULL)
+	{
+		/* a remote source: the positions are ours, in remote_position */
+		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+		Datum		values[3];
+		char		nulls[3] = {' ', ' ', ' '};
+
+		if (!PG_ARGISNULL(2))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("reset_pipeline by time is not supported for a remote source"),
+					 errhint("Reset to a seq instead.")));
+		values[0] = Int32GetDatum(row.id);
+		values[1] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+		nulls[1] = PG_ARGISNULL(3) ? 'n' : ' ';
+		values[2] = Int64GetDatum(PG_ARGISNULL(1) ? 0 : PG_GETARG_INT64(1) - 1);
+		sg_set_state(row.id, row.state, true);
+		if (SPI_execute_with_args("UPDATE streamguard.remote_position SET position = $3, updated_at = now() "
+								  "WHERE pipeline_id = $1 AND ($2 IS NULL OR partition = $2)",
+								  3, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "reset failed");
+		if (!PG_ARGISNULL(3) && SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("partition %d is out of range for the source of pipeline \"%s\"",
+							PG_GETARG_INT32(3), name)));
+		SgRestoreUser(&save);
+		SPI_finish();
+		sg_notify_change(row.id);
+		PG_RETURN_VOID();
+	}
 	meta = StreamLookup(row.stream, SG_PRIV_NONE);
 	if (!PG_ARGISNULL(3) && (PG_GETARG_INT32(3) < 0 || PG_GETARG_INT32(3) >= meta->nparts))
 		ereport(ERROR,

@@ -308,7 +308,21 @@ sg_end_stale_session(SgRemote *r)
 		if (!alive)
 			break;
 		if (GetCurrentTimestamp() > deadline)
-			sg_remote_fail(r, "an earlier session does not end", "its backend is still alive");
+		{
+			/* keep trying to end it on the next connection */
+			int			old = r->stale_pid;
+
+			PG_TRY();
+			{
+				sg_remote_fail(r, "an earlier session does not end",
+							   "its backend is still alive (is the mapped user allowed to end it?)");
+			}
+			PG_FINALLY();
+			{
+				r->stale_pid = old;
+			}
+			PG_END_TRY();
+		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
