@@ -521,6 +521,27 @@ ok( wait_for_value($local,
 is(val($local, q{SELECT state FROM streamguard.pipelines WHERE pipeline = 'p_rsrc'}), 'running',
 	'the pipeline is still running');
 
+# ================================================================= replay
+
+# reset_pipeline of a remote source moves the positions kept here: the
+# last five events of partition 0 are delivered once more, nothing else.
+{
+	my $p0 = $maxseq{0} // 0;
+	my $rows_before = val($local, q{SELECT count(*) FROM sink});
+	my $tail_before = val($local, "SELECT count(*) FROM sink WHERE partition = 0 AND seq > $p0 - 5");
+	SKIP:
+	{
+		skip 'partition 0 has fewer than 5 events', 3 if $p0 < 5 || $tail_before != 5;
+		val($local, "SELECT streamguard.reset_pipeline('p_rsrc', seq => $p0 - 4, partition => 0)");
+		ok(wait_for_value($local, q{SELECT count(*) FROM sink}, $rows_before + 5, 60),
+			'reset_pipeline(seq, partition) on a remote source replays exactly the events after that seq');
+		is(val($local, "SELECT count(*) FROM sink WHERE partition = 0 AND seq > $p0 - 5"), 10,
+			'each replayed event arrives once more');
+		expect_error($local, q{SELECT streamguard.reset_pipeline('p_rsrc', from_time => now())},
+			'0A000', qr/not supported for a remote source/, 'reset by time on a remote source');
+	}
+}
+
 # ================================================================= report
 
 my $lrestarts = count_log($local, qr/all server processes terminated; reinitializing/);
