@@ -60,11 +60,7 @@ sg_choose_partition(SgStreamMeta *meta, bool has_part, int32 part,
 {
 	if (has_part)
 	{
-		if (part < 0 || part >= meta->nparts)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("partition %d is out of range for stream \"%s\"", part, meta->name),
-					 errdetail("The stream has partitions 0 to %d.", meta->nparts - 1)));
+		StreamCheckPartition(meta, part);
 		return part;
 	}
 	if (meta->nparts == 1)

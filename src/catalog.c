@@ -222,7 +222,7 @@ sg_interval_usecs(Interval *iv)
 }
 
 static void
-sg_check_interval(const char *what, Interval *iv, bool allow_null_check)
+sg_check_interval(const char *what, Interval *iv)
 {
 	int64		us = sg_interval_usecs(iv);
 
@@ -435,6 +435,17 @@ StreamLockShare(SgStreamMeta *meta)
 				 errmsg("stream \"%s\" does not exist", meta->name)));
 }
 
+/* a partition number of this stream, or a clear error */
+void
+StreamCheckPartition(SgStreamMeta *meta, int32 partition)
+{
+	if (partition < 0 || partition >= meta->nparts)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition %d is out of range for stream \"%s\"", partition, meta->name),
+				 errdetail("The stream has partitions 0 to %d.", meta->nparts - 1)));
+}
+
 void
 StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg)
 {
@@ -576,18 +587,18 @@ sg_create_stream(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(2))
 	{
 		retention = PG_GETARG_INTERVAL_P(2);
-		sg_check_interval("retention", retention, false);
+		sg_check_interval("retention", retention);
 	}
 	if (PG_ARGISNULL(3))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("dedup_window must not be NULL")));
 	dedup_window = PG_GETARG_INTERVAL_P(3);
-	sg_check_interval("dedup_window", dedup_window, false);
+	sg_check_interval("dedup_window", dedup_window);
 	if (!PG_ARGISNULL(4))
 	{
 		segment_interval = PG_GETARG_INTERVAL_P(4);
-		sg_check_interval("segment_interval", segment_interval, false);
+		sg_check_interval("segment_interval", segment_interval);
 		if (retention == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

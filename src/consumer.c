@@ -51,6 +51,15 @@ PG_FUNCTION_INFO_V1(sg_read);
 
 static uint32 sg_poll_rotor = 0;
 
+static void
+sg_check_max_events(int32 max_events)
+{
+	if (max_events < 1 || max_events > SG_MAX_POLL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL, max_events)));
+}
+
 /*
  * Create the consumer's position rows.  Returns false if another
  * transaction is creating them right now (the caller then has nothing to
@@ -409,10 +418,7 @@ sg_poll(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("max_events must not be NULL")));
 	max_events = PG_GETARG_INT32(2);
-	if (max_events < 1 || max_events > SG_MAX_POLL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL, max_events)));
+	sg_check_max_events(max_events);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -576,11 +582,7 @@ sg_seek(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	meta = StreamLookup(name, SG_PRIV_READ);
-	if (partition < 0 || partition >= meta->nparts)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("partition %d is out of range for stream \"%s\"", partition, name),
-				 errdetail("The stream has partitions 0 to %d.", meta->nparts - 1)));
+	StreamCheckPartition(meta, partition);
 	if (seq < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -701,18 +703,12 @@ sg_read(PG_FUNCTION_ARGS)
 	partition = PG_GETARG_INT32(1);
 	after = PG_GETARG_INT64(2);
 	max_events = PG_GETARG_INT32(3);
-	if (max_events < 1 || max_events > SG_MAX_POLL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL, max_events)));
+	sg_check_max_events(max_events);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	meta = StreamLookup(name, SG_PRIV_READ);
-	if (partition < 0 || partition >= meta->nparts)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("partition %d is out of range for stream \"%s\"", partition, name)));
+	StreamCheckPartition(meta, partition);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 	horizon = HorizonReadable(HorizonStream(meta->ref.slot), partition, NULL, NULL);
 	if (after + 1 < horizon)

@@ -1010,10 +1010,8 @@ sg_reset_pipeline(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 	}
 	meta = StreamLookup(row.stream, SG_PRIV_NONE);
-	if (!PG_ARGISNULL(3) && (PG_GETARG_INT32(3) < 0 || PG_GETARG_INT32(3) >= meta->nparts))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("partition %d is out of range for stream \"%s\"", PG_GETARG_INT32(3), row.stream)));
+	if (!PG_ARGISNULL(3))
+		StreamCheckPartition(meta, PG_GETARG_INT32(3));
 	cname = PipelineConsumerName(name);
 	/* fence the running worker first: its batch cannot commit past this */
 	sg_set_state(row.id, row.state, true);

@@ -162,6 +162,7 @@ extern void SgRestoreUser(SgUserSave *save);
 extern char *StreamSegmentName(int32 stream_id, int32 seg);
 extern bool StreamSegmentLock(int32 stream_id, int32 seg);
 extern void StreamLockShare(SgStreamMeta *meta);
+extern void StreamCheckPartition(SgStreamMeta *meta, int32 partition);
 extern void StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg);
 extern SPIPlanPtr SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes);
 extern Snapshot SgFreshSnapshot(void);
