@@ -293,6 +293,11 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'sg_alter_pipeline'
 LANGUAGE C VOLATILE;
 
+CREATE FUNCTION streamguard.purge_dead_letters(pipeline text, older_than interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'sg_purge_dead_letters'
+LANGUAGE C VOLATILE;
+
 -- TEST ONLY: arm a deterministic fault in a pipeline's worker (superuser)
 CREATE FUNCTION streamguard.inject_fault(
 	pipeline text,

@@ -93,6 +93,23 @@ SELECT try($$SELECT streamguard.alter_pipeline('order_totals', batch_size => -1)
 SELECT try($$SELECT streamguard.alter_pipeline('order_totals', sql => 'SELEC')$$);
 SELECT try($$SELECT streamguard.inject_fault('order_totals', 'sometime')$$);
 SELECT try($$SELECT streamguard.inject_fault('order_totals', 'mid_batch', 'explode')$$);
+-- dead letters: a poison event is stored with its error, the owner purges them
+CREATE TABLE ratios (v numeric);
+SELECT streamguard.create_pipeline('ratios', 'orders',
+	$$INSERT INTO ratios SELECT 100 / (payload->>'amount')::numeric FROM batch$$,
+	error_policy => 'dead_letter', start_from => 'end');
+SELECT * FROM streamguard.append('orders', '{"amount": 0}', key => 'zero');
+SELECT * FROM streamguard.append('orders', '{"amount": 4}', key => 'four');
+SELECT wait_for($$(SELECT count(*) FROM streamguard.dead_letters WHERE pipeline = 'ratios') = 1
+	AND (SELECT count(*) FROM ratios) = 1$$);
+SELECT pipeline, key, payload, error, sqlstate FROM streamguard.dead_letters;
+SELECT v FROM ratios;
+SELECT streamguard.purge_dead_letters('ratios', older_than => '1 hour');
+SELECT streamguard.purge_dead_letters('ratios');
+SELECT count(*) FROM streamguard.dead_letters;
+SELECT try($$SELECT streamguard.purge_dead_letters('nope')$$);
+SELECT streamguard.drop_pipeline('ratios');
+
 -- the stream cannot be dropped under a pipeline
 SELECT try($$SELECT streamguard.drop_stream('orders')$$);
 

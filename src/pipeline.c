@@ -65,6 +65,7 @@ PG_FUNCTION_INFO_V1(sg_inject_fault);
 PG_FUNCTION_INFO_V1(sg_pipeline_runtime);
 PG_FUNCTION_INFO_V1(sg_pipeline_batches);
 PG_FUNCTION_INFO_V1(sg_remote_runtime);
+PG_FUNCTION_INFO_V1(sg_purge_dead_letters);
 
 int			sg_max_pipelines = 64;
 
@@ -1091,6 +1092,40 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 	SPI_finish();
 	sg_notify_change(row.id);
 	PG_RETURN_VOID();
+}
+
+/*
+ * purge_dead_letters(pipeline, older_than) -> rows removed.  Owner only.
+ */
+Datum
+sg_purge_dead_letters(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgUserSave	save;
+	Oid			caller = GetUserId();
+	SgPipeRow	row;
+	Oid			types[2] = {INT4OID, INTERVALOID};
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+	int64		removed;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	row = sg_lock_pipeline(name, caller, false);
+	values[0] = Int32GetDatum(row.id);
+	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
+	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
+	if (SPI_execute_with_args("DELETE FROM streamguard.dead_letter WHERE pipeline_id = $1 "
+							  "AND ($2 IS NULL OR failed_at < now() - $2)",
+							  2, types, values, nulls, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "purge_dead_letters failed");
+	removed = (int64) SPI_processed;
+	SgRestoreUser(&save);
+	SPI_finish();
+	PG_RETURN_INT64(removed);
 }
 
 /* names of SgFaultPoint and SgFaultAction values, in enum order */
