@@ -20,8 +20,17 @@
 #   BENCH_DRAIN_EVENTS=500000  events pre-filled for the drain benchmark (multiple of 1000)
 #   BENCH_DRAIN_PASSES=3     drain passes over that backlog per kind and repeat
 #   BENCH_PIPELINE_TIMEOUT=300  seconds a pipeline may take to drain the backlog
-#   BENCH_ONLY="single batch drain"  subset of benchmarks to run
+#   BENCH_LAT_SECONDS=20     latency benchmark: producer run per contender
+#   BENCH_LAT_RATE=1000      latency benchmark: events/s of the producer (pgbench -R)
+#   BENCH_LAT_CLIENTS=4      latency benchmark: producer clients (same for every contender)
+#   BENCH_LAT_POLL_MS=10     latency benchmark: sleep of the PgQ / naive consumers when idle
+#   BENCH_REMOTE_EVENTS=300000  remote benchmark: events drained per contender (multiple of 1000)
+#   BENCH_LONG_EVENTS=10000000  long run: events appended (multiple of 1000 x BENCH_LONG_CLIENTS)
+#   BENCH_LONG_CLIENTS=2     long run: concurrent append_batch producers
+#   BENCH_LONG_RETENTION="10 seconds"  long run: retention of its stream (none: no retention)
+#   BENCH_ONLY="single batch drain latency remote long"  subset of benchmarks to run
 #   BENCH_OUT=<repo>/bench-results   where latest.md is written
+#   BENCH_SHARED_BUFFERS=512MB  shared_buffers of the bench server(s)
 #   BENCH_KEEP=0             1 keeps the temp dir (cluster, logs, scripts) for inspection
 #   BENCH_NICE=              nice value for everything the suite starts (negative: root only)
 #   PG_CONFIG=pg_config      selects the PostgreSQL installation (PG 15)
@@ -41,8 +50,17 @@ SELF=$(readlink -f "${BASH_SOURCE[0]}")
 : "${BENCH_DRAIN_EVENTS:=500000}"
 : "${BENCH_DRAIN_PASSES:=3}"
 : "${BENCH_PIPELINE_TIMEOUT:=300}"
-: "${BENCH_ONLY:=single batch drain}"
+: "${BENCH_LAT_SECONDS:=20}"
+: "${BENCH_LAT_RATE:=1000}"
+: "${BENCH_LAT_CLIENTS:=4}"
+: "${BENCH_LAT_POLL_MS:=10}"
+: "${BENCH_REMOTE_EVENTS:=300000}"
+: "${BENCH_LONG_EVENTS:=10000000}"
+: "${BENCH_LONG_CLIENTS:=2}"
+: "${BENCH_LONG_RETENTION:=10 seconds}"
+: "${BENCH_ONLY:=single batch drain latency remote long}"
 : "${BENCH_KEEP:=0}"
+: "${BENCH_SHARED_BUFFERS:=512MB}"
 
 die() { echo "bench: $*" >&2; exit 1; }
 
@@ -71,6 +89,19 @@ if [[ ${1:-} != --inner ]]; then
     [[ $BENCH_DRAIN_EVENTS =~ ^[0-9]+$ && $((BENCH_DRAIN_EVENTS % 1000)) -eq 0 && $BENCH_DRAIN_EVENTS -ge 1000 ]] ||
         die "BENCH_DRAIN_EVENTS must be a positive multiple of 1000"
     [[ $BENCH_DRAIN_PASSES =~ ^[0-9]+$ && $BENCH_DRAIN_PASSES -ge 1 ]] || die "BENCH_DRAIN_PASSES must be a positive integer"
+    for v in BENCH_LAT_SECONDS BENCH_LAT_RATE BENCH_LAT_CLIENTS BENCH_LAT_POLL_MS BENCH_LONG_CLIENTS; do
+        [[ ${!v} =~ ^[0-9]+$ && ${!v} -ge 1 ]] || die "$v must be a positive integer"
+    done
+    [[ $BENCH_REMOTE_EVENTS =~ ^[0-9]+$ && $((BENCH_REMOTE_EVENTS % 1000)) -eq 0 && $BENCH_REMOTE_EVENTS -ge 2000 ]] ||
+        die "BENCH_REMOTE_EVENTS must be a multiple of 1000, at least 2000"
+    [[ $BENCH_LONG_EVENTS =~ ^[0-9]+$ && $BENCH_LONG_EVENTS -ge $((10000 * BENCH_LONG_CLIENTS)) &&
+       $((BENCH_LONG_EVENTS % (1000 * BENCH_LONG_CLIENTS))) -eq 0 ]] ||
+        die "BENCH_LONG_EVENTS must be a multiple of 1000 x BENCH_LONG_CLIENTS, at least 10 batches per client"
+    [[ $BENCH_LONG_RETENTION =~ ^[0-9a-zA-Z\ .:]+$ ]] || die "BENCH_LONG_RETENTION must be an interval like '30 seconds' (or none)"
+    [[ $BENCH_SHARED_BUFFERS =~ ^[0-9]+(kB|MB|GB)$ ]] || die "BENCH_SHARED_BUFFERS must be like 512MB"
+    for b in $BENCH_ONLY; do
+        [[ $b =~ ^(single|batch|drain|latency|remote|long)$ ]] || die "unknown benchmark in BENCH_ONLY: $b"
+    done
     : "${BENCH_OUT:=$REPO/bench-results}"
 
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/streamguard-bench.XXXXXX")
@@ -83,18 +114,24 @@ if [[ ${1:-} != --inner ]]; then
     envs=(BENCH_SECONDS="$BENCH_SECONDS" BENCH_REPEAT="$BENCH_REPEAT" BENCH_SLICES="$BENCH_SLICES" BENCH_CLIENTS="$BENCH_CLIENTS"
           BENCH_BATCH_CLIENTS="$BENCH_BATCH_CLIENTS" BENCH_DRAIN_EVENTS="$BENCH_DRAIN_EVENTS"
           BENCH_DRAIN_PASSES="$BENCH_DRAIN_PASSES" BENCH_PIPELINE_TIMEOUT="$BENCH_PIPELINE_TIMEOUT"
-          BENCH_ONLY="$BENCH_ONLY" PG_CONFIG="$PG_CONFIG" BENCH_REV="$REV"
+          BENCH_LAT_SECONDS="$BENCH_LAT_SECONDS" BENCH_LAT_RATE="$BENCH_LAT_RATE" BENCH_LAT_CLIENTS="$BENCH_LAT_CLIENTS"
+          BENCH_LAT_POLL_MS="$BENCH_LAT_POLL_MS" BENCH_REMOTE_EVENTS="$BENCH_REMOTE_EVENTS"
+          BENCH_LONG_EVENTS="$BENCH_LONG_EVENTS" BENCH_LONG_CLIENTS="$BENCH_LONG_CLIENTS" BENCH_LONG_RETENTION="$BENCH_LONG_RETENTION"
+          BENCH_SHARED_BUFFERS="$BENCH_SHARED_BUFFERS" BENCH_ONLY="$BENCH_ONLY" PG_CONFIG="$PG_CONFIG" BENCH_REV="$REV"
           PATH="$PATH" LANG=C.UTF-8 LC_ALL=C.UTF-8)
 
     cleanup_outer() {
-        # If the inner part died without stopping its cluster, stop it here.
-        if [[ -f $WORK/data/postmaster.pid ]]; then
+        # If the inner part died without stopping its clusters (the bench server and
+        # the remote one of the remote benchmark), stop them here.
+        local d
+        for d in "$WORK/data" "$WORK/data2"; do
+            [[ -f $d/postmaster.pid ]] || continue
             if [[ $EUID -eq 0 ]]; then
-                runuser -u postgres -- "$("$PG_CONFIG" --bindir)/pg_ctl" -D "$WORK/data" -m immediate stop >/dev/null 2>&1 || true
+                runuser -u postgres -- "$("$PG_CONFIG" --bindir)/pg_ctl" -D "$d" -m immediate stop >/dev/null 2>&1 || true
             else
-                "$("$PG_CONFIG" --bindir)/pg_ctl" -D "$WORK/data" -m immediate stop >/dev/null 2>&1 || true
+                "$("$PG_CONFIG" --bindir)/pg_ctl" -D "$d" -m immediate stop >/dev/null 2>&1 || true
             fi
-        fi
+        done
         if [[ $BENCH_KEEP == 1 ]]; then
             echo "bench: kept $WORK"
         else
@@ -156,14 +193,26 @@ unset PGPASSWORD PGSERVICE 2>/dev/null || true
 export PGOPTIONS="-c client_min_messages=warning"
 
 CLIENT_PIDS=()
+BG_PIDS=()          # background helpers (pgqd, consumers, samplers): killed by pid at exit
 SERVER_STARTED=0
+SERVER2_STARTED=0
+DATA2=$WORK/data2
 cleanup_inner() {
     local p
-    for p in "${CLIENT_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${CLIENT_PIDS[@]}" "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     if [[ $SERVER_STARTED == 1 ]]; then
         "$BIN/pg_ctl" -D "$DATA" -m fast -t 60 stop >/dev/null 2>&1 ||
             "$BIN/pg_ctl" -D "$DATA" -m immediate stop >/dev/null 2>&1 || true
     fi
+    if [[ $SERVER2_STARTED == 1 ]]; then
+        "$BIN/pg_ctl" -D "$DATA2" -m fast -t 60 stop >/dev/null 2>&1 ||
+            "$BIN/pg_ctl" -D "$DATA2" -m immediate stop >/dev/null 2>&1 || true
+    fi
+}
+bg_forget() {  # <pid>: drop a finished background helper from BG_PIDS
+    local p keep=()
+    for p in "${BG_PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+    BG_PIDS=("${keep[@]}")
 }
 trap cleanup_inner EXIT
 trap 'exit 130' INT TERM
@@ -183,21 +232,26 @@ log "initdb in $DATA"
 
 preload=""
 [[ $have_sg_lib == 1 ]] && preload="streamguard"
-cat >>"$DATA/postgresql.conf" <<EOF
+server_conf() {  # the settings of a bench cluster (the remote one of the remote benchmark too)
+    cat <<EOF
 
 # --- streamguard benchmark cluster (2-core box) ---
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$SOCK'
 shared_preload_libraries = '$preload'
 max_connections = 40
-shared_buffers = 512MB
+shared_buffers = $BENCH_SHARED_BUFFERS
 synchronous_commit = on
 max_wal_size = 4GB
 checkpoint_timeout = 15min
 log_min_messages = warning
 log_checkpoints = on
 log_autovacuum_min_duration = 0
+# latency benchmark: commit times of the append and of the sink transaction
+track_commit_timestamp = on
 EOF
+}
+server_conf >>"$DATA/postgresql.conf"
 
 started=0
 base=$((20000 + RANDOM % 30000))
@@ -302,6 +356,10 @@ add_note() { [[ ${NOTES[$1]:-} == *"$2"* ]] || NOTES[$1]="${NOTES[$1]:+${NOTES[$
 
 median() {  # numbers on stdin (ERR ignored) -> median, or empty
     grep -E '^[0-9.]+$' | sort -g | awk '{a[NR]=$1} END { if (NR==0) exit; if (NR%2) printf "%.0f", a[(NR+1)/2]; else printf "%.0f", (a[NR/2]+a[NR/2+1])/2 }'
+}
+
+medianf() {  # like median, with 2 decimals
+    grep -E '^[0-9.]+$' | sort -g | awk '{a[NR]=$1} END { if (NR==0) exit; if (NR%2) printf "%.2f", a[(NR+1)/2]; else printf "%.2f", (a[NR/2]+a[NR/2+1])/2 }'
 }
 
 # pgbench wrapper: pgb <logname> <pgbench args...>; prints tps, returns non-zero on failure
@@ -819,6 +877,669 @@ SQL
 }
 
 # ---------------------------------------------------------------------------
+# 4. end-to-end latency (append commit -> sink commit) at BENCH_LAT_RATE
+#    events/s for BENCH_LAT_SECONDS per contender.  The producer is pgbench -R
+#    (Poisson arrivals) with BENCH_LAT_CLIENTS clients, one event per
+#    transaction, every event carrying a unique id (a sequence) in its payload;
+#    the same producer for every contender.  Each delivered event becomes a sink
+#    row (id, clock_timestamp()).  Latency = commit time of the sink row's
+#    transaction - commit time of the event's transaction, both read with
+#    pg_xact_commit_timestamp(xmin) (track_commit_timestamp = on): commit to
+#    commit, on the server's clock, no client involved.
+#    - streamguard: an exactly_once pipeline (batch_size 1000) into the sink;
+#      the event's xmin is read from the stream's segment tables.
+#    - PgQ as its users run it: pgqd with its default settings (ticker_period
+#      1 s; queue defaults ticker_max_count 500, ticker_max_lag 3 s) and one
+#      consumer looping next_batch / get_batch_events / INSERT into the sink /
+#      finish_batch, one transaction per batch, sleeping BENCH_LAT_POLL_MS
+#      when there is no batch.
+#    - naive "id > last" poller on a plain table (bigserial id, the position
+#      saved in a table in the same transaction as the sink rows), sleeping
+#      BENCH_LAT_POLL_MS when it finds nothing.  Concurrent producers commit
+#      out of id order, so it skips events: they are counted as lost.
+#    Contender order rotates from repeat to repeat.
+# ---------------------------------------------------------------------------
+S4_SG="streamguard pipeline, exactly_once"
+S4_PGQ="PgQ: pgqd defaults + consumer loop"
+S4_RAW="naive \"id > last\" poller, plain table"
+declare -A LAT   # "contender|field" -> per-repeat values (fields: p50 p99 max min appended delivered lost dup rate batches)
+declare -A LAT_NOTE
+lat_add() { LAT[$1]="${LAT[$1]:-} $2"; }
+lat_note() { [[ ${LAT_NOTE[$1]:-} == *"$2"* ]] || LAT_NOTE[$1]="${LAT_NOTE[$1]:+${LAT_NOTE[$1]}; }$2"; }
+PGQD=$(command -v pgqd || true)
+LAT_SETUP=0
+
+latency_setup() {
+    [[ $LAT_SETUP == 1 ]] && return 0
+    LAT_SETUP=1
+    sql "$(cat <<'EOF'
+CREATE SEQUENCE bench_lat_id;
+CREATE TABLE bench_lat_ctl (name text PRIMARY KEY, stop_at bigint);
+-- (event id, commit time of its append) of every event stored in a stream's segments
+CREATE FUNCTION bench_sg_events(stream text) RETURNS TABLE (ev_id bigint, ev_commit timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE sid int; sg int;
+BEGIN
+    SELECT s.id INTO sid FROM streamguard.stream s WHERE s.name = bench_sg_events.stream;
+    FOR sg IN SELECT g.seg FROM streamguard.segment g WHERE g.stream_id = sid ORDER BY g.seg LOOP
+        RETURN QUERY EXECUTE format('SELECT (payload->>''id'')::bigint, pg_xact_commit_timestamp(xmin) FROM streamguard_data.%I',
+                                    's' || sid || '_' || sg);
+    END LOOP;
+END $$;
+-- the same for a PgQ queue (its event tables)
+CREATE FUNCTION bench_pgq_events(q text) RETURNS TABLE (ev_id bigint, ev_commit timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE pfx text;
+BEGIN
+    SELECT queue_data_pfx INTO pfx FROM pgq.queue WHERE queue_name = q;
+    RETURN QUERY EXECUTE format('SELECT (ev_data::jsonb->>''id'')::bigint, pg_xact_commit_timestamp(xmin) FROM %s', pfx);
+END $$;
+-- PgQ consumer: one transaction per batch; sleeps poll_ms when there is no batch;
+-- returns once it has delivered bench_lat_ctl.stop_at events
+CREATE PROCEDURE bench_pgq_consume(q text, c text, poll_ms int, timeout_s int)
+LANGUAGE plpgsql AS $$
+DECLARE b bigint; n bigint; total bigint := 0; stop bigint; t0 timestamptz := clock_timestamp();
+BEGIN
+    LOOP
+        b := pgq.next_batch(q, c);
+        IF b IS NOT NULL THEN
+            INSERT INTO lat_sink_pgq (id, at)
+                SELECT (ev_data::jsonb->>'id')::bigint, clock_timestamp() FROM pgq.get_batch_events(b);
+            GET DIAGNOSTICS n = ROW_COUNT;
+            total := total + n;
+            PERFORM pgq.finish_batch(b);
+            COMMIT;
+        ELSE
+            COMMIT;
+            SELECT stop_at INTO stop FROM bench_lat_ctl WHERE name = c;
+            EXIT WHEN stop IS NOT NULL AND total >= stop;
+            IF clock_timestamp() - t0 > make_interval(secs => timeout_s) THEN
+                RAISE EXCEPTION 'PgQ consumer: % events delivered, % expected, after % s', total, stop, timeout_s;
+            END IF;
+            PERFORM pg_sleep(poll_ms / 1000.0);
+        END IF;
+    END LOOP;
+END $$;
+-- naive poller: "id > last" on a plain table, position saved with the sink rows;
+-- sleeps poll_ms when it finds nothing; returns after an empty poll that began
+-- after the producers had finished (bench_lat_ctl.stop_at set)
+CREATE PROCEDURE bench_naive_consume(poll_ms int, timeout_s int)
+LANGUAGE plpgsql AS $$
+DECLARE last bigint; m bigint; n bigint; stop bigint; stopping boolean := false; t0 timestamptz := clock_timestamp();
+BEGIN
+    LOOP
+        SELECT seq INTO last FROM lat_raw_pos;
+        WITH b AS (SELECT id, payload FROM lat_raw WHERE id > last ORDER BY id LIMIT 1000),
+             i AS (INSERT INTO lat_sink_raw (id, at) SELECT (payload->>'id')::bigint, clock_timestamp() FROM b)
+        SELECT max(id), count(*) INTO m, n FROM b;
+        IF n > 0 THEN
+            UPDATE lat_raw_pos SET seq = m;
+            COMMIT;
+        ELSE
+            COMMIT;
+            EXIT WHEN stopping;
+            SELECT stop_at INTO stop FROM bench_lat_ctl WHERE name = 'naive';
+            IF stop IS NOT NULL THEN stopping := true; CONTINUE; END IF;
+            IF clock_timestamp() - t0 > make_interval(secs => timeout_s) THEN
+                RAISE EXCEPTION 'naive poller still running after % s', timeout_s;
+            END IF;
+            PERFORM pg_sleep(poll_ms / 1000.0);
+        END IF;
+    END LOOP;
+END $$;
+EOF
+)" >/dev/null
+}
+
+LAT_SET=$'\\set k random(1, 1000000)\n\\set a random(1, 10000)'
+LAT_PAYLOAD="jsonb_build_object('id', nextval('bench_lat_id'), 'amount', CAST(:a AS int), 'currency', 'EUR')"
+
+# producer: pgbench -R; prints the number of committed events
+lat_produce() {  # <logname> <script>
+    local j=2
+    (( BENCH_LAT_CLIENTS < 2 )) && j=1
+    pgb "$1" -c "$BENCH_LAT_CLIENTS" -j "$j" -R "$BENCH_LAT_RATE" -T "$BENCH_LAT_SECONDS" -f "$2" >/dev/null || return 1
+    pgb_processed "$1"
+}
+
+# latency statistics of one contender: <contender> <events source (SQL relation
+# with ev_id, ev_commit)> <sink table> <events committed by the producer>
+lat_record() {
+    local c=$1 src=$2 sink=$3 produced=$4 out
+    local n_ev n_ev_d n_sink n_sink_d n_nots p50 p99 mx mn matched
+    out=$(sql "WITH e AS (SELECT * FROM $src),
+                    s AS (SELECT id, pg_xact_commit_timestamp(xmin) AS c FROM $sink),
+                    j AS (SELECT extract(epoch FROM s.c - e.ev_commit) * 1000 AS ms FROM s JOIN e ON e.ev_id = s.id)
+               SELECT (SELECT count(*) FROM e), (SELECT count(DISTINCT ev_id) FROM e),
+                      (SELECT count(*) FROM s), (SELECT count(DISTINCT id) FROM s),
+                      (SELECT count(*) FROM e WHERE ev_commit IS NULL),
+                      round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 3),
+                      round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 3),
+                      round(max(ms)::numeric, 3), round(min(ms)::numeric, 3), count(*)
+               FROM j" 2>>"$LOGS/latency.err" | tr '|' ' ') || { lat_add "$c|p50" ERR; lat_note "$c" "statistics query failed"; return; }
+    read -r n_ev n_ev_d n_sink n_sink_d n_nots p50 p99 mx mn matched <<<"$out"
+    if [[ $n_ev != "$produced" ]]; then
+        lat_note "$c" "the source holds $n_ev events, the producer committed $produced"
+    fi
+    (( n_nots == 0 )) || lat_note "$c" "$n_nots events without a commit timestamp"
+    (( n_ev_d == n_ev )) || lat_note "$c" "duplicate ids in the source"
+    (( matched == n_sink )) || lat_note "$c" "$((n_sink - matched)) sink rows match no appended event"
+    if [[ -z $p50 ]]; then lat_add "$c|p50" ERR; lat_note "$c" "nothing delivered"; return; fi
+    lat_add "$c|p50" "$p50"; lat_add "$c|p99" "$p99"; lat_add "$c|max" "$mx"; lat_add "$c|min" "$mn"
+    lat_add "$c|appended" "$n_ev"; lat_add "$c|delivered" "$n_sink_d"
+    lat_add "$c|lost" "$((n_ev - n_sink_d))"; lat_add "$c|dup" "$((n_sink - n_sink_d))"
+    lat_add "$c|rate" "$(awk -v n="$n_ev" -v t="$BENCH_LAT_SECONDS" 'BEGIN { printf "%.0f", n / t }')"
+    awk -v m="$mn" 'BEGIN { exit !(m < 0) }' && lat_note "$c" "negative latency $mn ms (clock?)"
+    return 0
+}
+
+lat_sg() {  # <repeat>
+    local r=$1 c=$S4_SG produced st_pid i
+    local st="lat_r$r" pn="lat_p_r$r"
+    sql "DROP TABLE IF EXISTS lat_sink_sg; CREATE TABLE lat_sink_sg (id bigint, at timestamptz)" >/dev/null
+    if ! sg_create "$st" 4; then lat_add "$c|p50" ERR; lat_note "$c" "create_stream failed"; return; fi
+    if ! sql "SELECT streamguard.create_pipeline('$pn', '$st',
+                'INSERT INTO lat_sink_sg (id, at) SELECT (payload->>''id'')::bigint, clock_timestamp() FROM batch',
+                guarantee => 'exactly_once', batch_size => 1000)" >/dev/null 2>>"$LOGS/latency.err"; then
+        lat_add "$c|p50" ERR; lat_note "$c" "create_pipeline failed: $(tail -n1 "$LOGS/latency.err")"; sg_drop "$st"; return
+    fi
+    st_pid=""
+    for i in $(seq 1 300); do
+        st_pid=$(sql "SELECT worker_pid FROM streamguard.pipelines WHERE pipeline = '$pn' AND state = 'running'")
+        [[ -n $st_pid ]] && break
+        sleep 0.1
+    done
+    if [[ -z $st_pid ]]; then
+        lat_add "$c|p50" ERR; lat_note "$c" "the pipeline's worker did not start"; sg_drop "$st"; return
+    fi
+    { echo "$LAT_SET"; echo "SELECT streamguard.append('$st', $LAT_PAYLOAD, 'k' || CAST(:k AS text));"; } >"$SCR/lat_sg.sql"
+    checkpoint
+    if ! produced=$(lat_produce "lat_sg_r$r" "$SCR/lat_sg.sql"); then
+        lat_add "$c|p50" ERR; lat_note "$c" "producer failed"; sg_drop "$st"; return
+    fi
+    if ! "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -c "CALL bench_wait_pipeline('$st', '$pn', $produced, 60)" \
+            >>"$LOGS/latency.err" 2>&1; then
+        lat_note "$c" "$(grep -m1 -oE '(ERROR|FATAL): .*' "$LOGS/latency.err" | tail -n1 | cut -c1-160)"
+    fi
+    lat_add "$c|batches" "$(sql "SELECT batches FROM streamguard.pipelines WHERE pipeline = '$pn'")"
+    sqlq "SELECT streamguard.drop_pipeline('$pn')" || true
+    lat_record "$c" "bench_sg_events('$st')" lat_sink_sg "$produced"
+    sg_drop "$st"
+}
+
+lat_pgq() {  # <repeat>
+    local r=$1 c=$S4_PGQ produced pgqd_pid cons_pid rc=0 ticks
+    local q="lat_q_r$r"
+    if [[ -z $PGQD ]]; then lat_add "$c|p50" PENDING; lat_note "$c" "pgqd not installed"; return; fi
+    pgq_create "$q"
+    sql "SELECT pgq.register_consumer('$q', 'lat');
+         DROP TABLE IF EXISTS lat_sink_pgq; CREATE TABLE lat_sink_pgq (id bigint, at timestamptz);
+         DELETE FROM bench_lat_ctl WHERE name = 'lat'; INSERT INTO bench_lat_ctl VALUES ('lat', NULL)" >/dev/null
+    # pgqd with its defaults; only where to connect, log and keep its pid file are set
+    cat >"$WORK/pgqd.ini" <<EOF
+[pgqd]
+logfile = $LOGS/pgqd.log
+pidfile = $WORK/pgqd.pid
+base_connstr = host=$SOCK port=$PORT user=$PGUSER
+initial_database = bench
+database_list = bench
+EOF
+    "$PGQD" "$WORK/pgqd.ini" >>"$LOGS/pgqd.out" 2>&1 &
+    pgqd_pid=$!; BG_PIDS+=("$pgqd_pid")
+    "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 \
+        -c "CALL bench_pgq_consume('$q', 'lat', $BENCH_LAT_POLL_MS, $((BENCH_LAT_SECONDS + 120)))" >"$LOGS/lat_pgq_consumer_r$r.log" 2>&1 &
+    cons_pid=$!; BG_PIDS+=("$cons_pid")
+    sleep 2
+    if ! kill -0 "$pgqd_pid" 2>/dev/null; then
+        lat_add "$c|p50" ERR; lat_note "$c" "pgqd did not start: $(tail -n1 "$LOGS/pgqd.out")"
+        kill "$cons_pid" 2>/dev/null || true; wait "$cons_pid" 2>/dev/null || true; bg_forget "$cons_pid"; bg_forget "$pgqd_pid"
+        pgq_drop "$q"; return
+    fi
+    { echo "$LAT_SET"; echo "SELECT pgq.insert_event('$q', 'lat', ($LAT_PAYLOAD)::text, 'k' || CAST(:k AS text), NULL, NULL, NULL);"; } >"$SCR/lat_pgq.sql"
+    checkpoint
+    if ! produced=$(lat_produce "lat_pgq_r$r" "$SCR/lat_pgq.sql"); then
+        lat_add "$c|p50" ERR; lat_note "$c" "producer failed"; produced=-1
+    fi
+    sql "UPDATE bench_lat_ctl SET stop_at = $produced WHERE name = 'lat'" >/dev/null
+    wait "$cons_pid" || rc=$?
+    bg_forget "$cons_pid"
+    ticks=$(sql "SELECT count(*) FROM pgq.tick t JOIN pgq.queue q ON q.queue_id = t.tick_queue WHERE q.queue_name = '$q'" || echo "?")
+    kill -INT "$pgqd_pid" 2>/dev/null || true
+    wait "$pgqd_pid" 2>/dev/null || true
+    bg_forget "$pgqd_pid"
+    if (( rc != 0 )); then
+        lat_note "$c" "consumer: $(grep -m1 -oE '(ERROR|FATAL): .*' "$LOGS/lat_pgq_consumer_r$r.log" | cut -c1-160)"
+    fi
+    if (( produced >= 0 )); then
+        lat_add "$c|batches" "$ticks"
+        lat_record "$c" "bench_pgq_events('$q')" lat_sink_pgq "$produced"
+    fi
+    pgq_drop "$q"
+}
+
+lat_raw() {  # <repeat>
+    local r=$1 c=$S4_RAW produced cons_pid rc=0
+    sql "DROP TABLE IF EXISTS lat_raw, lat_raw_pos, lat_sink_raw;
+         CREATE TABLE lat_raw (id bigserial PRIMARY KEY, key text, payload jsonb NOT NULL);
+         CREATE TABLE lat_raw_pos (seq bigint NOT NULL); INSERT INTO lat_raw_pos VALUES (0);
+         CREATE TABLE lat_sink_raw (id bigint, at timestamptz);
+         DELETE FROM bench_lat_ctl WHERE name = 'naive'; INSERT INTO bench_lat_ctl VALUES ('naive', NULL)" >/dev/null
+    "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 \
+        -c "CALL bench_naive_consume($BENCH_LAT_POLL_MS, $((BENCH_LAT_SECONDS + 120)))" >"$LOGS/lat_raw_consumer_r$r.log" 2>&1 &
+    cons_pid=$!; BG_PIDS+=("$cons_pid")
+    sleep 1
+    { echo "$LAT_SET"; echo "INSERT INTO lat_raw (key, payload) VALUES ('k' || CAST(:k AS text), $LAT_PAYLOAD);"; } >"$SCR/lat_raw.sql"
+    checkpoint
+    if ! produced=$(lat_produce "lat_raw_r$r" "$SCR/lat_raw.sql"); then
+        lat_add "$c|p50" ERR; lat_note "$c" "producer failed"; produced=-1
+    fi
+    sql "UPDATE bench_lat_ctl SET stop_at = 0 WHERE name = 'naive'" >/dev/null
+    wait "$cons_pid" || rc=$?
+    bg_forget "$cons_pid"
+    (( rc == 0 )) || lat_note "$c" "consumer: $(grep -m1 -oE '(ERROR|FATAL): .*' "$LOGS/lat_raw_consumer_r$r.log" | cut -c1-160)"
+    if (( produced >= 0 )); then
+        lat_record "$c" "(SELECT (payload->>'id')::bigint AS ev_id, pg_xact_commit_timestamp(xmin) AS ev_commit FROM lat_raw) AS ev" \
+            lat_sink_raw "$produced"
+    fi
+    sqlq "DROP TABLE lat_raw, lat_raw_pos, lat_sink_raw"
+}
+
+bench_latency() {
+    local r=$1 i j fns=()
+    latency_setup
+    if [[ $pipe_ok == 1 ]]; then fns+=(lat_sg); else lat_add "$S4_SG|p50" PENDING; fi
+    if [[ $pgq_ok == 1 ]]; then fns+=(lat_pgq); else lat_add "$S4_PGQ|p50" PENDING; fi
+    fns+=(lat_raw)
+    for j in $(seq 0 $(( ${#fns[@]} - 1 ))); do
+        i=$(( (j + r - 1) % ${#fns[@]} ))
+        "${fns[$i]}" "$r"
+    done
+    sqlq "DROP TABLE IF EXISTS lat_sink_sg, lat_sink_pgq"
+    return 0
+}
+
+# ---------------------------------------------------------------------------
+# 5. remote sinks and sources, against a SECOND throwaway server (same
+#    settings, plus max_prepared_transactions = 20) on the same unix socket
+#    directory.  The local server reaches it through a foreign server of
+#    wrapper streamguard_remote (host = the socket directory) and a user
+#    mapping for the bench's superuser with no password (trust on the local
+#    socket): a bench shortcut; non-superusers need a password mapping.
+#    Per repeat, a local stream (4 partitions) is pre-filled with
+#    BENCH_REMOTE_EVENTS events (1,000 per transaction), and a stream on the
+#    remote server gets the same events (same partition, seq, key, payload).
+#    Then, contenders in a rotating order, each after a CHECKPOINT on both:
+#    remote sink (rows = partition, seq, key, payload; remote table with a
+#    processed_at DEFAULT now() column, no index):
+#    - baseline: COPY of the same rows over one connection, streamed:
+#      psql "COPY (SELECT ... FROM <the segment tables>) TO STDOUT" piped into
+#      psql -p <remote> "COPY ... FROM STDIN" (one remote transaction); wall time.
+#    - reference: the same stream split into COPY blocks of 1,000 rows, one
+#      remote transaction each (what a per-batch loader does), one psql session.
+#    - pipelines with sink_server/sink_table ('SELECT partition, seq, key,
+#      payload FROM batch', batch_size 1000): exactly_once two_phase,
+#      exactly_once offsets, at_least_once, at_most_once; timed from the sink
+#      like the local pipelines (remote now() = start of each batch's remote
+#      transaction).
+#    remote source: an exactly_once pipeline reading the remote stream
+#    (source_server) into a local sink vs one reading the local stream (the
+#    same events) into the same local sink (truncated in between).
+# ---------------------------------------------------------------------------
+S5_COPY="COPY to the remote, one transaction (baseline)"
+S5_COPYB="COPY to the remote, 1,000 rows per transaction"
+S5_2PC="pipeline exactly_once, sink_mode two_phase"
+S5_OFF="pipeline exactly_once, sink_mode offsets"
+S5_ALO="pipeline at_least_once"
+S5_AMO="pipeline at_most_once"
+S6_LOCAL="pipeline exactly_once, local source (baseline)"
+S6_REM="pipeline exactly_once, remote source (source_server)"
+R1="remote sink"
+R2="remote source"
+PORT2=""
+SERVER2_FAILED=""
+sql2() { "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -p "$PORT2" -c "$1"; }
+sql2q() { "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -p "$PORT2" -c "$1" >/dev/null 2>&1; }
+checkpoint2() { sql2 "CHECKPOINT" >/dev/null; }
+
+start_server2() {
+    local i b2
+    [[ $SERVER2_STARTED == 1 ]] && return 0
+    [[ -n $SERVER2_FAILED ]] && return 1
+    SERVER2_FAILED=1
+    log "initdb in $DATA2 (remote server)"
+    "$BIN/initdb" -D "$DATA2" -U "$PGUSER" -E UTF8 --no-locale --auth-local=trust --auth-host=scram-sha-256 \
+        >"$LOGS/initdb2.log" 2>&1 || { log "initdb of the remote server failed"; return 1; }
+    { server_conf; echo "max_prepared_transactions = 20"; } >>"$DATA2/postgresql.conf"
+    b2=$((PORT + 1000 + RANDOM % 1000))
+    for i in $(seq 0 40); do
+        PORT2=$((b2 + i * 7))
+        port_free "$PORT2" || continue
+        if "$BIN/pg_ctl" -D "$DATA2" -l "$LOGS/server2.log" -o "-p $PORT2" -w -t 60 start >/dev/null 2>&1; then
+            SERVER2_STARTED=1; break
+        fi
+    done
+    [[ $SERVER2_STARTED == 1 ]] || { log "could not start the remote server: $(tail -n 3 "$LOGS/server2.log" | tr '\n' ' ')"; return 1; }
+    log "remote server up on port $PORT2"
+    "$BIN/createdb" -p "$PORT2" bench
+    sql2 "CREATE EXTENSION streamguard" >/dev/null 2>>"$LOGS/remote.err" || { log "remote: CREATE EXTENSION failed"; return 1; }
+    sql "CREATE SERVER bench_remote FOREIGN DATA WRAPPER streamguard_remote
+             OPTIONS (host '$SOCK', port '$PORT2', dbname 'bench', application_name 'bench-remote');
+         CREATE USER MAPPING FOR CURRENT_USER SERVER bench_remote OPTIONS (user '$PGUSER')" >/dev/null 2>>"$LOGS/remote.err" ||
+        { log "remote: CREATE SERVER / USER MAPPING failed: $(tail -n1 "$LOGS/remote.err")"; return 1; }
+    SERVER2_FAILED=""
+    return 0
+}
+
+# rows / time of a pipeline-written table: every batch's rows carry the start of
+# its transaction; (rows of all batches but the last) / (last start - first start)
+# prints "<rows> <distinct (partition, seq)> <rate or empty>"
+sink_stats() {  # <sql function: sql|sql2> <table>
+    local out rows dist span early
+    out=$("$1" "SELECT count(*), count(DISTINCT (partition, seq)), coalesce(extract(epoch FROM max(processed_at) - min(processed_at)), 0),
+                       count(*) FILTER (WHERE processed_at < (SELECT max(processed_at) FROM $2)) FROM $2" | tr '|' ' ')
+    read -r rows dist span early <<<"$out"
+    if awk -v s="$span" 'BEGIN { exit !(s > 0) }'; then
+        echo "$rows $dist $(awk -v e="$early" -v t="$span" 'BEGIN { printf "%.1f", e / t }')"
+    else
+        echo "$rows $dist"
+    fi
+}
+
+# waits until <count SQL> (run by sql or sql2) reaches n; fails on timeout or
+# when the pipeline fails
+wait_count() {  # <sql|sql2> <count SQL> <n> <timeout s> <pipeline>
+    local t0 c st
+    t0=$(date +%s)
+    while :; do
+        c=$("$1" "$2" 2>/dev/null || echo 0)
+        (( c >= $3 )) && return 0
+        st=$(sql "SELECT state || ': ' || coalesce(last_error, '') FROM streamguard.pipelines WHERE pipeline = '$5'" 2>/dev/null || true)
+        if [[ $st == failed* ]]; then echo "pipeline failed after $c of $3 rows: ${st#failed: }" | cut -c1-200; return 1; fi
+        if (( $(date +%s) - t0 > $4 )); then echo "$c of $3 rows after $4 s (state ${st%%:*}${st#*: })" | cut -c1-200; return 1; fi
+        sleep 0.2
+    done
+}
+
+RS_ST=""; RS_RST=""; RS_SRC=""
+rem_copy() {  # <contender> <remote table> <0: one COPY | 1: blocks of 1,000 rows>
+    local k="$R1|$1" t=$2 t0 t1 rows ok=1
+    checkpoint; checkpoint2
+    t0=$(date +%s.%N)
+    if [[ $3 == 0 ]]; then
+        "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -c "COPY ($RS_SRC) TO STDOUT" |
+            "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -p "$PORT2" -c "COPY $t (partition, seq, key, payload) FROM STDIN" \
+            >>"$LOGS/remote_copy.log" 2>&1 || ok=0
+    else
+        "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -c "COPY ($RS_SRC) TO STDOUT" |
+            awk -v t="$t" 'NR % 1000 == 1 { print "COPY " t " (partition, seq, key, payload) FROM STDIN;" }
+                           { print } NR % 1000 == 0 { print "\\." } END { if (NR % 1000) print "\\." }' |
+            "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -p "$PORT2" -f - >>"$LOGS/remote_copy.log" 2>&1 || ok=0
+    fi
+    t1=$(date +%s.%N)
+    rows=$(sql2 "SELECT count(*) FROM $t" || echo "?")
+    if [[ $ok != 1 || $rows != "$BENCH_REMOTE_EVENTS" ]]; then
+        add_val "$k" ERR; add_note "$k" "COPY failed or incomplete: $rows rows ($(grep -m1 ERROR "$LOGS/remote_copy.log" | cut -c1-120))"
+        return
+    fi
+    add_val "$k" "$(awk -v n="$rows" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", n / (b - a) }')"
+}
+
+rem_sink() {  # <contender> <guarantee> <sink_mode or ""> <remote table> <repeat>
+    local k="$R1|$1" g=$2 mode=$3 t=$4 pn="rsink_${4}_r$5" extra="" msg out rows dist rate n=$BENCH_REMOTE_EVENTS
+    [[ -n $mode ]] && extra=", sink_mode => '$mode'"
+    checkpoint; checkpoint2
+    if ! sql "SELECT streamguard.create_pipeline('$pn', '$RS_ST', 'SELECT partition, seq, key, payload FROM batch',
+                guarantee => '$g', batch_size => 1000, sink_server => 'bench_remote', sink_table => 'public.$t'$extra)" \
+            >/dev/null 2>>"$LOGS/remote.err"; then
+        add_val "$k" ERR; add_note "$k" "create_pipeline failed: $(tail -n1 "$LOGS/remote.err" | cut -c1-160)"; return
+    fi
+    # local positions first, then (two_phase: COMMIT PREPARED; at_most_once: the
+    # remote transaction comes after the positions) the remote rows
+    if ! msg=$(wait_count sql "SELECT coalesce(sum(committed_seq), 0) FROM streamguard.consumers
+                               WHERE stream = '$RS_ST' AND consumer = 'pipeline:$pn'" "$n" "$BENCH_PIPELINE_TIMEOUT" "$pn") ||
+       ! msg=$(wait_count sql2 "SELECT count(*) FROM $t" "$n" 60 "$pn"); then
+        add_val "$k" ERR; add_note "$k" "$msg"; sqlq "SELECT streamguard.drop_pipeline('$pn')" || true; return
+    fi
+    sqlq "SELECT streamguard.drop_pipeline('$pn')" || true
+    read -r rows dist rate <<<"$(sink_stats sql2 "$t")"
+    if [[ $g == exactly_once && ( $rows != "$n" || $dist != "$n" ) ]] || [[ $dist != "$n" ]]; then
+        add_val "$k" ERR; add_note "$k" "remote sink holds $rows rows ($dist distinct) of $n events"; return
+    fi
+    (( rows == n )) || add_note "$k" "$((rows - n)) duplicate rows"
+    if [[ $mode == two_phase ]]; then
+        out=$(sql2 "SELECT count(*) FROM pg_prepared_xacts" || echo "?")
+        [[ $out == 0 ]] || add_note "$k" "$out prepared transactions left on the remote"
+    fi
+    if [[ -z $rate ]]; then add_val "$k" ERR; add_note "$k" "a single batch: cannot time it"; return; fi
+    add_val "$k" "$rate"
+}
+
+rem_src() {  # <contender> <local|remote> <repeat>
+    local k="$R2|$1" pn="rsrc_${2}_r$3" src extra="" msg rows dist rate n=$BENCH_REMOTE_EVENTS
+    if [[ $2 == remote ]]; then src=$RS_RST; extra=", source_server => 'bench_remote'"; else src=$RS_ST; fi
+    sql "TRUNCATE lsink" >/dev/null
+    checkpoint; checkpoint2
+    if ! sql "SELECT streamguard.create_pipeline('$pn', '$src',
+                'INSERT INTO lsink (partition, seq, key, payload) SELECT partition, seq, key, payload FROM batch',
+                guarantee => 'exactly_once', batch_size => 1000$extra)" >/dev/null 2>>"$LOGS/remote.err"; then
+        add_val "$k" ERR; add_note "$k" "create_pipeline failed: $(tail -n1 "$LOGS/remote.err" | cut -c1-160)"; return
+    fi
+    if ! msg=$(wait_count sql "SELECT count(*) FROM lsink" "$n" "$BENCH_PIPELINE_TIMEOUT" "$pn"); then
+        add_val "$k" ERR; add_note "$k" "$msg"; sqlq "SELECT streamguard.drop_pipeline('$pn')" || true; return
+    fi
+    sqlq "SELECT streamguard.drop_pipeline('$pn')" || true
+    read -r rows dist rate <<<"$(sink_stats sql lsink)"
+    if [[ $rows != "$n" || $dist != "$n" ]]; then
+        add_val "$k" ERR; add_note "$k" "local sink holds $rows rows ($dist distinct) of $n events"; return
+    fi
+    if [[ -z $rate ]]; then add_val "$k" ERR; add_note "$k" "a single batch: cannot time it"; return; fi
+    add_val "$k" "$rate"
+}
+
+bench_remote() {
+    local r=$1 n=$BENCH_REMOTE_EVENTS nb got c i j
+    local all=("$R1|$S5_COPY" "$R1|$S5_COPYB" "$R1|$S5_2PC" "$R1|$S5_OFF" "$R1|$S5_ALO" "$R1|$S5_AMO" "$R2|$S6_LOCAL" "$R2|$S6_REM")
+    if [[ $pipe_ok != 1 ]]; then
+        for c in "${all[@]}"; do add_val "$c" PENDING; done; return 0
+    fi
+    if ! start_server2; then
+        for c in "${all[@]}"; do add_val "$c" ERR; add_note "$c" "the remote server could not be set up (see remote.err)"; done; return 0
+    fi
+    RS_ST="rs_r$r"; RS_RST="rsrc_r$r"
+    nb=$((n / 1000))
+    # local stream, pre-filled 1,000 events per transaction
+    if ! sg_create "$RS_ST" 4; then
+        for c in "${all[@]}"; do add_val "$c" ERR; add_note "$c" "create_stream failed"; done; return 0
+    fi
+    batch_sg_script "$RS_ST" >"$SCR/prefill_remote.sql"
+    local pf="-c 1 -j 1 -t $nb"
+    (( nb % 2 == 0 )) && pf="-c 2 -j 2 -t $((nb / 2))"
+    # shellcheck disable=SC2086
+    if ! pgb "prefill_remote_r$r" $pf -f "$SCR/prefill_remote.sql" >/dev/null; then
+        for c in "${all[@]}"; do add_val "$c" ERR; add_note "$c" "pre-fill failed"; done; sg_drop "$RS_ST"; return 0
+    fi
+    RS_SRC=$(sql "SELECT string_agg(format('SELECT partition, seq, key, payload FROM streamguard_data.%I', 's' || g.stream_id || '_' || g.seg),
+                                     ' UNION ALL ' ORDER BY g.seg)
+                  FROM streamguard.segment g JOIN streamguard.stream s ON s.id = g.stream_id WHERE s.name = '$RS_ST'")
+    # the same events on the remote: staged by COPY, appended 1,000 per transaction
+    # in (seq, partition) order, with their partitions, so seqs are the same too
+    sql2 "DROP TABLE IF EXISTS rstage;
+          CREATE TABLE rstage (rn bigserial PRIMARY KEY, partition int, seq bigint, key text, payload jsonb);
+          SELECT streamguard.create_stream('$RS_RST', 4)" >/dev/null
+    "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -c "COPY (SELECT * FROM ($RS_SRC) AS e ORDER BY seq, partition) TO STDOUT" |
+        "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -p "$PORT2" -c "COPY rstage (partition, seq, key, payload) FROM STDIN" \
+        >/dev/null 2>>"$LOGS/remote.err" || log "remote: staging the events failed: $(tail -n1 "$LOGS/remote.err")"
+    sql2 "DO \$\$
+          DECLARE b bigint;
+          BEGIN
+              FOR b IN 0 .. $((nb - 1)) LOOP
+                  PERFORM count(*) FROM streamguard.append_batch('$RS_RST',
+                      ARRAY(SELECT payload FROM rstage WHERE rn > b * 1000 AND rn <= (b + 1) * 1000 ORDER BY rn),
+                      ARRAY(SELECT key FROM rstage WHERE rn > b * 1000 AND rn <= (b + 1) * 1000 ORDER BY rn),
+                      partitions => ARRAY(SELECT partition FROM rstage WHERE rn > b * 1000 AND rn <= (b + 1) * 1000 ORDER BY rn));
+                  COMMIT;
+              END LOOP;
+          END \$\$" >/dev/null 2>>"$LOGS/remote.err" || log "remote: filling $RS_RST failed: $(tail -n1 "$LOGS/remote.err")"
+    sql2q "DROP TABLE rstage" || true
+    got=$(sql2 "SELECT coalesce(sum(last_seq), 0) FROM streamguard.stream_partitions WHERE stream = '$RS_RST'" || echo "?")
+    [[ $got == "$n" ]] || add_note "$R2|$S6_REM" "remote stream holds $got events, expected $n"
+    got=$(sql "SELECT coalesce(sum(last_seq), 0) FROM streamguard.stream_partitions WHERE stream = '$RS_ST'" || echo "?")
+    [[ $got == "$n" ]] || add_note "$R1|$S5_COPY" "local stream holds $got events, expected $n"
+    for t in rsink_copy rsink_copyb rsink_2pc rsink_off rsink_alo rsink_amo; do
+        sql2 "$(sink_ddl "$t")" >/dev/null
+    done
+    sql "$(sink_ddl lsink)" >/dev/null
+    sql "VACUUM ANALYZE" >/dev/null; sql2 "VACUUM ANALYZE" >/dev/null
+
+    local runs=("rem_copy '$S5_COPY' rsink_copy 0" "rem_copy '$S5_COPYB' rsink_copyb 1"
+                "rem_sink '$S5_2PC' exactly_once two_phase rsink_2pc $r" "rem_sink '$S5_OFF' exactly_once offsets rsink_off $r"
+                "rem_sink '$S5_ALO' at_least_once '' rsink_alo $r" "rem_sink '$S5_AMO' at_most_once '' rsink_amo $r"
+                "rem_src '$S6_LOCAL' local $r" "rem_src '$S6_REM' remote $r")
+    for j in $(seq 0 $(( ${#runs[@]} - 1 ))); do
+        i=$(( (j + r - 1) % ${#runs[@]} ))
+        eval "${runs[$i]}"
+    done
+
+    sg_drop "$RS_ST"
+    sql2q "SELECT streamguard.drop_stream('$RS_RST', force => true)" || true
+    sql2q "DROP TABLE IF EXISTS rsink_copy, rsink_copyb, rsink_2pc, rsink_off, rsink_alo, rsink_amo"
+    sqlq "DROP TABLE IF EXISTS lsink"
+    return 0
+}
+
+# ---------------------------------------------------------------------------
+# 6. long run, SCALED DOWN (SPEC §8: throughput after 10 M events within 10 %
+#    of the start).  Once per suite run, not repeated: BENCH_LONG_CLIENTS
+#    producers append BENCH_LONG_EVENTS events with append_batch (1,000 per
+#    transaction, as in benchmark 2) to a stream with 4 partitions and
+#    retention BENCH_LONG_RETENTION (segments rotate every retention / 4 and
+#    are dropped by the maintenance worker), while an exactly_once pipeline
+#    (batch_size 1000) copies every event into a sink table.  Autovacuum runs
+#    with its defaults.  A sampler records every second: events appended and
+#    consumed, segments, their size (pg_total_relation_size), the pipeline's
+#    lost_events, the size of streamguard's catalog tables.
+#    Throughput in the first vs the last 10 % of the producers' run (the time
+#    during which all producers ran: from the first transaction's start to the
+#    earliest last commit of a client): producer events/s from pgbench's
+#    per-transaction log; pipeline events/s = sink rows whose batch started
+#    in the window / window length.
+# ---------------------------------------------------------------------------
+declare -A LONG
+bench_long() {
+    local n=$BENCH_LONG_EVENTS cl=$BENCH_LONG_CLIENTS st=long_s pn=long_p per i wp samp_pid rc=0 msg
+    local t_start t_end t_all w a1 b1 a2 b2 out log0
+    per=$((n / 1000 / cl))
+    if [[ $pipe_ok != 1 ]]; then LONG[status]=pending; return 0; fi
+    local ret="'$BENCH_LONG_RETENTION'"
+    [[ $BENCH_LONG_RETENTION == none ]] && ret=NULL
+    if ! sql "SELECT streamguard.create_stream('$st', 4, retention => $ret)" >/dev/null 2>>"$LOGS/long.err"; then
+        LONG[status]="error: create_stream failed: $(tail -n1 "$LOGS/long.err")"; return 0
+    fi
+    LONG[segment_interval]=$(sql "SELECT coalesce(segment_interval::text, 'none') FROM streamguard.stream WHERE name = '$st'")
+    sql "$(sink_ddl sink_long)" >/dev/null
+    if ! sql "SELECT streamguard.create_pipeline('$pn', '$st',
+                'INSERT INTO sink_long (partition, seq, key, payload) SELECT partition, seq, key, payload FROM batch',
+                guarantee => 'exactly_once', batch_size => 1000)" >/dev/null 2>>"$LOGS/long.err"; then
+        LONG[status]="error: create_pipeline failed: $(tail -n1 "$LOGS/long.err")"; sg_drop "$st"; return 0
+    fi
+    wp=""
+    for i in $(seq 1 300); do
+        wp=$(sql "SELECT worker_pid FROM streamguard.pipelines WHERE pipeline = '$pn' AND state = 'running'")
+        [[ -n $wp ]] && break
+        sleep 0.1
+    done
+    [[ -n $wp ]] || { LONG[status]="error: the pipeline's worker did not start"; sg_drop "$st"; return 0; }
+    batch_sg_script "$st" >"$SCR/long_sg.sql"
+    local seg_from="streamguard.segment g JOIN streamguard.stream s ON s.id = g.stream_id WHERE s.name = '$st'"
+    cat >"$SCR/long_sample.sql" <<SQL
+SELECT extract(epoch FROM clock_timestamp()),
+       (SELECT coalesce(sum(last_seq), 0) FROM streamguard.stream_partitions WHERE stream = '$st'),
+       (SELECT coalesce(sum(committed_seq), 0) FROM streamguard.consumers WHERE stream = '$st' AND consumer = 'pipeline:$pn'),
+       (SELECT coalesce(retained_events, 0) FROM streamguard.streams WHERE stream = '$st'),
+       (SELECT count(*) FROM $seg_from),
+       (SELECT coalesce(sum(pg_total_relation_size(to_regclass(format('streamguard_data.%I', 's' || g.stream_id || '_' || g.seg)))), 0) FROM $seg_from),
+       (SELECT coalesce(sum(lost_events), 0) FROM streamguard.consumers WHERE stream = '$st' AND consumer = 'pipeline:$pn'),
+       (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+         WHERE ns.nspname = 'streamguard' AND c.relkind = 'r'),
+       pg_total_relation_size('sink_long'),
+       (SELECT coalesce(max(fetch_ms), 0) FROM streamguard.pipeline_batches WHERE pipeline = '$pn'),
+       (SELECT coalesce(max(process_ms + commit_ms), 0) FROM streamguard.pipeline_batches WHERE pipeline = '$pn'),
+       (SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database());
+SQL
+    rm -f "$WORK/long.stop"
+    : >"$LOGS/long_samples.txt"
+    ( while [[ ! -f $WORK/long.stop ]]; do
+          "$BIN/psql" -X -q -At -F ' ' -f "$SCR/long_sample.sql" >>"$LOGS/long_samples.txt" 2>>"$LOGS/long_sampler.err" || true
+          sleep 1
+      done ) &
+    samp_pid=$!; BG_PIDS+=("$samp_pid")
+    checkpoint
+    log0=$(wc -l <"$LOGS/server.log")
+    log "long run: $cl producers x $per transactions of 1,000 events"
+    if ! pgb long_producers -c "$cl" -j "$cl" -t "$per" -f "$SCR/long_sg.sql" -l --log-prefix="$LOGS/long_tx" >/dev/null; then
+        LONG[status]="error: producers failed"; rc=1
+    fi
+    LONG[t_producers_done]=$(date +%s.%N)
+    if [[ $rc == 0 ]] && ! msg=$(wait_count sql "SELECT coalesce(sum(committed_seq), 0) FROM streamguard.consumers
+                                               WHERE stream = '$st' AND consumer = 'pipeline:$pn'" "$n" "$BENCH_PIPELINE_TIMEOUT" "$pn"); then
+        LONG[status]="error: $msg"; rc=1
+    fi
+    LONG[t_drained]=$(date +%s.%N)
+    sleep 1.5   # one more sample after the drain
+    touch "$WORK/long.stop"
+    wait "$samp_pid" 2>/dev/null || true
+    bg_forget "$samp_pid"
+    LONG[batches]=$(sql "SELECT batches FROM streamguard.pipelines WHERE pipeline = '$pn'")
+    sqlq "SELECT streamguard.drop_pipeline('$pn')" || true
+    [[ $rc == 0 ]] || { sg_drop "$st"; sqlq "DROP TABLE sink_long"; return 0; }
+
+    # producer windows from pgbench's per-transaction log
+    # (client, txn no, latency us, script, epoch s, epoch us)
+    out=$(cat "$LOGS"/long_tx.* | awk '
+        { e = $5 + $6 / 1e6; s = e - $3 / 1e6; if (NR == 1 || s < t0) t0 = s
+          if (!($1 in last) || e > last[$1]) last[$1] = e; if (e > tall) tall = e; end[NR] = e }
+        END { first = 1; for (c in last) { if (first || last[c] < t1) t1 = last[c]; first = 0 }
+              w = (t1 - t0) / 10; n1 = 0; n2 = 0
+              for (i = 1; i <= NR; i++) { if (end[i] >= t0 && end[i] < t0 + w) n1++; if (end[i] > t1 - w && end[i] <= t1) n2++ }
+              printf "%.6f %.6f %.6f %.6f %d %d %d\n", t0, t1, tall, w, n1, n2, NR }')
+    read -r t_start t_end t_all w a1 a2 i <<<"$out"
+    LONG[txns]=$i
+    LONG[prod_first]=$(awk -v n="$a1" -v w="$w" 'BEGIN { printf "%.0f", n * 1000 / w }')
+    LONG[prod_last]=$(awk -v n="$a2" -v w="$w" 'BEGIN { printf "%.0f", n * 1000 / w }')
+    LONG[prod_all]=$(awk -v n="$BENCH_LONG_EVENTS" -v a="$t_start" -v b="$t_all" 'BEGIN { printf "%.0f", n / (b - a) }')
+    LONG[run_s]=$(awk -v a="$t_start" -v b="$t_all" 'BEGIN { printf "%.1f", b - a }')
+    LONG[window_s]=$(awk -v w="$w" 'BEGIN { printf "%.1f", w }')
+    out=$(sql "SELECT count(*) FILTER (WHERE processed_at >= to_timestamp($t_start) AND processed_at < to_timestamp($t_start + $w)),
+                      count(*) FILTER (WHERE processed_at > to_timestamp($t_end - $w) AND processed_at <= to_timestamp($t_end)),
+                      count(*), count(DISTINCT (partition, seq)),
+                      extract(epoch FROM max(processed_at)) - $t_all
+               FROM sink_long" | tr '|' ' ')
+    read -r b1 b2 i a1 a2 <<<"$out"
+    LONG[pipe_first]=$(awk -v n="$b1" -v w="$w" 'BEGIN { printf "%.0f", n / w }')
+    LONG[pipe_last]=$(awk -v n="$b2" -v w="$w" 'BEGIN { printf "%.0f", n / w }')
+    LONG[sink_rows]=$i; LONG[sink_distinct]=$a1
+    LONG[tail_s]=$(awk -v t="$a2" 'BEGIN { printf "%.2f", t }')
+    # storage at 10 %, 50 % of the run, at the end of the producers, after the drain, and the maximum
+    # sample: epoch appended consumed retained segments seg_bytes lost catalog_bytes sink_bytes
+    for i in 10 50 100; do
+        LONG[at$i]=$(awk -v t="$(awk -v a="$t_start" -v b="$t_all" -v p="$i" 'BEGIN { printf "%.3f", a + (b - a) * p / 100 }')" '
+            { d = $1 - t; if (d < 0) d = -d; if (NR == 1 || d < best) { best = d; line = $0 } } END { print line }' "$LOGS/long_samples.txt")
+    done
+    LONG[atdrain]=$(tail -n1 "$LOGS/long_samples.txt")
+    LONG[atmax]=$(sort -k6,6g "$LOGS/long_samples.txt" | tail -n1)
+    LONG[samples]=$(wc -l <"$LOGS/long_samples.txt")
+    LONG[fetch_max]=$(awk '{ print $10 }' "$LOGS/long_samples.txt" | sort -g | tail -n1 | awk '{ printf "%.0f", $1 }')
+    LONG[fetch_med]=$(awk '{ print $10 }' "$LOGS/long_samples.txt" | medianf)
+    LONG[proc_max]=$(awk '{ print $11 }' "$LOGS/long_samples.txt" | sort -g | tail -n1 | awk '{ printf "%.0f", $1 }')
+    LONG[checkpoints]=$(tail -n +"$((log0 + 1))" "$LOGS/server.log" | grep -c 'checkpoint starting: ' || true)
+    LONG[t_start]=$t_start
+    LONG[status]=ok
+    sg_drop "$st"
+    sqlq "DROP TABLE sink_long"
+    return 0
+}
+
+# ---------------------------------------------------------------------------
 # Run: repeats interleave the contenders (raw, streamguard, PgQ) so slow drift
 # of the machine affects all of them alike.
 # ---------------------------------------------------------------------------
@@ -827,10 +1548,14 @@ LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq 1 "$BENCH_REPEAT"); do
     for b in $BENCH_ONLY; do
         case $b in
-            single|batch|drain) log "repeat $r/$BENCH_REPEAT: $b"; "bench_$b" "$r" ;;
+            single|batch|drain|latency|remote) log "repeat $r/$BENCH_REPEAT: $b"; "bench_$b" "$r" ;;
+            long) ;;   # once, after the repeats
             *) die "unknown benchmark in BENCH_ONLY: $b" ;;
         esac
     done
+done
+for b in $BENCH_ONLY; do
+    if [[ $b == long ]]; then log "long run (once, scaled down): $BENCH_LONG_EVENTS events"; bench_long; fi
 done
 T1=$(date +%s)
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -871,20 +1596,117 @@ row() {  # bench contender baseline-contender target(ratio or empty) target-text
     fi
 }
 
+
+# --- latency and long-run reports ------------------------------------------
+lat_field() {  # <contender> <field> <median|max|sum>
+    local v=${LAT["$1|$2"]:-}
+    case $3 in
+        median) tr ' ' '\n' <<<"$v" | medianf || true ;;
+        max) tr ' ' '\n' <<<"$v" | grep -E '^[0-9.]+$' | sort -g | tail -n1 | awk '{ printf "%.2f", $1 }' || true ;;
+        sum) tr ' ' '\n' <<<"$v" | grep -E '^-?[0-9]+$' | awk '{ s += $1 } END { if (NR) printf "%d", s }' || true ;;
+    esac
+}
+lat_ratio() {  # <contender> <base contender>: median over repeats of p50 / base p50
+    paste -d' ' <(tr ' ' '\n' <<<"${LAT["$1|p50"]:-}" | sed '/^$/d') <(tr ' ' '\n' <<<"${LAT["$2|p50"]:-}" | sed '/^$/d') |
+        awk '$1 ~ /^[0-9.]+$/ && $2 ~ /^[0-9.]+$/ && $2 > 0 { print $1 / $2 }' | sort -g |
+        awk '{a[NR]=$1} END { if (NR==0) exit; if (NR%2) v = a[(NR+1)/2]; else v = (a[NR/2]+a[NR/2+1])/2; printf (v < 0.1 ? "%.4f" : "%.2f"), v }'
+}
+latency_report() {
+    local c p50 p99 mx app del lost dup rpg rnv tgt met vals
+    echo
+    echo "## End-to-end latency, append commit → sink commit"
+    echo
+    echo "$BENCH_LAT_CLIENTS producer clients offer $BENCH_LAT_RATE events/s (pgbench -R, one event per transaction) for $BENCH_LAT_SECONDS s per contender and repeat; latency = pg_xact_commit_timestamp(sink row xmin) - pg_xact_commit_timestamp(event row xmin). p50 and p99 are medians over the repeats, max the maximum, counts summed over the repeats. PgQ: pgqd with default settings; the PgQ and naive consumers sleep $BENCH_LAT_POLL_MS ms when idle."
+    echo
+    echo "| contender | p50 ms | p99 ms | max ms | events appended | delivered | lost | duplicates | p50 ÷ PgQ p50 | p50 ÷ naive p50 | SPEC §8 target | met? |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+    for c in "$S4_SG" "$S4_PGQ" "$S4_RAW"; do
+        vals=${LAT["$c|p50"]:-}
+        p50=$(lat_field "$c" p50 median); p99=$(lat_field "$c" p99 median); mx=$(lat_field "$c" max max)
+        app=$(lat_field "$c" appended sum); del=$(lat_field "$c" delivered sum)
+        lost=$(lat_field "$c" lost sum); dup=$(lat_field "$c" dup sum)
+        rpg=$(lat_ratio "$c" "$S4_PGQ"); rnv=$(lat_ratio "$c" "$S4_RAW")
+        tgt="reference"; met="—"
+        if [[ $c == "$S4_SG" ]]; then
+            tgt="p50 ≤ 2 ms, p99 ≤ 20 ms, nothing lost"
+            if [[ -z $p50 ]]; then
+                if [[ $vals == *PENDING* ]]; then met=pending; else met="no (failed)"; fi
+            else
+                met=$(awk -v a="$p50" -v b="$p99" -v l="${lost:-1}" -v d="${dup:-1}" -v e="$vals" \
+                    'BEGIN { print (a <= 2 && b <= 20 && l == 0 && d == 0 && e !~ /ERR/) ? "yes" : "**no**" }')
+            fi
+        fi
+        if [[ -z $p50 ]]; then
+            if [[ $vals == *PENDING* ]]; then p50=pending; elif [[ -n $vals ]]; then p50=error; else p50="not run"; fi
+        fi
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$c" "$p50" "${p99:-—}" "${mx:-—}" \
+            "$(fmt "${app:-}" || true)" "$(fmt "${del:-}" || true)" "${lost:-—}" "${dup:-—}" "${rpg:-—}" "${rnv:-—}" "$tgt" "$met"
+    done
+    echo
+    echo "Per repeat:"
+    echo
+    echo "| contender | p50 ms | p99 ms | max ms | appended | lost | offered rate ev/s | pipeline batches / PgQ ticks | notes |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    for c in "$S4_SG" "$S4_PGQ" "$S4_RAW"; do
+        printf '| %s |%s |%s |%s |%s |%s |%s |%s | %s |\n' "$c" "${LAT["$c|p50"]:-}" "${LAT["$c|p99"]:-}" "${LAT["$c|max"]:-}" \
+            "${LAT["$c|appended"]:-}" "${LAT["$c|lost"]:-}" "${LAT["$c|rate"]:-}" "${LAT["$c|batches"]:-}" "${LAT_NOTE[$c]:-}"
+    done
+}
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+long_report() {
+    local ratio_p ratio_q met_p met_q p s
+    echo
+    echo "## Long run — SCALED DOWN: $(fmt "$BENCH_LONG_EVENTS") events (SPEC §8: 10 M, over a production lifetime) in about ${LONG[run_s]:-?} s with retention '$BENCH_LONG_RETENTION', once"
+    echo
+    if [[ ${LONG[status]:-not run} != ok ]]; then echo "long run: ${LONG[status]:-not run}"; return; fi
+    echo "$BENCH_LONG_CLIENTS producers (append_batch, 1,000 events per transaction) and an exactly_once pipeline (batch_size 1000, INSERT into a sink) run concurrently on a stream with 4 partitions, retention '$BENCH_LONG_RETENTION' (segment_interval ${LONG[segment_interval]}). Producers ran ${LONG[run_s]} s (${LONG[txns]} transactions); windows of ${LONG[window_s]} s = 10 % of the time all producers ran. Pipeline: ${LONG[batches]} batches; it finished ${LONG[tail_s]} s after the last append (start of its last batch); sink rows ${LONG[sink_rows]} (${LONG[sink_distinct]} distinct) of $BENCH_LONG_EVENTS."
+    echo
+    ratio_p=$(awk -v a="${LONG[prod_first]}" -v b="${LONG[prod_last]}" 'BEGIN { if (a > 0) printf "%.2f", b / a }')
+    ratio_q=$(awk -v a="${LONG[pipe_first]}" -v b="${LONG[pipe_last]}" 'BEGIN { if (a > 0) printf "%.2f", b / a }')
+    met_p=$(awk -v r="$ratio_p" 'BEGIN { print (r + 0 >= 0.9) ? "yes" : "**no**" }')
+    met_q=$(awk -v r="$ratio_q" 'BEGIN { print (r + 0 >= 0.9) ? "yes" : "**no**" }')
+    echo "| throughput | first 10 % (events/s) | last 10 % (events/s) | last ÷ first | SPEC §8 target (scaled) | met? |"
+    echo "|---|---:|---:|---:|---|---|"
+    echo "| producers, append_batch | $(fmt "${LONG[prod_first]}") | $(fmt "${LONG[prod_last]}") | $ratio_p | ≥ 0.90 | $met_p |"
+    echo "| pipeline, exactly_once | $(fmt "${LONG[pipe_first]}") | $(fmt "${LONG[pipe_last]}") | $ratio_q | ≥ 0.90 | $met_q |"
+    echo
+    echo "Producers over the whole run: $(fmt "${LONG[prod_all]}") events/s."
+    if [[ ${LONG[sink_rows]} != "$BENCH_LONG_EVENTS" || ${LONG[sink_distinct]} != "$BENCH_LONG_EVENTS" ]]; then
+        echo
+        echo "**check failed**: the sink holds ${LONG[sink_rows]} rows (${LONG[sink_distinct]} distinct) of $BENCH_LONG_EVENTS events."
+    fi
+    echo
+    echo "| point | t (s) | events appended | consumed by the pipeline | retained events | segments | segments' size (MB) | lost to retention | streamguard catalog (MB) | sink (MB) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for p in at10:"10 % of the run" at50:"50 % of the run" at100:"end of the producers" atdrain:"pipeline drained" atmax:"largest segments' size"; do
+        s=${LONG[${p%%:*}]:-}
+        [[ -n $s ]] || continue
+        # epoch appended consumed retained segments seg_bytes lost catalog_bytes sink_bytes
+        read -r e a c rt sg sb l cb kb <<<"$s"
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "${p#*:}" \
+            "$(awk -v e="$e" -v t="${LONG[t_start]}" 'BEGIN { printf "%.1f", e - t }')" "$(fmt "$a")" "$(fmt "$c")" "$(fmt "$rt")" \
+            "$sg" "$(mb "$sb")" "$l" "$(mb "$cb")" "$(mb "$kb")"
+    done
+    echo
+    echo "(${LONG[samples]} samples, one per second; t from the start of the producers.) Pipeline batches: the longest fetch seen in the checkpoint log (last 64 batches, sampled every second) was ${LONG[fetch_max]} ms, the median of those per-second maxima ${LONG[fetch_med]} ms; the longest SQL + commit ${LONG[proc_max]} ms. Checkpoints started during the run: ${LONG[checkpoints]}."
+}
+
 {
     echo "# streamguard benchmark results"
     echo
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); revision: ${BENCH_REV:-unknown}"
     echo "- machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown OS}"), PostgreSQL $SERVER_VERSION"
-    echo "- settings: shared_buffers=512MB, synchronous_commit=on, max_wal_size=4GB, checkpoint_timeout=15min, fsync on"
-    echo "- BENCH_SECONDS=$BENCH_SECONDS BENCH_REPEAT=$BENCH_REPEAT BENCH_SLICES=$BENCH_SLICES BENCH_CLIENTS=$BENCH_CLIENTS BENCH_BATCH_CLIENTS=$BENCH_BATCH_CLIENTS BENCH_DRAIN_EVENTS=$BENCH_DRAIN_EVENTS BENCH_DRAIN_PASSES=$BENCH_DRAIN_PASSES BENCH_ONLY=\"$BENCH_ONLY\"; wall time $(( (T1 - T0) / 60 ))m$(( (T1 - T0) % 60 ))s"
+    echo "- settings: shared_buffers=$BENCH_SHARED_BUFFERS, synchronous_commit=on, max_wal_size=4GB, checkpoint_timeout=15min, fsync on"
+    echo "- BENCH_SECONDS=$BENCH_SECONDS BENCH_REPEAT=$BENCH_REPEAT BENCH_SLICES=$BENCH_SLICES BENCH_CLIENTS=$BENCH_CLIENTS BENCH_BATCH_CLIENTS=$BENCH_BATCH_CLIENTS BENCH_DRAIN_EVENTS=$BENCH_DRAIN_EVENTS BENCH_DRAIN_PASSES=$BENCH_DRAIN_PASSES BENCH_LAT_SECONDS=$BENCH_LAT_SECONDS BENCH_LAT_RATE=$BENCH_LAT_RATE BENCH_LAT_CLIENTS=$BENCH_LAT_CLIENTS BENCH_LAT_POLL_MS=$BENCH_LAT_POLL_MS BENCH_REMOTE_EVENTS=$BENCH_REMOTE_EVENTS BENCH_LONG_EVENTS=$BENCH_LONG_EVENTS BENCH_LONG_CLIENTS=$BENCH_LONG_CLIENTS BENCH_LONG_RETENTION=\"$BENCH_LONG_RETENTION\" BENCH_ONLY=\"$BENCH_ONLY\"; wall time $(( (T1 - T0) / 60 ))m$(( (T1 - T0) % 60 ))s"
     echo "- load average (1/5/15 min) at start: $LOAD0; at end: $LOAD1 (the suite itself keeps ~2 cores busy; a start value well above 0 means other work shared the machine)${BENCH_NICE:+; suite run at nice $BENCH_NICE}"
     [[ $sg_ok == 1 ]] || echo "- streamguard: not available in this run (rows marked pending)"
     echo
-    echo "events/s are medians over the repeats; a ratio is the median over the repeats of contender / raw PostgreSQL baseline of the same benchmark and repeat (all measured in this run)."
-    echo
-    echo "| benchmark | contender | events/s (median) | ratio vs raw baseline | SPEC §8 target | met? |"
-    echo "|---|---|---:|---:|---|---|"
+    if [[ " $BENCH_ONLY " =~ \ (single|batch|drain|remote)\  ]]; then
+        echo "events/s are medians over the repeats; a ratio is the median over the repeats of contender / raw PostgreSQL baseline of the same benchmark and repeat (all measured in this run)."
+        echo
+        echo "| benchmark | contender | events/s (median) | ratio vs raw baseline | SPEC §8 target | met? |"
+        echo "|---|---|---:|---:|---|---|"
+    fi
     for b in $BENCH_ONLY; do
         case $b in
             single)
@@ -900,6 +1722,16 @@ row() {  # bench contender baseline-contender target(ratio or empty) target-text
                 printf '| batch | streamguard COPY path | n/a | — | ≥ 0.90 × COPY | n/a (no COPY path in this version) |\n'
                 row batch "$S2_PGQ" "$S2_RAW" "" "reference"
                 ;;
+            remote)
+                row "$R1" "$S5_COPY" "$S5_COPY" "" "baseline"
+                row "$R1" "$S5_COPYB" "$S5_COPY" "" "reference"
+                row "$R1" "$S5_2PC" "$S5_COPY" "" "none in SPEC §8"
+                row "$R1" "$S5_OFF" "$S5_COPY" "" "none in SPEC §8"
+                row "$R1" "$S5_ALO" "$S5_COPY" "" "none in SPEC §8"
+                row "$R1" "$S5_AMO" "$S5_COPY" "" "none in SPEC §8"
+                row "$R2" "$S6_LOCAL" "$S6_LOCAL" "" "baseline"
+                row "$R2" "$S6_REM" "$S6_LOCAL" "" "none in SPEC §8"
+                ;;
             drain)
                 row "$D1" "$S3_RAW" "$S3_RAW" "" "baseline"
                 row "$D1" "$S3_SG" "$S3_RAW" 0.7 "≥ 0.70 × raw bound (drain target applied to poll)"
@@ -913,11 +1745,15 @@ row() {  # bench contender baseline-contender target(ratio or empty) target-text
                 ;;
         esac
     done
-    echo
-    echo "## Per-repeat values (events/s)"
-    echo
-    echo "| benchmark | contender | values | notes |"
-    echo "|---|---|---|---|"
+    [[ " $BENCH_ONLY " == *" latency "* ]] && latency_report
+    [[ " $BENCH_ONLY " == *" long "* ]] && long_report
+    if [[ ${VALS[*]+set} == set ]]; then
+        echo
+        echo "## Per-repeat values (events/s)"
+        echo
+        echo "| benchmark | contender | values | notes |"
+        echo "|---|---|---|---|"
+    fi
     for k in $(printf '%s\n' "${!VALS[@]}" | sort | tr ' ' '\001'); do
         k=${k//$'\001'/ }
         vs=""
