@@ -43,6 +43,7 @@ CREATE TABLE streamguard.segment (
 	seg int NOT NULL,
 	created_at timestamptz NOT NULL,
 	sealed_at timestamptz,					-- when the next segment took over
+	seq_bounds bigint[],					-- per partition: every seq here is below it
 	PRIMARY KEY (stream_id, seg)
 );
 

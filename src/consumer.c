@@ -132,6 +132,96 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 	return found;
 }
 
+/* sealed segments' seq bounds, per backend (they never change) */
+typedef struct SgBoundsKey
+{
+	Oid			catalog_oid;
+	int32		stream_id;
+	int32		seg;
+} SgBoundsKey;
+
+typedef struct SgBoundsEntry
+{
+	SgBoundsKey key;
+	int			nparts;			/* 0: unknown, never skip */
+	int64	   *bounds;
+} SgBoundsEntry;
+
+static HTAB *sg_bounds_cache = NULL;
+
+/*
+ * The bound below which every seq of `partition` in sealed segment `seg`
+ * lies, or 0 if unknown.  Runs as the data owner, SPI connected.
+ */
+static int64
+sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
+{
+	SgBoundsKey key;
+	SgBoundsEntry *e;
+	bool		found;
+
+	if (sg_bounds_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(SgBoundsKey);
+		ctl.entrysize = sizeof(SgBoundsEntry);
+		ctl.hcxt = CacheMemoryContext;
+		sg_bounds_cache = hash_create("streamguard segment bounds", 64, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	memset(&key, 0, sizeof(key));
+	key.catalog_oid = StreamCatalogOid();
+	key.stream_id = meta->stream_id;
+	key.seg = seg;
+	e = hash_search(sg_bounds_cache, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		Oid			types[2] = {INT4OID, INT4OID};
+		Datum		values[2] = {Int32GetDatum(meta->stream_id), Int32GetDatum(seg)};
+		Snapshot	snap = SgFreshSnapshot();
+		int			ret;
+
+		e->nparts = 0;
+		e->bounds = NULL;
+		ret = SPI_execute_snapshot(SgPlanCached(NULL,
+												"SELECT seq_bounds FROM streamguard.segment "
+												"WHERE stream_id OPERATOR(pg_catalog.=) $1 "
+												"AND seg OPERATOR(pg_catalog.=) $2",
+												2, types),
+								   values, NULL, snap, InvalidSnapshot, true, false, 1);
+		UnregisterSnapshot(snap);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "segment bounds lookup failed");
+		if (SPI_processed == 1)
+		{
+			bool		isnull;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+			if (!isnull)
+			{
+				ArrayType  *arr = DatumGetArrayTypeP(d);
+				Datum	   *elems;
+				bool	   *nulls;
+				int			n,
+							i;
+
+				deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
+				if (n == meta->nparts)
+				{
+					e->bounds = MemoryContextAlloc(CacheMemoryContext, sizeof(int64) * n);
+					for (i = 0; i < n; i++)
+						e->bounds[i] = nulls[i] ? 0 : DatumGetInt64(elems[i]);
+					e->nparts = n;
+				}
+			}
+		}
+	}
+	if (partition < 0 || partition >= e->nparts)
+		return 0;
+	return e->bounds[partition];
+}
+
 /*
  * A receiver that streams the rows of an event read straight into the
  * caller's tuplestore (no intermediate SPI result) and notes the seqs.
@@ -230,6 +320,14 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 		char	   *sql;
 		int			ret;
 
+		/* a sealed segment that ends below our position holds nothing for us */
+		if (seg < cur_seg)
+		{
+			int64		bound = sg_segment_bound(meta, seg, partition);
+
+			if (bound > 0 && after >= bound - 1)
+				continue;
+		}
 		if (!StreamSegmentLock(meta->stream_id, seg))
 			continue;
 		sql = psprintf("SELECT partition, seq, key, payload, dedup_key, appended_at FROM %s "

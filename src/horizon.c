@@ -567,6 +567,32 @@ HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
 	return horizon;
 }
 
+/*
+ * Per partition, the next seq to be handed out; false if the counters are
+ * not loaded.  Read right after a segment switch, these bound every seq
+ * the sealed segment can ever hold: an appender reads the current segment
+ * under the partition mutex together with its seqs.
+ */
+bool
+HorizonSeqBounds(int slot, int64 *bounds, int nparts)
+{
+	SgStream   *st = &sg_streams[slot];
+	int			p;
+
+	if (!st->seq_ready || st->nparts != nparts)
+		return false;
+	pg_read_barrier();
+	for (p = 0; p < nparts; p++)
+	{
+		SgPartition *part = &sg_parts[st->part_base + p];
+
+		SpinLockAcquire(&part->mutex);
+		bounds[p] = part->next_seq;
+		SpinLockRelease(&part->mutex);
+	}
+	return true;
+}
+
 double
 HorizonAppendRate(SgStream *st)
 {

@@ -411,6 +411,31 @@ sg_step_rotate(SgStreamTask *task)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
+
+	/*
+	 * Record what the sealed segment can hold, so that readers already past
+	 * it skip it without touching it (and never wait behind its drop).
+	 * Unknown bounds (no counters loaded) just mean no skipping.
+	 */
+	if (slot >= 0)
+	{
+		SgStream   *st = HorizonStream(slot);
+		int			nparts = st->nparts;
+		int64	   *bounds = palloc(sizeof(int64) * nparts);
+
+		if (HorizonSeqBounds(slot, bounds, nparts))
+		{
+			StringInfoData arr;
+			int			p;
+
+			initStringInfo(&arr);
+			for (p = 0; p < nparts; p++)
+				appendStringInfo(&arr, "%s%lld", p ? "," : "", (long long) bounds[p]);
+			sg_exec(psprintf("UPDATE streamguard.segment SET seq_bounds = '{%s}' "
+							 "WHERE stream_id = %d AND seg = %d", arr.data, task->id, task->current_seg - 1),
+					SPI_OK_UPDATE);
+		}
+	}
 }
 
 /* drop the oldest segment if retention has passed it */
