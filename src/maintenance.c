@@ -105,10 +105,17 @@ typedef struct LauncherLocal
 	BackgroundWorkerHandle *handle;
 } LauncherLocal;
 
-static void
-sg_launch_worker(Oid dbid, BackgroundWorkerHandle **handle)
+/*
+ * Start a dynamic worker of ours that connects to the current or a given
+ * database; its handle lives in TopMemoryContext (it outlives transactions).
+ * Returns NULL, having logged why, when no worker slot is free.
+ */
+BackgroundWorkerHandle *
+SgStartDynamicWorker(const char *function, const char *type, const char *name,
+					 Datum arg, Oid dbid)
 {
 	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
 	MemoryContext oldcxt;
 	bool		ok;
 
@@ -117,21 +124,33 @@ sg_launch_worker(Oid dbid, BackgroundWorkerHandle **handle)
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = BGW_NEVER_RESTART;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "streamguard");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "MaintenanceWorkerMain");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "streamguard maintenance %u", dbid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "streamguard maintenance");
-	worker.bgw_main_arg = ObjectIdGetDatum(dbid);
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", type);
+	worker.bgw_main_arg = arg;
+	memcpy(worker.bgw_extra, &dbid, sizeof(Oid));
 	worker.bgw_notify_pid = MyProcPid;
 	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-	ok = RegisterDynamicBackgroundWorker(&worker, handle);
+	ok = RegisterDynamicBackgroundWorker(&worker, &handle);
 	MemoryContextSwitchTo(oldcxt);
 	if (!ok)
 	{
-		*handle = NULL;
 		ereport(LOG,
-				(errmsg("streamguard launcher could not start a maintenance worker for database %u", dbid),
+				(errmsg("%s could not be started: no background worker slot is free", name),
 				 errhint("Raise max_worker_processes.")));
+		return NULL;
 	}
+	return handle;
+}
+
+static void
+sg_launch_worker(Oid dbid, BackgroundWorkerHandle **handle)
+{
+	char		name[BGW_MAXLEN];
+
+	snprintf(name, sizeof(name), "streamguard maintenance %u", dbid);
+	*handle = SgStartDynamicWorker("MaintenanceWorkerMain", "streamguard maintenance", name,
+								   ObjectIdGetDatum(dbid), dbid);
 }
 
 void

@@ -1317,32 +1317,11 @@ static int	sg_nsupervised = 0;
 static void
 sg_start_worker(int32 pipeline_id, SgSupervised *sup)
 {
-	BackgroundWorker worker;
-	MemoryContext oldcxt;
-	bool		ok;
+	char		name[BGW_MAXLEN];
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "streamguard");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "PipelineWorkerMain");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "streamguard pipeline %d", pipeline_id);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "streamguard pipeline");
-	worker.bgw_main_arg = Int32GetDatum(pipeline_id);
-	memcpy(worker.bgw_extra, &MyDatabaseId, sizeof(Oid));
-	worker.bgw_notify_pid = MyProcPid;
-	/* the handle outlives this transaction */
-	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-	ok = RegisterDynamicBackgroundWorker(&worker, &sup->handle);
-	MemoryContextSwitchTo(oldcxt);
-	if (!ok)
-	{
-		sup->handle = NULL;
-		ereport(LOG,
-				(errmsg("streamguard could not start a worker for pipeline %d", pipeline_id),
-				 errhint("Raise max_worker_processes.")));
-	}
+	snprintf(name, sizeof(name), "streamguard pipeline %d", pipeline_id);
+	sup->handle = SgStartDynamicWorker("PipelineWorkerMain", "streamguard pipeline", name,
+									   Int32GetDatum(pipeline_id), MyDatabaseId);
 }
 
 /*

@@ -114,6 +114,8 @@ extern LWLock *HorizonLauncherLock(void);
 extern SgLauncherDb *HorizonLauncherDbs(int **n);
 extern pid_t *HorizonLauncherPid(void);
 extern void MaintenanceWakeLauncher(void);
+extern struct BackgroundWorkerHandle *SgStartDynamicWorker(const char *function, const char *type,
+														   const char *name, Datum arg, Oid dbid);
 
 /* ----------------------------------------------------------------
  * Stream metadata (catalog.c)
