@@ -171,7 +171,8 @@ sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
 									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	memset(&key, 0, sizeof(key));
-	key.catalog_oid = StreamCatalogOid();
+	/* the slot knows the extension's incarnation: no catalog look-up per read */
+	key.catalog_oid = HorizonStream(meta->ref.slot)->catalog_oid;
 	key.stream_id = meta->stream_id;
 	key.seg = seg;
 	e = hash_search(sg_bounds_cache, &key, HASH_ENTER, &found);
