@@ -28,9 +28,11 @@
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_namespace.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
@@ -119,7 +121,7 @@ void
 SgRestoreUser(SgUserSave *save)
 {
 	if (save->guc_nest >= 0)
-		AtEOXact_GUC(true, save->guc_nest);
+		AtEOXact_GUC(false, save->guc_nest);
 	SetUserIdAndSecContext(save->userid, save->sec_context);
 }
 
@@ -214,17 +216,17 @@ SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes)
 	return entry->plan;
 }
 
-static int64
-sg_interval_usecs(Interval *iv)
+int64
+SgIntervalUsecs(Interval *iv)
 {
 	return iv->time + (int64) iv->day * USECS_PER_DAY +
 		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
 }
 
-static void
-sg_check_interval(const char *what, Interval *iv)
+void
+SgCheckInterval(const char *what, Interval *iv)
 {
-	int64		us = sg_interval_usecs(iv);
+	int64		us = SgIntervalUsecs(iv);
 
 	if (us < USECS_PER_SEC)
 		ereport(ERROR,
@@ -275,7 +277,7 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 	meta->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 	cur_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
 	min_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
-	meta->dedup_window_us = sg_interval_usecs(DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0],
+	meta->dedup_window_us = SgIntervalUsecs(DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0],
 																				SPI_tuptable->tupdesc, 6, &isnull)));
 	strlcpy(meta->name, name, NAMEDATALEN);
 	meta->write_seg = -1;
@@ -389,6 +391,14 @@ StreamLookup(const char *name, SgPrivilege priv)
 		PG_END_TRY();
 	}
 
+	/* a pipeline feeding its own source would grow it without bound */
+	if (priv == SG_PRIV_APPEND && SgRunningSourceStream != 0 &&
+		meta->stream_id == SgRunningSourceStream && !SgRunningAllowSourceAppend)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a pipeline cannot append to its own source stream \"%s\"", meta->name),
+				 errdetail("Each batch would feed the next one without end."),
+				 errhint("Create the pipeline with allow_source_append => true if this is intended.")));
 	if (priv == SG_PRIV_OWNER)
 	{
 		if (!superuser() && !has_privs_of_role(GetUserId(), meta->owner))
@@ -540,7 +550,7 @@ SgCreateSegment(int32 stream_id, int32 seg)
 				   " payload jsonb NOT NULL,"
 				   " dedup_key text,"
 				   " appended_at timestamptz NOT NULL,"
-				   " PRIMARY KEY (partition, seq))", relname);
+				   " PRIMARY KEY (partition, seq)) USING heap", relname);
 	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not create segment %s", relname);
 	sql = psprintf("INSERT INTO streamguard.segment (stream_id, seg, created_at) "
@@ -587,18 +597,18 @@ sg_create_stream(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(2))
 	{
 		retention = PG_GETARG_INTERVAL_P(2);
-		sg_check_interval("retention", retention);
+		SgCheckInterval("retention", retention);
 	}
 	if (PG_ARGISNULL(3))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("dedup_window must not be NULL")));
 	dedup_window = PG_GETARG_INTERVAL_P(3);
-	sg_check_interval("dedup_window", dedup_window);
+	SgCheckInterval("dedup_window", dedup_window);
 	if (!PG_ARGISNULL(4))
 	{
 		segment_interval = PG_GETARG_INTERVAL_P(4);
-		sg_check_interval("segment_interval", segment_interval);
+		SgCheckInterval("segment_interval", segment_interval);
 		if (retention == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -608,7 +618,24 @@ sg_create_stream(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	SgLockRoleForCreate(GetUserId());
 	SgBecomeDataOwner(&save, true);
+	{
+		Oid			types[1] = {OIDOID};
+		Datum		values[1] = {ObjectIdGetDatum(save.userid)};
+
+		if (SPI_execute_with_args("SELECT pg_catalog.count(*), "
+								  "COALESCE(pg_catalog.sum(partitions), 0)::bigint "
+								  "FROM streamguard.stream WHERE owner OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "stream quota lookup failed");
+		SgCheckRoleQuota("streams", save.userid,
+						 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+						 1, sg_role_max_streams, "streamguard.role_max_streams");
+		SgCheckRoleQuota("partitions", save.userid,
+						 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)),
+						 nparts, sg_role_max_partitions, "streamguard.role_max_partitions");
+	}
 	{
 		Oid			types[6] = {TEXTOID, INT4OID, OIDOID, INTERVALOID, INTERVALOID, INTERVALOID};
 		Datum		values[6];
@@ -629,7 +656,7 @@ sg_create_stream(PG_FUNCTION_ARGS)
 											Float8GetDatum(4.0));
 		else
 			nulls[5] = 'n';
-		if (!nulls[5] && sg_interval_usecs(DatumGetIntervalP(values[5])) < USECS_PER_SEC)
+		if (!nulls[5] && SgIntervalUsecs(DatumGetIntervalP(values[5])) < USECS_PER_SEC)
 		{
 			Interval   *one = palloc0(sizeof(Interval));
 
@@ -649,6 +676,8 @@ sg_create_stream(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_DUPLICATE_OBJECT),
 					 errmsg("stream \"%s\" already exists", name)));
 		stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		/* a slot attached before this transaction ends must not outlive an abort */
+		HorizonFreeOnAbort(stream_id);
 	}
 	{
 		Oid			types[2] = {INT4OID, INT4OID};
@@ -676,7 +705,6 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 {
 	char	   *name;
 	bool		force;
-	SgStreamMeta *meta;
 	int32		stream_id;
 	SgUserSave	save;
 	int			ret;
@@ -696,20 +724,24 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 				 errmsg("force must not be NULL")));
 	force = PG_GETARG_BOOL(1);
 
+	SgCheckName("stream", name);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	meta = StreamLookup(name, SG_PRIV_OWNER);
-	stream_id = meta->stream_id;
 
+	/*
+	 * Straight from the catalog, without attaching the stream to shared
+	 * memory: a drop must work even when no slot is free.
+	 */
 	SgBecomeDataOwner(&save, true);
 	{
-		Oid			types[1] = {INT4OID};
-		Datum		values[1] = {Int32GetDatum(stream_id)};
+		Oid			ntypes[1] = {TEXTOID};
+		Datum		nvalues[1] = {CStringGetTextDatum(name)};
+		Oid			owner;
 
 		/* serialize against concurrent drops and maintenance */
-		ret = SPI_execute_with_args("SELECT current_seg, min_seg FROM streamguard.stream "
-									"WHERE id = $1 FOR UPDATE",
-									1, types, values, NULL, false, 0);
+		ret = SPI_execute_with_args("SELECT id, owner, current_seg, min_seg FROM streamguard.stream "
+									"WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+									1, ntypes, nvalues, NULL, false, 0);
 		if (ret != SPI_OK_SELECT || SPI_processed == 0)
 		{
 			SgRestoreUser(&save);
@@ -717,8 +749,24 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("stream \"%s\" does not exist", name)));
 		}
-		cur_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		min_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		cur_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+		min_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+		SgRestoreUser(&save);
+		if (!superuser() && !has_privs_of_role(GetUserId(), owner))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("must be owner of stream \"%s\"", name)));
+		if (SgRunningSourceStream == stream_id)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("a pipeline cannot drop its own source stream \"%s\"", name)));
+		SgBecomeDataOwner(&save, true);
+	}
+	{
+		Oid			types[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(stream_id)};
 
 		ret = SPI_execute_with_args("SELECT (SELECT count(*) FROM streamguard.pipeline WHERE stream_id = $1), "
 									"(SELECT count(DISTINCT name) FROM streamguard.consumer WHERE stream_id = $1 "
@@ -792,6 +840,15 @@ sg_change_grant(FunctionCallInfo fcinfo, bool grant)
 				 errmsg("grantee must not be NULL")));
 	grantee = PG_GETARG_OID(1);
 	priv = SgTextArg(fcinfo, 2, "privilege");
+	if (grant)
+	{
+		/* a grant to a role that a DROP ROLE cannot see would outlive it */
+		LockSharedObject(AuthIdRelationId, grantee, 0, AccessShareLock);
+		if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(grantee)))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("role with OID %u does not exist", grantee)));
+	}
 	if (strcmp(priv, "append") == 0)
 		p_append = true, p_read = false;
 	else if (strcmp(priv, "read") == 0)
@@ -852,4 +909,71 @@ sg_revoke_stream(PG_FUNCTION_ARGS)
 {
 	sg_change_grant(fcinfo, false);
 	PG_RETURN_VOID();
+}
+
+/* ------------------------------------------------------ view predicates */
+
+PG_FUNCTION_INFO_V1(sg_is_member);
+PG_FUNCTION_INFO_V1(sg_can_read);
+
+/* the current role acts as `role`: superuser, the role, or a member */
+static bool
+sg_acts_as(Oid role)
+{
+	if (superuser())
+		return true;
+	/* a role dropped from another database: nobody is its member */
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		return false;
+	return has_privs_of_role(GetUserId(), role);
+}
+
+/*
+ * _is_member(role) -> whether the current role may see what `role` owns.
+ * Never fails for a role that no longer exists.
+ */
+Datum
+sg_is_member(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sg_acts_as(PG_GETARG_OID(0)));
+}
+
+/*
+ * _can_read(stream_id) -> whether the current role may read the stream
+ * (owner, member of the owner, or a read grant to a role it acts as).
+ * Reads the catalog directly, so a view using it works even when shared
+ * memory has no room for the stream.
+ */
+Datum
+sg_can_read(PG_FUNCTION_ARGS)
+{
+	int32		stream_id = PG_GETARG_INT32(0);
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(stream_id)};
+	SgUserSave	save;
+	bool		result = false;
+	uint64		i;
+
+	if (superuser())
+		PG_RETURN_BOOL(true);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "SELECT owner FROM streamguard.stream WHERE id OPERATOR(pg_catalog.=) $1 "
+									  "UNION ALL SELECT grantee FROM streamguard.stream_grant "
+									  "WHERE stream_id OPERATOR(pg_catalog.=) $1 AND can_read",
+									  1, types),
+						 values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "stream privilege lookup failed");
+	SgRestoreUser(&save);
+	for (i = 0; i < SPI_processed && !result; i++)
+	{
+		bool		isnull;
+
+		result = sg_acts_as(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	SPI_finish();
+	PG_RETURN_BOOL(result);
 }

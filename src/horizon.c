@@ -102,10 +102,18 @@ static char *sg_backend_area = NULL;
 static int	sg_total_procs = 0;
 
 /* pending actions for this transaction */
+typedef enum SgPendingAction
+{
+	SG_PENDING_BUMP,			/* commit: bump the generation */
+	SG_PENDING_FREE,			/* commit or abort: free the slot */
+	SG_PENDING_FREE_ON_ABORT	/* the stream was created here: free on abort */
+} SgPendingAction;
+
 typedef struct SgPending
 {
 	int32		stream_id;
-	bool		free_slot;		/* else: bump generation */
+	SgPendingAction action;
+	SubTransactionId subid;		/* (sub)transaction that queued it */
 } SgPending;
 
 static List *sg_pending = NIL;
@@ -258,9 +266,9 @@ HorizonFindSlot(Oid dbid, int32 stream_id)
 /*
  * Find or allocate the shared slot of a stream of the current database.
  */
-SgStreamRef
-HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_seg,
-					Oid catalog_oid)
+static SgStreamRef
+sg_attach(int32 stream_id, int nparts, int32 current_seg, int32 min_seg,
+		  Oid catalog_oid, bool missing_ok)
 {
 	SgStreamRef ref;
 	int			slot;
@@ -300,6 +308,12 @@ HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_se
 		if (i >= sg_max_streams)
 		{
 			LWLockRelease(sg_shared->lock);
+			if (missing_ok)
+			{
+				ref.slot = -1;
+				ref.incarnation = 0;
+				return ref;
+			}
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("too many active streams"),
@@ -327,6 +341,12 @@ HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_se
 		if (base < 0)
 		{
 			LWLockRelease(sg_shared->lock);
+			if (missing_ok)
+			{
+				ref.slot = -1;
+				ref.incarnation = 0;
+				return ref;
+			}
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("no room for %d more partitions in shared memory", nparts),
@@ -356,6 +376,25 @@ HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_se
 	ref.incarnation = pg_atomic_read_u32(&sg_streams[slot].incarnation);
 	LWLockRelease(sg_shared->lock);
 	return ref;
+}
+
+/*
+ * Attach a stream to a shared-memory slot (or find its slot).  Fails with
+ * 53400 when no slot or no run of partition entries is free.
+ */
+SgStreamRef
+HorizonAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_seg,
+					Oid catalog_oid)
+{
+	return sg_attach(stream_id, nparts, current_seg, min_seg, catalog_oid, false);
+}
+
+/* The same, but slot -1 instead of an error when shared memory is full. */
+SgStreamRef
+HorizonTryAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min_seg,
+					   Oid catalog_oid)
+{
+	return sg_attach(stream_id, nparts, current_seg, min_seg, catalog_oid, true);
 }
 
 /*
@@ -432,7 +471,23 @@ sg_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	SgBackendAppends *mine;
 	uint32		n,
 				i;
+	ListCell   *lc;
 
+	foreach(lc, sg_pending)
+	{
+		SgPending  *p = lfirst(lc);
+
+		if (event == SUBXACT_EVENT_COMMIT_SUB && p->subid == mySubid)
+			p->subid = parentSubid;
+		else if (event == SUBXACT_EVENT_ABORT_SUB && p->subid >= mySubid)
+		{
+			/* what the subtransaction created is gone; its changes too */
+			if (p->action == SG_PENDING_FREE_ON_ABORT)
+				p->action = SG_PENDING_FREE;
+			else if (p->action == SG_PENDING_FREE)
+				p->action = SG_PENDING_BUMP;
+		}
+	}
 	if (sg_backend_area == NULL || MyProc == NULL)
 		return;
 	mine = sg_backend(SG_MY_PROC_INDEX);
@@ -705,13 +760,14 @@ HorizonFreeStream(Oid dbid, int32 stream_id)
 }
 
 static void
-sg_add_pending(int32 stream_id, bool free_slot)
+sg_add_pending(int32 stream_id, SgPendingAction action)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
 	SgPending  *p = palloc(sizeof(SgPending));
 
 	p->stream_id = stream_id;
-	p->free_slot = free_slot;
+	p->action = action;
+	p->subid = GetCurrentSubTransactionId();
 	sg_pending = lappend(sg_pending, p);
 	MemoryContextSwitchTo(old);
 	HorizonRegisterCallbacks();
@@ -721,14 +777,72 @@ sg_add_pending(int32 stream_id, bool free_slot)
 void
 HorizonBumpGenerationAtCommit(int32 stream_id)
 {
-	sg_add_pending(stream_id, false);
+	sg_add_pending(stream_id, SG_PENDING_BUMP);
 }
 
 /* The stream is dropped: free its slot once the drop commits. */
 void
 HorizonFreeAtCommit(int32 stream_id)
 {
-	sg_add_pending(stream_id, true);
+	sg_add_pending(stream_id, SG_PENDING_FREE);
+}
+
+/*
+ * The stream was created by this transaction: if it aborts (or the
+ * subtransaction that created it does), a slot attached meanwhile
+ * describes a stream that never existed and must not stay taken.
+ */
+void
+HorizonFreeOnAbort(int32 stream_id)
+{
+	sg_add_pending(stream_id, SG_PENDING_FREE_ON_ABORT);
+}
+
+/*
+ * Free the stream slots of a database that do not belong to the given
+ * incarnation of its extension (catalog_oid, the OID of streamguard.stream):
+ * all of them with InvalidOid (the database was dropped, or the extension).
+ */
+int
+HorizonFreeDatabase(Oid dbid, Oid catalog_oid)
+{
+	int			i,
+				n = 0;
+
+	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sg_max_streams; i++)
+		if (sg_streams[i].dbid == dbid && sg_streams[i].catalog_oid != catalog_oid)
+		{
+			sg_free_slot_locked(i);
+			n++;
+		}
+	LWLockRelease(sg_shared->lock);
+	return n;
+}
+
+/* databases that hold stream slots, for the launcher's pruning */
+int
+HorizonSlotDatabases(Oid *dbids, int max)
+{
+	int			i,
+				j,
+				n = 0;
+
+	LWLockAcquire(sg_shared->lock, LW_SHARED);
+	for (i = 0; i < sg_max_streams; i++)
+	{
+		Oid			db = sg_streams[i].dbid;
+
+		if (db == InvalidOid)
+			continue;
+		for (j = 0; j < n; j++)
+			if (dbids[j] == db)
+				break;
+		if (j == n && n < max)
+			dbids[n++] = db;
+	}
+	LWLockRelease(sg_shared->lock);
+	return n;
 }
 
 static void
@@ -754,9 +868,9 @@ sg_xact_callback(XactEvent event, void *arg)
 			{
 				SgPending  *p = lfirst(lc);
 
-				if (p->free_slot)
+				if (p->action == SG_PENDING_FREE)
 					HorizonFreeStream(MyDatabaseId, p->stream_id);
-				else
+				else if (p->action == SG_PENDING_BUMP)
 				{
 					int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);
 
@@ -769,6 +883,13 @@ sg_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			sg_release_open_appends(false);
+			foreach(lc, sg_pending)
+			{
+				SgPending  *p = lfirst(lc);
+
+				if (p->action == SG_PENDING_FREE_ON_ABORT)
+					HorizonFreeStream(MyDatabaseId, p->stream_id);
+			}
 			sg_pending = NIL;
 			break;
 		default:

@@ -49,6 +49,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "pipeline.h"
@@ -135,9 +136,18 @@ SgStartDynamicWorker(const char *function, const char *type, const char *name,
 	MemoryContextSwitchTo(oldcxt);
 	if (!ok)
 	{
-		ereport(LOG,
-				(errmsg("%s could not be started: no background worker slot is free", name),
-				 errhint("Raise max_worker_processes.")));
+		/* retried every round: say so once a minute, not every round */
+		static TimestampTz last_report = 0;
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (last_report == 0 ||
+			TimestampDifferenceExceeds(last_report, now, 60 * 1000))
+		{
+			last_report = now;
+			ereport(LOG,
+					(errmsg("%s could not be started: no background worker slot is free", name),
+					 errhint("Raise max_worker_processes; each database with streamguard needs one worker slot and each running pipeline one more.")));
+		}
 		return NULL;
 	}
 	return handle;
@@ -151,6 +161,28 @@ sg_launch_worker(Oid dbid, BackgroundWorkerHandle **handle)
 	snprintf(name, sizeof(name), "streamguard maintenance %u", dbid);
 	*handle = SgStartDynamicWorker("MaintenanceWorkerMain", "streamguard maintenance", name,
 								   ObjectIdGetDatum(dbid), dbid);
+}
+
+/*
+ * Free the shared-memory slots (streams, pipelines) of databases that no
+ * longer exist: DROP DATABASE runs no code of ours.  In a transaction.
+ */
+static void
+sg_prune_dropped_databases(void)
+{
+	Oid			held[64];
+	int			nheld,
+				i;
+
+	nheld = HorizonSlotDatabases(held, lengthof(held));
+	nheld += PipelineSlotDatabases(held + nheld, lengthof(held) - nheld);
+	for (i = 0; i < nheld; i++)
+	{
+		if (SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(held[i])))
+			continue;
+		HorizonFreeDatabase(held[i], InvalidOid);
+		PipelineFreeDatabase(held[i]);
+	}
 }
 
 void
@@ -204,6 +236,7 @@ MaintenanceLauncherMain(Datum arg)
 		}
 		table_endscan(scan);
 		table_close(rel, AccessShareLock);
+		sg_prune_dropped_databases();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 
@@ -563,6 +596,9 @@ static void
 sg_step_check_extension(SgStreamTask *unused)
 {
 	sg_extension_present = OidIsValid(get_extension_oid("streamguard", true));
+	/* slots of an earlier incarnation (DROP + CREATE EXTENSION) are stale */
+	if (sg_extension_present)
+		HorizonFreeDatabase(MyDatabaseId, StreamCatalogOid());
 }
 
 static void
@@ -610,6 +646,7 @@ MaintenanceWorkerMain(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
+	SgHardenWorkerSession();
 	pgstat_report_appname("streamguard maintenance");
 
 	sg_round_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard maintenance round",
@@ -632,6 +669,9 @@ MaintenanceWorkerMain(Datum arg)
 		sg_run_step(sg_step_check_extension, NULL, "extension check");
 		if (!sg_extension_present)
 		{
+			/* DROP EXTENSION: what it held in shared memory goes too */
+			HorizonFreeDatabase(MyDatabaseId, InvalidOid);
+			PipelineFreeDatabase(MyDatabaseId);
 			sg_mark_absent();
 			proc_exit(0);
 		}

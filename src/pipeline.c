@@ -27,6 +27,8 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -41,6 +43,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -147,6 +150,7 @@ PipelineSlot(Oid dbid, int32 pipeline_id, bool create)
 		slot->worker_procno = -1;
 		slot->clean_exit = false;
 		slot->fence_requested = false;
+		slot->no_worker_slot = false;
 		slot->failures = 0;
 		slot->next_start = 0;
 		slot->events_per_sec = 0;
@@ -179,6 +183,51 @@ PipelineFreeSlot(Oid dbid, int32 pipeline_id)
 		}
 	}
 	LWLockRelease(sg_pipes->lock);
+}
+
+/* Free every pipeline slot of a database (dropped, or its extension). */
+void
+PipelineFreeDatabase(Oid dbid)
+{
+	int			i;
+
+	LWLockAcquire(sg_pipes->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid == dbid)
+		{
+			s->dbid = InvalidOid;
+			s->pipeline_id = 0;
+		}
+	}
+	LWLockRelease(sg_pipes->lock);
+}
+
+/* databases that hold pipeline slots, added to dbids[] (no repeats) */
+int
+PipelineSlotDatabases(Oid *dbids, int max)
+{
+	int			i,
+				j,
+				n = 0;
+
+	LWLockAcquire(sg_pipes->lock, LW_SHARED);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		Oid			db = sg_pipes->slots[i].dbid;
+
+		if (db == InvalidOid)
+			continue;
+		for (j = 0; j < n; j++)
+			if (dbids[j] == db)
+				break;
+		if (j == n && n < max)
+			dbids[n++] = db;
+	}
+	LWLockRelease(sg_pipes->lock);
+	return n;
 }
 
 void
@@ -307,33 +356,63 @@ sg_lock_pipeline(const char *name, Oid caller, bool fence)
 	SgCheckName("pipeline", name);
 	values[0] = CStringGetTextDatum(name);
 
+	/* who may touch it: checked before anything else happens */
+	ret = SPI_execute_with_args("SELECT id, owner FROM streamguard.pipeline "
+								"WHERE name OPERATOR(pg_catalog.=) $1",
+								1, types, values, NULL, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pipeline lookup failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("pipeline \"%s\" does not exist", name)));
+	row.id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	row.owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	if (!superuser_arg(caller) && !has_privs_of_role(caller, row.owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of pipeline \"%s\"", name)));
+	if (row.id == SgRunningPipelineId)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pipeline \"%s\" cannot control itself from its own SQL", name),
+				 errdetail("Its batch holds the pipeline; the call could never take effect.")));
+
 	/*
 	 * A running worker takes the row lock at the start of every batch; ask
 	 * it to stop taking it, or a steady backlog would keep us waiting
-	 * behind batch after batch.  It finishes the batch in flight and exits;
-	 * the supervisor starts a fresh one if the pipeline still runs.
+	 * behind batch after batch.  A batch in flight is cancelled rather
+	 * than waited for (it rolls back; its events are processed again by
+	 * the next worker, if any).  The supervisor starts a fresh worker if
+	 * the pipeline still runs.
 	 */
-	if (fence &&
-		SPI_execute_with_args("SELECT id FROM streamguard.pipeline WHERE name = $1",
-							  1, types, values, NULL, true, 0) == SPI_OK_SELECT &&
-		SPI_processed == 1)
+	if (fence)
 	{
-		SgPipelineSlot *slot;
+		SgPipelineSlot *slot = PipelineSlot(MyDatabaseId, row.id, false);
+		Oid			itypes[1] = {INT4OID};
+		Datum		ivalues[1] = {Int32GetDatum(row.id)};
 
-		slot = PipelineSlot(MyDatabaseId,
-							DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
-							false);
 		if (slot)
 		{
+			pid_t		pid;
+
 			SpinLockAcquire(&slot->mutex);
 			slot->fence_requested = true;
+			pid = slot->worker_pid;
 			SpinLockRelease(&slot->mutex);
 			PipelineWakeWorker(slot);
+			ret = SPI_execute_with_args("SELECT 1 FROM streamguard.pipeline "
+										"WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED",
+										1, itypes, ivalues, NULL, false, 0);
+			if (ret == SPI_OK_SELECT && SPI_processed == 0 && pid > 0 &&
+				BackendPidGetProc(pid) != NULL)
+				(void) kill(pid, SIGINT);
 		}
 	}
 	ret = SPI_execute_with_args("SELECT p.id, p.owner, s.name, p.state, p.epoch "
-								"FROM streamguard.pipeline p LEFT JOIN streamguard.stream s ON s.id = p.stream_id "
-								"WHERE p.name = $1 FOR UPDATE OF p",
+								"FROM streamguard.pipeline p LEFT JOIN streamguard.stream s "
+								"ON s.id OPERATOR(pg_catalog.=) p.stream_id "
+								"WHERE p.name OPERATOR(pg_catalog.=) $1 FOR UPDATE OF p",
 								1, types, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pipeline lookup failed: %s", SPI_result_code_string(ret));
@@ -346,6 +425,7 @@ sg_lock_pipeline(const char *name, Oid caller, bool fence)
 	row.stream = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
 	row.state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 	row.epoch = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
+	/* the owner may have changed while we waited */
 	if (!superuser_arg(caller) && !has_privs_of_role(caller, row.owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -415,6 +495,61 @@ PipelineRegisterBatch(Tuplestorestate *store, TupleDesc desc, int64 ntuples)
 }
 
 /*
+ * Statements that can never run in a pipeline's batch: the worker commits
+ * each batch itself, runs the SQL as the owner inside a security-
+ * restricted operation and rolls back its settings after each batch.
+ * Refusing them at creation beats a pipeline that fails at run time.
+ * Returns why, or NULL.  (Statements inside functions are found only when
+ * they run.)
+ */
+static const char *
+sg_statement_refused(Node *stmt)
+{
+	switch (nodeTag(stmt))
+	{
+		case T_TransactionStmt:
+		case T_CallStmt:
+		case T_VacuumStmt:
+			return "streamguard commits each batch itself.";
+		case T_DoStmt:
+			return "A DO block cannot see the batch and may run transaction control; use a function called from the SQL.";
+		case T_CopyStmt:
+			return "COPY cannot run in a background worker's batch; use INSERT ... SELECT.";
+		case T_AlterSystemStmt:
+		case T_CreatedbStmt:
+		case T_DropdbStmt:
+		case T_CreateTableSpaceStmt:
+		case T_DropTableSpaceStmt:
+		case T_ReindexStmt:
+		case T_ClusterStmt:
+		case T_LoadStmt:
+		case T_DiscardStmt:
+			return "It cannot run inside the batch's transaction, or changes the server or the worker's session.";
+		case T_DeclareCursorStmt:
+		case T_PrepareStmt:
+		case T_DeallocateStmt:
+			return "Cursors and prepared statements would outlive the batch.";
+		case T_IndexStmt:
+			if (((IndexStmt *) stmt)->concurrent)
+				return "CREATE INDEX CONCURRENTLY cannot run inside a transaction.";
+			return NULL;
+		case T_VariableSetStmt:
+			{
+				VariableSetStmt *v = (VariableSetStmt *) stmt;
+
+				if (v->name && (strcmp(v->name, "role") == 0 ||
+								strcmp(v->name, "session_authorization") == 0))
+					return "The SQL runs as the pipeline's owner and cannot change role.";
+				if (v->kind == VAR_SET_MULTI)
+					return "Transaction characteristics are the worker's to set.";
+				return NULL;
+			}
+		default:
+			return NULL;
+	}
+}
+
+/*
  * Parse and analyze the pipeline's SQL against an empty batch, as the
  * current user with the current search_path: syntax and reference errors
  * are reported now, with their position.  SPI connected.
@@ -442,16 +577,17 @@ sg_validate_sql(const char *sql)
 	foreach(lc, sources)
 	{
 		CachedPlanSource *ps = lfirst(lc);
+		const char *why;
 
-		if (ps->raw_parse_tree &&
-			(IsA(ps->raw_parse_tree->stmt, TransactionStmt) ||
-			 IsA(ps->raw_parse_tree->stmt, CallStmt) ||
-			 IsA(ps->raw_parse_tree->stmt, VacuumStmt)))
+		if (ps->raw_parse_tree == NULL)
+			continue;
+		why = sg_statement_refused(ps->raw_parse_tree->stmt);
+		if (why)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("pipeline SQL must not contain %s", ps->commandTag == CMDTAG_UNKNOWN ?
 							"transaction control" : GetCommandTagName(ps->commandTag)),
-					 errdetail("streamguard commits each batch itself.")));
+					 errdetail("%s", why)));
 	}
 	SPI_freeplan(plan);
 	SPI_unregister_relation("batch");
@@ -648,6 +784,19 @@ sg_check_batch_size(int32 n)
 				 errmsg("batch_size must be between 1 and 100000, got %d", n)));
 }
 
+/* a bound on each run of the SQL: 1 second to 24 days (milliseconds in an int) */
+static void
+sg_check_batch_timeout(Interval *iv)
+{
+	int64		us = SgIntervalUsecs(iv);
+
+	if (us < USECS_PER_SEC || us / 1000 > INT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch_timeout must be between 1 second and 24 days, got \"%s\"",
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv))))));
+}
+
 static void
 sg_notify_change(int32 pipeline_id)
 {
@@ -676,6 +825,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	int32		batch_size;
 	bool		dedup;
 	Interval   *dedup_window;
+	Interval   *batch_timeout;
 	SgStreamMeta *meta = NULL;
 	SgUserSave	save;
 	Oid			owner = GetUserId();
@@ -710,6 +860,13 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 				 errmsg("%s must not be NULL", PG_ARGISNULL(6) ? "dedup" : "dedup_window")));
 	dedup = PG_GETARG_BOOL(6);
 	dedup_window = PG_GETARG_INTERVAL_P(7);
+	SgCheckInterval("dedup_window", dedup_window);
+	if (PG_ARGISNULL(13) || PG_ARGISNULL(14))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", PG_ARGISNULL(13) ? "batch_timeout" : "allow_source_append")));
+	batch_timeout = PG_GETARG_INTERVAL_P(13);
+	sg_check_batch_timeout(batch_timeout);
 	start_from = SgTextArg(fcinfo, 8, "start_from");
 	if (strcmp(start_from, "beginning") != 0 && strcmp(start_from, "end") != 0)
 		ereport(ERROR,
@@ -757,7 +914,20 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		sg_check_remote_sink(sink_server, sink_table, sg_validate_select(sql), sink_mode);
 	search_path = GetConfigOptionByName("search_path", NULL, false);
 
+	SgLockRoleForCreate(owner);
 	SgBecomeDataOwner(&save, true);
+	{
+		Oid			qtypes[1] = {OIDOID};
+		Datum		qvalues[1] = {ObjectIdGetDatum(owner)};
+
+		if (SPI_execute_with_args("SELECT pg_catalog.count(*) FROM streamguard.pipeline "
+								  "WHERE owner OPERATOR(pg_catalog.=) $1",
+								  1, qtypes, qvalues, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "pipeline quota lookup failed");
+		SgCheckRoleQuota("pipelines", owner,
+						 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+						 1, sg_role_max_pipelines, "streamguard.role_max_pipelines");
+	}
 	if (SPI_execute("SELECT count(*) FROM streamguard.pipeline", true, 0) == SPI_OK_SELECT &&
 		atoi(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)) >= sg_max_pipelines)
 		ereport(ERROR,
@@ -766,10 +936,11 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 				 errdetail("streamguard.max_pipelines is %d.", sg_max_pipelines),
 				 errhint("Drop a pipeline, or raise streamguard.max_pipelines and restart the server.")));
 	{
-		Oid			types[15] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
-		BOOLOID, INTERVALOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-		Datum		values[15];
-		char		nulls[15];
+		Oid			types[17] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
+			BOOLOID, INTERVALOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+		INTERVALOID, BOOLOID};
+		Datum		values[17];
+		char		nulls[17];
 
 		memset(nulls, ' ', sizeof(nulls));
 		values[0] = CStringGetTextDatum(name);
@@ -792,13 +963,16 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		nulls[13] = sink_table ? ' ' : 'n';
 		values[14] = sink_server ? CStringGetTextDatum(sink_mode) : (Datum) 0;
 		nulls[14] = sink_server ? ' ' : 'n';
+		values[15] = IntervalPGetDatum(batch_timeout);
+		values[16] = PG_GETARG_DATUM(14);
 		ret = SPI_execute_with_args("INSERT INTO streamguard.pipeline "
 									"(name, stream_id, sql, guarantee, batch_size, error_policy, dedup, "
 									" dedup_window, owner, search_path, source_server, remote_stream, "
-									" sink_server, sink_table, sink_mode) "
-									"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
+									" sink_server, sink_table, sink_mode, batch_timeout, allow_source_append) "
+									"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
+									" $16, $17) "
 									"ON CONFLICT (name) DO NOTHING RETURNING id",
-									15, types, values, nulls, false, 0);
+									17, types, values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not insert pipeline: %s", SPI_result_code_string(ret));
 		if (SPI_processed == 0)
@@ -1037,9 +1211,9 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 	Oid			caller = GetUserId();
 	SgPipeRow	row;
-	Oid			types[4] = {INT4OID, TEXTOID, INT4OID, TEXTOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', 'n', 'n', 'n'};
+	Oid			types[5] = {INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID};
+	Datum		values[5];
+	char		nulls[5] = {' ', 'n', 'n', 'n', 'n'};
 	char	   *search_path = NULL;
 
 	StreamguardCheckLoaded();
@@ -1048,6 +1222,8 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		sg_check_batch_size(PG_GETARG_INT32(2));
 	if (!PG_ARGISNULL(3))
 		sg_check_policy(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	if (!PG_ARGISNULL(4))
+		sg_check_batch_timeout(PG_GETARG_INTERVAL_P(4));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (!PG_ARGISNULL(1))
@@ -1074,11 +1250,17 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		values[3] = PG_GETARG_DATUM(3);
 		nulls[3] = ' ';
 	}
+	if (!PG_ARGISNULL(4))
+	{
+		values[4] = PG_GETARG_DATUM(4);
+		nulls[4] = ' ';
+	}
 	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET "
 							  "sql = coalesce($2, sql), batch_size = coalesce($3, batch_size), "
-							  "error_policy = coalesce($4, error_policy), epoch = epoch + 1 "
+							  "error_policy = coalesce($4, error_policy), "
+							  "batch_timeout = coalesce($5, batch_timeout), epoch = epoch + 1 "
 							  "WHERE id = $1",
-							  4, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+							  5, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "alter_pipeline failed");
 	if (search_path)
 	{
@@ -1213,8 +1395,10 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 	for (i = 0; i < sg_max_pipelines; i++)
 	{
 		SgPipelineSlot *s = &sg_pipes->slots[i];
-		Datum		values[7];
-		bool		nulls[7] = {false};
+		Datum		values[8];
+		bool		nulls[8] = {false};
+		bool		no_slot;
+		TimestampTz next_start;
 		SgBatchRecord last;
 		int64		n;
 		pid_t		pid;
@@ -1228,6 +1412,8 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 			last = s->history[(n - 1) % SG_BATCH_HISTORY];
 		pid = s->worker_pid;
 		eps = s->events_per_sec;
+		no_slot = s->no_worker_slot;
+		next_start = s->next_start;
 		SpinLockRelease(&s->mutex);
 
 		values[0] = Int32GetDatum(s->pipeline_id);
@@ -1243,6 +1429,10 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 		}
 		else
 			nulls[3] = nulls[4] = nulls[5] = nulls[6] = true;
+		values[7] = CStringGetTextDatum(pid != 0 ? "running" :
+										no_slot ? "waiting for a worker slot" :
+										next_start > GetCurrentTimestamp() ? "backing off after a failure" :
+										"starting");
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -1315,13 +1505,17 @@ static SgSupervised *sg_supervised = NULL;
 static int	sg_nsupervised = 0;
 
 static void
-sg_start_worker(int32 pipeline_id, SgSupervised *sup)
+sg_start_worker(int32 pipeline_id, SgSupervised *sup, SgPipelineSlot *slot)
 {
 	char		name[BGW_MAXLEN];
 
 	snprintf(name, sizeof(name), "streamguard pipeline %d", pipeline_id);
 	sup->handle = SgStartDynamicWorker("PipelineWorkerMain", "streamguard pipeline", name,
 									   Int32GetDatum(pipeline_id), MyDatabaseId);
+	/* shown in the pipelines view; retried every maintenance round */
+	SpinLockAcquire(&slot->mutex);
+	slot->no_worker_slot = (sup->handle == NULL);
+	SpinLockRelease(&slot->mutex);
 }
 
 /*
@@ -1399,7 +1593,7 @@ PipelineSupervise(void)
 		SpinLockAcquire(&slot->mutex);
 		slot->clean_exit = false;
 		SpinLockRelease(&slot->mutex);
-		sg_start_worker(id, sup);
+		sg_start_worker(id, sup, slot);
 	}
 
 	/* pipelines that were dropped */

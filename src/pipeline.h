@@ -80,6 +80,7 @@ typedef struct SgPipelineSlot
 	int			worker_procno;	/* -1 when no worker */
 	bool		clean_exit;		/* the worker exited on purpose */
 	bool		fence_requested;	/* a control call waits for the row lock */
+	bool		no_worker_slot;	/* the last start found no worker slot */
 	int32		failures;		/* consecutive failed starts or batches */
 	TimestampTz next_start;		/* backoff: not before this */
 	double		events_per_sec;	/* exponential moving average */
@@ -98,6 +99,8 @@ extern Size PipelineShmemSize(void);
 extern void PipelineShmemInit(void);
 extern SgPipelineSlot *PipelineSlot(Oid dbid, int32 pipeline_id, bool create);
 extern void PipelineFreeSlot(Oid dbid, int32 pipeline_id);
+extern void PipelineFreeDatabase(Oid dbid);
+extern int	PipelineSlotDatabases(Oid *dbids, int max);
 extern void PipelineWakeStream(Oid dbid, int32 stream_id);
 extern void PipelineWakeWorker(SgPipelineSlot *slot);
 

@@ -33,6 +33,14 @@ int			sg_max_partitions = 4096;
 int			sg_max_xact_partitions = 1024;
 int			sg_maintenance_naptime_ms = 1000;
 int			sg_launcher_naptime_ms = 10000;
+int			sg_role_max_streams = 64;
+int			sg_role_max_partitions = 1024;
+int			sg_role_max_pipelines = 16;
+
+/* set in a pipeline worker while it runs (0 elsewhere) */
+int32		SgRunningPipelineId = 0;
+int32		SgRunningSourceStream = 0;
+bool		SgRunningAllowSourceAppend = false;
 
 static bool sg_loaded = false;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -102,7 +110,24 @@ _PG_init(void)
 							"A remote that does not answer in time is cancelled and disconnected; the batch is retried.",
 							&sg_remote_timeout_ms, 10000, 100, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.role_max_streams",
+							"Maximum number of streams one role may own in a database (-1: no limit).",
+							"Superusers are exempt.  Set it per role with ALTER ROLE ... SET.",
+							&sg_role_max_streams, 64, -1, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.role_max_partitions",
+							"Maximum number of stream partitions, over all its streams, one role may own in a database (-1: no limit).",
+							"Superusers are exempt.  Set it per role with ALTER ROLE ... SET.",
+							&sg_role_max_partitions, 1024, -1, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.role_max_pipelines",
+							"Maximum number of pipelines one role may own in a database (-1: no limit).",
+							"Superusers are exempt.  Set it per role with ALTER ROLE ... SET.",
+							&sg_role_max_pipelines, 16, -1, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamguard");
+
+	OwnershipInstallHooks();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = sg_shmem_request;
@@ -120,6 +145,43 @@ _PG_init(void)
 	RegisterBackgroundWorker(&worker);
 
 	sg_loaded = true;
+}
+
+/*
+ * Settings that our own SQL must not take from anybody else.  A background
+ * worker of ours connects as the bootstrap superuser and picks up the
+ * database's and role's settings (ALTER DATABASE ... SET, which a database
+ * owner may run): a search_path naming a schema of theirs would let their
+ * functions and operators stand in for built-in ones in our statements.
+ * Session-level values outrank those, and everything a pipeline's SQL sets
+ * is rolled back after each batch (worker.c), so these hold for the life
+ * of the worker.
+ */
+void
+SgHardenWorkerSession(void)
+{
+	static const char *const settings[][2] = {
+		{"search_path", "pg_catalog, pg_temp"},
+		{"default_table_access_method", "heap"},
+		{"default_tablespace", ""},
+		{"temp_tablespaces", ""},
+		{"default_transaction_isolation", "read committed"},
+		{"default_transaction_read_only", "off"},
+		{"default_transaction_deferrable", "off"},
+		{"transform_null_equals", "off"},
+		{"statement_timeout", "0"},
+		{"lock_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+		{"datestyle", "ISO, MDY"},
+		{"intervalstyle", "postgres"},
+		{"extra_float_digits", "3"},
+		{"row_security", "on"},
+		{"check_function_bodies", "on"},
+	};
+	int			i;
+
+	for (i = 0; i < lengthof(settings); i++)
+		SetConfigOption(settings[i][0], settings[i][1], PGC_SUSET, PGC_S_SESSION);
 }
 
 /*

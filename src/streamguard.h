@@ -22,6 +22,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "fmgr.h"
 #include "executor/spi.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
@@ -41,6 +42,22 @@ extern int	sg_max_partitions;
 extern int	sg_max_xact_partitions;
 extern int	sg_maintenance_naptime_ms;
 extern int	sg_launcher_naptime_ms;
+extern int	sg_role_max_streams;
+extern int	sg_role_max_partitions;
+extern int	sg_role_max_pipelines;
+
+/* a pipeline worker's identity while it runs (0 elsewhere; worker.c) */
+extern int32 SgRunningPipelineId;
+extern int32 SgRunningSourceStream;
+extern bool SgRunningAllowSourceAppend;
+
+extern void SgHardenWorkerSession(void);
+
+/* ownership.c */
+extern void OwnershipInstallHooks(void);
+extern void SgLockRoleForCreate(Oid roleid);
+extern void SgCheckRoleQuota(const char *what, Oid roleid, int64 have, int64 adding, int limit,
+							 const char *guc);
 
 /* ----------------------------------------------------------------
  * Shared memory (horizon.c owns it; see the banner there for locking)
@@ -97,6 +114,11 @@ extern SgStream *HorizonStream(int slot);
 extern bool HorizonRefValid(SgStreamRef ref, Oid dbid, int32 stream_id);
 extern SgStreamRef HorizonAttachStream(int32 stream_id, int nparts,
 									   int32 current_seg, int32 min_seg, Oid catalog_oid);
+extern SgStreamRef HorizonTryAttachStream(int32 stream_id, int nparts,
+										  int32 current_seg, int32 min_seg, Oid catalog_oid);
+extern void HorizonFreeOnAbort(int32 stream_id);
+extern int	HorizonFreeDatabase(Oid dbid, Oid catalog_oid);
+extern int	HorizonSlotDatabases(Oid *dbids, int max);
 extern void HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id);
 extern int64 HorizonAssignSeqs(SgStreamRef ref, int partition, int count,
 							   int32 *segment);
@@ -149,6 +171,8 @@ typedef enum SgPrivilege
 extern void StreamguardCheckLoaded(void);
 extern void SgCheckName(const char *what, const char *name);
 extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern int64 SgIntervalUsecs(Interval *iv);
+extern void SgCheckInterval(const char *what, Interval *iv);
 
 extern SgStreamMeta *StreamLookup(const char *name, SgPrivilege priv);
 extern Oid	StreamDataOwner(void);

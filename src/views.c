@@ -91,22 +91,30 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 		int32		nparts = DatumGetInt32(SPI_getbinval(streams->vals[i], streams->tupdesc, 2, &isnull));
 		int32		cur_seg = DatumGetInt32(SPI_getbinval(streams->vals[i], streams->tupdesc, 3, &isnull));
 		int32		min_seg = DatumGetInt32(SPI_getbinval(streams->vals[i], streams->tupdesc, 4, &isnull));
-		SgStreamRef ref = HorizonAttachStream(id, nparts, cur_seg, min_seg, catalog_oid);
-		SgStream   *st = HorizonStream(ref.slot);
-		double		rate;
+		/*
+		 * Without a free slot (shared memory is full) the stream shows its
+		 * stored range only: a view must not fail for everyone because of
+		 * one stream.
+		 */
+		SgStreamRef ref = HorizonTryAttachStream(id, nparts, cur_seg, min_seg, catalog_oid);
+		SgStream   *st = ref.slot >= 0 ? HorizonStream(ref.slot) : NULL;
+		double		rate = 0;
 		int			p;
 
-		HorizonEnsureSeqReady(ref, id);
-		rate = HorizonAppendRate(st);
-		min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
-		cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
+		if (st)
+		{
+			HorizonEnsureSeqReady(ref, id);
+			rate = HorizonAppendRate(st);
+			min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
+			cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
+		}
 		for (p = 0; p < nparts; p++)
 		{
 			Datum		values[8];
 			bool		nulls[8] = {false};
-			int64		next_seq;
-			int			in_flight;
-			int64		horizon = HorizonReadable(st, p, &next_seq, &in_flight);
+			int64		next_seq = 0;
+			int			in_flight = 0;
+			int64		horizon = st ? HorizonReadable(st, p, &next_seq, &in_flight) : 0;
 			int64		first = sg_edge_seq(id, p, min_seg, cur_seg, true, snap);
 			int64		last = sg_edge_seq(id, p, min_seg, cur_seg, false, snap);
 
@@ -120,6 +128,7 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 			values[5] = Int64GetDatum(horizon);
 			values[6] = Int32GetDatum(in_flight);
 			values[7] = Float8GetDatum(rate);
+			nulls[4] = nulls[5] = nulls[6] = nulls[7] = (st == NULL);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}

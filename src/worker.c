@@ -43,6 +43,7 @@
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
+#include "commands/portalcmds.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
@@ -60,6 +61,8 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -87,6 +90,8 @@ typedef struct SgPipeDef
 	char	   *sink_server;	/* remote sink, or NULL */
 	char	   *sink_table;
 	bool		two_phase;		/* exactly_once to the sink through 2PC */
+	int			batch_timeout_ms;	/* bound on each run of the user's SQL */
+	bool		allow_source_append;	/* the SQL may append to the source */
 } SgPipeDef;
 
 typedef enum
@@ -294,6 +299,16 @@ typedef struct SgOwnerContext
 	int			nest;
 } SgOwnerContext;
 
+/*
+ * The owner context is hostile territory for the rest of the worker, which
+ * runs as the bootstrap superuser: whatever the SQL sets (SET, set_config,
+ * even without LOCAL) lives in its own GUC nest level and is rolled back
+ * on the way out, as PostgreSQL does around index expressions; deferred
+ * triggers it queued fire before we leave (at COMMIT they would run as
+ * the superuser), and cursors it declared WITH HOLD are closed (they would
+ * be run to completion at COMMIT).  The batch timeout is armed here: a
+ * background worker has no statement timeout of its own.
+ */
 static SPIPlanPtr
 sg_owner_enter(SgOwnerContext *ctx, Tuplestorestate *store, int64 n)
 {
@@ -301,6 +316,8 @@ sg_owner_enter(SgOwnerContext *ctx, Tuplestorestate *store, int64 n)
 	SetUserIdAndSecContext(def.owner, ctx->save_sec | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 	ctx->nest = NewGUCNestLevel();
+	if (def.batch_timeout_ms > 0)
+		enable_timeout_after(STATEMENT_TIMEOUT, def.batch_timeout_ms);
 	(void) set_config_option("search_path", def.search_path, PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
@@ -327,8 +344,14 @@ sg_owner_enter(SgOwnerContext *ctx, Tuplestorestate *store, int64 n)
 static void
 sg_owner_exit(SgOwnerContext *ctx)
 {
+	/* still as the owner: nothing of theirs may run later as us */
+	if (SPI_execute("SET CONSTRAINTS ALL IMMEDIATE", false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not fire deferred triggers");
+	PerformPortalClose(NULL);
+	if (def.batch_timeout_ms > 0)
+		disable_timeout(STATEMENT_TIMEOUT, false);
 	SPI_finish();
-	AtEOXact_GUC(true, ctx->nest);
+	AtEOXact_GUC(false, ctx->nest);
 	SetUserIdAndSecContext(ctx->save_user, ctx->save_sec);
 }
 
@@ -855,9 +878,11 @@ sg_advance(SgStreamMeta *meta, int64 *last, int nparts)
 			elems[p] = Int64GetDatum(last[p]);
 		values[0] = Int32GetDatum(def.id);
 		values[1] = PointerGetDatum(construct_array(elems, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		if (SPI_execute_with_args("UPDATE streamguard.remote_position SET position = ($2)[partition + 1], "
-								  "updated_at = now() "
-								  "WHERE pipeline_id = $1 AND ($2)[partition + 1] > position",
+		if (SPI_execute_with_args("UPDATE streamguard.remote_position "
+								  "SET position = ($2)[partition OPERATOR(pg_catalog.+) 1], "
+								  "updated_at = pg_catalog.now() "
+								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+								  "AND ($2)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>) position",
 								  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "remote position update failed");
 	}
@@ -1003,6 +1028,14 @@ sg_batch(bool isolate)
 		sg_abort();
 		return SG_BATCH_FENCED;
 	}
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(def.owner)))
+	{
+		/* dropped from another database, where we could not refuse it */
+		sg_abort();
+		stop_error = MemoryContextStrdup(TopMemoryContext,
+										 psprintf("the owner of the pipeline (role %u) no longer exists", def.owner));
+		return SG_BATCH_STOPPED;
+	}
 	if (!def.source_server)
 	{
 		if (def.stream == NULL)
@@ -1030,7 +1063,8 @@ sg_batch(bool isolate)
 		Datum		values[2] = {Int32GetDatum(def.id), CStringGetTextDatum(done_gid)};
 
 		SgBecomeDataOwner(&save, false);
-		if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared WHERE pipeline_id = $1 AND gid = $2",
+		if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared "
+								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 AND gid OPERATOR(pg_catalog.=) $2",
 								  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not forget a committed remote transaction");
 		SgRestoreUser(&save);
@@ -1186,10 +1220,10 @@ sg_note_error(const char *message, bool fail)
 	values[3] = BoolGetDatum(fail);
 	sg_begin("error");
 	SgBecomeDataOwner(&save, true);
-	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $2, last_error_at = now(), "
+	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $2, last_error_at = pg_catalog.now(), "
 							  "state = CASE WHEN $4 THEN 'failed' ELSE state END, "
-							  "epoch = CASE WHEN $4 THEN epoch + 1 ELSE epoch END "
-							  "WHERE id = $1 AND epoch = $3",
+							  "epoch = CASE WHEN $4 THEN epoch OPERATOR(pg_catalog.+) 1 ELSE epoch END "
+							  "WHERE id OPERATOR(pg_catalog.=) $1 AND epoch OPERATOR(pg_catalog.=) $3",
 							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the pipeline error");
 	SgRestoreUser(&save);
@@ -1212,15 +1246,20 @@ sg_load_definition(void)
 
 	sg_begin("start");
 	SgBecomeDataOwner(&save, true);
-	if (SPI_execute_with_args("UPDATE streamguard.pipeline p SET epoch = p.epoch + 1, "
-							  "restarts = p.restarts + CASE WHEN p.started_once THEN 1 ELSE 0 END, "
+	if (SPI_execute_with_args("UPDATE streamguard.pipeline p SET epoch = p.epoch OPERATOR(pg_catalog.+) 1, "
+							  "restarts = p.restarts OPERATOR(pg_catalog.+) CASE WHEN p.started_once THEN 1 ELSE 0 END, "
 							  "started_once = true "
-							  "WHERE p.id = $1 AND p.state = 'running' "
-							  "RETURNING p.name, (SELECT s.name FROM streamguard.stream s WHERE s.id = p.stream_id), "
+							  "WHERE p.id OPERATOR(pg_catalog.=) $1 AND p.state OPERATOR(pg_catalog.=) 'running' "
+							  "RETURNING p.name, (SELECT s.name FROM streamguard.stream s "
+							  "WHERE s.id OPERATOR(pg_catalog.=) p.stream_id), "
 							  "p.sql, p.guarantee, p.batch_size, p.error_policy, p.dedup, "
-							  "extract(epoch FROM p.dedup_window)::float8, p.owner, p.search_path, p.epoch, p.stream_id, "
+							  "pg_catalog.date_part('epoch', p.dedup_window)::float8, p.owner, p.search_path, "
+							  "p.epoch, p.stream_id, "
 							  "p.source_server, p.remote_stream, p.sink_server, p.sink_table, p.sink_mode, "
-							  "(SELECT count(*) FROM streamguard.remote_position rp WHERE rp.pipeline_id = p.id)::int",
+							  "(SELECT pg_catalog.count(*) FROM streamguard.remote_position rp "
+							  "WHERE rp.pipeline_id OPERATOR(pg_catalog.=) p.id)::int, "
+							  "(pg_catalog.date_part('epoch', p.batch_timeout) OPERATOR(pg_catalog.*) 1000)::float8, "
+							  "p.allow_source_append",
 							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not load pipeline %d", def.id);
 	if (SPI_processed != 1)
@@ -1259,6 +1298,11 @@ sg_load_definition(void)
 			def.sink_table = pstrdup(SPI_getvalue(t, d, 16));
 			def.two_phase = strcmp(SPI_getvalue(t, d, 17), "two_phase") == 0;
 		}
+		def.batch_timeout_ms = (int) Min(DatumGetFloat8(SPI_getbinval(t, d, 19, &isnull)), (double) INT_MAX);
+		def.allow_source_append = DatumGetBool(SPI_getbinval(t, d, 20, &isnull));
+		SgRunningPipelineId = def.id;
+		SgRunningSourceStream = my_slot->stream_id;
+		SgRunningAllowSourceAppend = def.allow_source_append;
 		event_desc = SgEventTupleDesc();
 		MemoryContextSwitchTo(old);
 	}
@@ -1298,6 +1342,7 @@ PipelineWorkerMain(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
+	SgHardenWorkerSession();
 	pgstat_report_appname("streamguard pipeline");
 
 	my_slot = PipelineSlot(dbid, def.id, true);
@@ -1328,6 +1373,8 @@ PipelineWorkerMain(Datum arg)
 		MemoryContext oldcxt = CurrentMemoryContext;
 
 		ResetLatch(MyLatch);
+		/* a cancel (batch timeout, a control call) was for a batch now over */
+		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
@@ -1344,6 +1391,8 @@ PipelineWorkerMain(Datum arg)
 			MemoryContextSwitchTo(oldcxt);
 			edata = CopyErrorData();
 			FlushErrorState();
+			disable_all_timeouts(false);
+			QueryCancelPending = false;
 			sg_abort();
 			/* a remote transaction must not outlive the failed batch */
 			if (def.sink_server)
@@ -1360,6 +1409,12 @@ PipelineWorkerMain(Datum arg)
 		}
 		PG_END_TRY();
 
+		if (edata != NULL && my_slot->fence_requested)
+		{
+			/* a control call cancelled the batch: it takes over from here */
+			FreeErrorData(edata);
+			sg_clean_exit();
+		}
 		if (edata != NULL)
 		{
 			long		backoff;

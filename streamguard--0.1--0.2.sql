@@ -1,0 +1,198 @@
+-- streamguard 0.1 -> 0.2: hardened pipelines (batch timeout, source-append
+-- guard), quotas, ownership, and views that show each role only what it may
+-- read.
+\echo Use "ALTER EXTENSION streamguard UPDATE TO '0.2'" to load this file. \quit
+
+ALTER TABLE streamguard.pipeline
+	ADD COLUMN batch_timeout interval NOT NULL DEFAULT '5 min',
+	ADD COLUMN allow_source_append boolean NOT NULL DEFAULT false;
+
+DROP VIEW streamguard.dead_letters, streamguard.pipeline_batches, streamguard.remote_status,
+	streamguard.pipelines, streamguard.consumers, streamguard.streams,
+	streamguard.stream_partitions;
+DROP FUNCTION streamguard._pipeline_runtime();
+DROP FUNCTION streamguard._pipeline_batches();
+DROP FUNCTION streamguard._remote_runtime();
+
+DROP FUNCTION streamguard.create_pipeline(text, text, text, text, int, text, boolean, interval,
+	text, text, text, text, text);
+CREATE FUNCTION streamguard.create_pipeline(
+	name text,
+	source text,
+	sql text,
+	guarantee text DEFAULT 'exactly_once',
+	batch_size int DEFAULT 1000,
+	error_policy text DEFAULT 'stop',
+	dedup boolean DEFAULT false,
+	dedup_window interval DEFAULT '1 hour',
+	start_from text DEFAULT 'beginning',
+	source_server text DEFAULT NULL,
+	sink_server text DEFAULT NULL,
+	sink_table text DEFAULT NULL,
+	sink_mode text DEFAULT 'two_phase',
+	batch_timeout interval DEFAULT '5 min',
+	allow_source_append boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_create_pipeline'
+LANGUAGE C VOLATILE;
+
+DROP FUNCTION streamguard.alter_pipeline(text, text, int, text);
+CREATE FUNCTION streamguard.alter_pipeline(
+	name text,
+	sql text DEFAULT NULL,
+	batch_size int DEFAULT NULL,
+	error_policy text DEFAULT NULL,
+	batch_timeout interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_alter_pipeline'
+LANGUAGE C VOLATILE;
+
+-- true when the current role may act as `role` (superuser, the role, or a
+-- member of it); false, never an error, for a role that no longer exists
+CREATE FUNCTION streamguard._is_member(role oid)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'sg_is_member'
+LANGUAGE C STABLE STRICT;
+
+-- true when the current role may read the stream (owner, member, grant)
+CREATE FUNCTION streamguard._can_read(stream_id int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'sg_can_read'
+LANGUAGE C STABLE STRICT;
+
+CREATE VIEW streamguard.stream_partitions AS
+SELECT s.name AS stream, p.partition, p.first_seq, p.last_seq,
+	   p.readable_horizon, p.next_seq, p.in_flight
+FROM streamguard._partition_stats() p
+JOIN streamguard.stream s ON s.id = p.stream_id;
+
+CREATE VIEW streamguard.streams AS
+SELECT s.name AS stream,
+	   s.owner::regrole AS owner,
+	   s.partitions,
+	   s.retention,
+	   s.dedup_window,
+	   s.current_seg - s.min_seg + 1 AS segments,
+	   coalesce(sum(p.last_seq - p.first_seq + 1), 0)::bigint AS retained_events,
+	   min(p.first_seq) AS first_seq,
+	   max(p.last_seq) AS last_seq,
+	   min(p.readable_horizon) AS readable_horizon,
+	   coalesce(sum(p.in_flight), 0)::int AS in_flight,
+	   coalesce(max(p.append_rate), 0) AS append_rate,
+	   s.created_at
+FROM streamguard.stream s
+LEFT JOIN streamguard._partition_stats() p ON p.stream_id = s.id
+GROUP BY s.id;
+
+-- a consumer's positions are shown to the roles that may read its stream
+CREATE VIEW streamguard.consumers WITH (security_barrier) AS
+SELECT s.name AS stream,
+	   c.name AS consumer,
+	   c.partition,
+	   c.position AS committed_seq,
+	   p.readable_horizon,
+	   greatest(coalesce(p.last_seq, 0) - c.position, 0) AS lag_events,
+	   coalesce(extract(epoch FROM now() - streamguard._next_event_time(c.stream_id, c.partition, c.position)), 0)::float8 AS lag_seconds,
+	   c.lost AS lost_events,
+	   c.updated_at
+FROM streamguard.consumer c
+JOIN streamguard.stream s ON s.id = c.stream_id
+LEFT JOIN streamguard._partition_stats() p
+	   ON p.stream_id = c.stream_id AND p.partition = c.partition
+WHERE streamguard._can_read(c.stream_id);
+
+CREATE FUNCTION streamguard._pipeline_runtime(
+	OUT pipeline_id int, OUT worker_pid int, OUT events_per_sec float8,
+	OUT last_batch_ms float8, OUT last_fetch_ms float8, OUT last_process_ms float8,
+	OUT last_commit_ms float8, OUT worker_status text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_pipeline_runtime'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard._pipeline_batches(
+	OUT pipeline_id int, OUT batch_id bigint, OUT epoch bigint, OUT committed_at timestamptz,
+	OUT events_in int, OUT rows_out bigint, OUT partitions int, OUT first_seq bigint,
+	OUT last_seq bigint, OUT fetch_ms float8, OUT process_ms float8, OUT commit_ms float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_pipeline_batches'
+LANGUAGE C VOLATILE;
+
+-- every role sees every pipeline's state and counters; its error text (which
+-- can quote the events' values) only the owner, its members and superusers
+CREATE VIEW streamguard.pipelines AS
+SELECT p.name AS pipeline,
+	   coalesce(s.name, p.source_server || ':' || p.remote_stream) AS source,
+	   p.sink_server,
+	   p.sink_table,
+	   p.state,
+	   p.guarantee,
+	   p.owner::regrole AS owner,
+	   r.worker_pid,
+	   p.batch_size,
+	   p.error_policy,
+	   p.batches,
+	   p.events_in,
+	   p.rows_out,
+	   coalesce(r.events_per_sec, 0) AS events_per_sec,
+	   lag.lag_events,
+	   lag.lag_seconds,
+	   p.last_batch_at,
+	   r.last_batch_ms,
+	   r.last_fetch_ms,
+	   r.last_process_ms,
+	   r.last_commit_ms,
+	   CASE WHEN streamguard._is_member(p.owner) THEN p.last_error END AS last_error,
+	   CASE WHEN streamguard._is_member(p.owner) THEN p.last_error_at END AS last_error_at,
+	   p.restarts,
+	   p.skipped,
+	   p.dead_letters,
+	   p.epoch,
+	   CASE WHEN p.state = 'running' THEN coalesce(r.worker_status, 'starting') END AS worker_status,
+	   p.batch_timeout
+FROM streamguard.pipeline p
+LEFT JOIN streamguard.stream s ON s.id = p.stream_id
+LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id
+LEFT JOIN LATERAL (
+	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds
+	FROM streamguard.consumers c
+	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name) lag ON true;
+
+CREATE FUNCTION streamguard._remote_runtime(
+	OUT pipeline_id int, OUT side text, OUT server text, OUT connected boolean,
+	OUT rtt_ms float8, OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_remote_runtime'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW streamguard.remote_status AS
+SELECT p.name AS pipeline,
+	   side.side,
+	   side.server,
+	   coalesce(r.connected, false) AS connected,
+	   r.rtt_ms,
+	   CASE WHEN streamguard._is_member(p.owner) THEN r.last_error END AS last_error,
+	   (SELECT count(*) FROM streamguard.remote_prepared rp WHERE rp.pipeline_id = p.id) AS prepared_pending
+FROM streamguard.pipeline p
+CROSS JOIN LATERAL (VALUES ('source', p.source_server), ('sink', p.sink_server)) AS side(side, server)
+LEFT JOIN streamguard._remote_runtime() r ON r.pipeline_id = p.id AND r.side = side.side
+WHERE side.server IS NOT NULL;
+
+-- the checkpoint log: for the pipeline's owner, its members and superusers
+CREATE VIEW streamguard.pipeline_batches WITH (security_barrier) AS
+SELECT p.name AS pipeline, b.batch_id, b.epoch, b.committed_at, b.events_in, b.rows_out,
+	   b.partitions, b.first_seq, b.last_seq, b.fetch_ms, b.process_ms, b.commit_ms
+FROM streamguard._pipeline_batches() b
+JOIN streamguard.pipeline p ON p.id = b.pipeline_id
+WHERE streamguard._is_member(p.owner);
+
+-- dead letters hold payloads: each role sees those of the pipelines it owns
+CREATE VIEW streamguard.dead_letters WITH (security_barrier) AS
+SELECT d.pipeline, d.partition, d.seq, d.key, d.payload, d.dedup_key, d.appended_at,
+	   d.error, d.sqlstate, d.failed_at
+FROM streamguard.dead_letter d
+JOIN streamguard.pipeline p ON p.id = d.pipeline_id
+WHERE streamguard._is_member(p.owner);
+
+GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers,
+	streamguard.pipelines, streamguard.pipeline_batches, streamguard.dead_letters,
+	streamguard.remote_status TO PUBLIC;

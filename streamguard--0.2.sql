@@ -1,0 +1,496 @@
+-- streamguard 0.2: streams, SQL consumers, pipelines, progress views
+\echo Use "CREATE EXTENSION streamguard" to load this file. \quit
+
+-- Storage segments of every stream (tables s<stream id>_<segment>) live
+-- here, owned by the extension's installer; nobody else has access.
+CREATE SCHEMA streamguard_data;
+REVOKE ALL ON SCHEMA streamguard_data FROM PUBLIC;
+
+CREATE TYPE streamguard.position AS (partition int, seq bigint);
+CREATE TYPE streamguard.event AS (
+	partition int,
+	seq bigint,
+	key text,
+	payload jsonb,
+	dedup_key text,
+	appended_at timestamptz
+);
+
+-- ---------------------------------------------------------------- catalog
+
+CREATE TABLE streamguard.stream (
+	id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	name text NOT NULL UNIQUE,
+	partitions int NOT NULL,
+	owner oid NOT NULL,
+	retention interval,
+	dedup_window interval NOT NULL,
+	segment_interval interval,
+	current_seg int NOT NULL DEFAULT 0,
+	min_seg int NOT NULL DEFAULT 0,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE streamguard.stream_partition (
+	stream_id int NOT NULL,
+	partition int NOT NULL,
+	seq_floor bigint NOT NULL DEFAULT 0,	-- highest seq dropped by retention
+	PRIMARY KEY (stream_id, partition)
+);
+
+CREATE TABLE streamguard.segment (
+	stream_id int NOT NULL,
+	seg int NOT NULL,
+	created_at timestamptz NOT NULL,
+	sealed_at timestamptz,					-- when the next segment took over
+	seq_bounds bigint[],					-- per partition: every seq here is below it
+	PRIMARY KEY (stream_id, seg)
+);
+
+CREATE TABLE streamguard.stream_grant (
+	stream_id int NOT NULL,
+	grantee oid NOT NULL,
+	can_append boolean NOT NULL,
+	can_read boolean NOT NULL,
+	PRIMARY KEY (stream_id, grantee)
+);
+
+CREATE TABLE streamguard.consumer (
+	stream_id int NOT NULL,
+	name text NOT NULL,
+	partition int NOT NULL,
+	position bigint NOT NULL,				-- last consumed seq
+	lost bigint NOT NULL DEFAULT 0,			-- removed by retention unread
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (stream_id, name, partition)
+) WITH (fillfactor = 50);
+
+CREATE TABLE streamguard.append_dedup (
+	stream_id int NOT NULL,
+	dedup_key text NOT NULL,
+	partition int NOT NULL,
+	seq bigint NOT NULL,
+	appended_at timestamptz NOT NULL,
+	PRIMARY KEY (stream_id, dedup_key)
+);
+CREATE INDEX append_dedup_expiry ON streamguard.append_dedup (stream_id, appended_at);
+
+CREATE TABLE streamguard.pipeline (
+	id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	name text NOT NULL UNIQUE,
+	stream_id int NOT NULL,
+	sql text NOT NULL,
+	guarantee text NOT NULL
+		CHECK (guarantee IN ('exactly_once', 'at_least_once', 'at_most_once')),
+	batch_size int NOT NULL,
+	error_policy text NOT NULL CHECK (error_policy IN ('stop', 'skip', 'dead_letter')),
+	dedup boolean NOT NULL,
+	dedup_window interval NOT NULL,
+	owner oid NOT NULL,
+	search_path text NOT NULL,				-- in force when the SQL was defined
+	state text NOT NULL DEFAULT 'running'
+		CHECK (state IN ('running', 'paused', 'failed')),
+	epoch bigint NOT NULL DEFAULT 1,		-- fencing generation
+	started_once boolean NOT NULL DEFAULT false,
+	restarts int NOT NULL DEFAULT 0,
+	batches bigint NOT NULL DEFAULT 0,
+	events_in bigint NOT NULL DEFAULT 0,
+	rows_out bigint NOT NULL DEFAULT 0,
+	skipped bigint NOT NULL DEFAULT 0,
+	dead_letters bigint NOT NULL DEFAULT 0,
+	last_batch_at timestamptz,
+	last_error text,
+	last_error_at timestamptz,
+	source_server text,						-- remote source: foreign server name
+	remote_stream text,						-- the stream on that server
+	sink_server text,						-- remote sink: foreign server name
+	sink_table text,						-- table on that server
+	sink_mode text CHECK (sink_mode IN ('two_phase', 'offsets')),
+	created_at timestamptz NOT NULL DEFAULT now(),
+	batch_timeout interval NOT NULL DEFAULT '5 min',	-- bound on each run of the SQL
+	allow_source_append boolean NOT NULL DEFAULT false
+) WITH (fillfactor = 50);
+
+-- positions of pipelines whose source is a stream on a remote server
+CREATE TABLE streamguard.remote_position (
+	pipeline_id int NOT NULL,
+	partition int NOT NULL,
+	position bigint NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (pipeline_id, partition)
+) WITH (fillfactor = 50);
+
+-- remote transactions PREPAREd by a batch whose local transaction committed
+CREATE TABLE streamguard.remote_prepared (
+	pipeline_id int NOT NULL,
+	gid text NOT NULL,
+	server text NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (pipeline_id, gid)
+);
+
+CREATE TABLE streamguard.pipeline_dedup (
+	pipeline_id int NOT NULL,
+	dedup_key text NOT NULL,
+	seen_at timestamptz NOT NULL,
+	PRIMARY KEY (pipeline_id, dedup_key)
+);
+
+CREATE TABLE streamguard.dead_letter (
+	pipeline_id int NOT NULL,
+	pipeline text NOT NULL,
+	partition int NOT NULL,
+	seq bigint NOT NULL,
+	key text,
+	payload jsonb,
+	dedup_key text,
+	appended_at timestamptz,
+	error text NOT NULL,
+	sqlstate text NOT NULL,
+	failed_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX dead_letter_pipeline ON streamguard.dead_letter (pipeline_id, failed_at);
+
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_partition', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.segment', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_grant', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.consumer', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.append_dedup', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_dedup', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.dead_letter', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.remote_position', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.remote_prepared', '');
+-- the id sequences too, or a restored database would hand out used ids
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_id_seq', '');
+
+-- -------------------------------------------------------------- streams
+
+CREATE FUNCTION streamguard.create_stream(
+	name text,
+	partitions int DEFAULT 1,
+	retention interval DEFAULT NULL,
+	dedup_window interval DEFAULT '1 hour',
+	segment_interval interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_create_stream'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.drop_stream(name text, force boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_drop_stream'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.grant_stream(stream text, grantee regrole, privilege text DEFAULT 'all')
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_grant_stream'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.revoke_stream(stream text, grantee regrole, privilege text DEFAULT 'all')
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_revoke_stream'
+LANGUAGE C VOLATILE;
+
+-- ------------------------------------------------------------ producing
+
+CREATE FUNCTION streamguard.append(
+	stream text,
+	payload jsonb,
+	key text DEFAULT NULL,
+	dedup_key text DEFAULT NULL,
+	partition int DEFAULT NULL)
+RETURNS streamguard.position
+AS 'MODULE_PATHNAME', 'sg_append'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.append_batch(
+	stream text,
+	payloads jsonb[],
+	keys text[] DEFAULT NULL,
+	dedup_keys text[] DEFAULT NULL,
+	partitions int[] DEFAULT NULL)
+RETURNS SETOF streamguard.position
+AS 'MODULE_PATHNAME', 'sg_append_batch'
+LANGUAGE C VOLATILE ROWS 1000;
+
+-- ------------------------------------------------------------ consuming
+
+CREATE FUNCTION streamguard.poll(stream text, consumer text, max_events int DEFAULT 100)
+RETURNS SETOF streamguard.event
+AS 'MODULE_PATHNAME', 'sg_poll'
+LANGUAGE C VOLATILE ROWS 100;
+
+CREATE FUNCTION streamguard.seek(stream text, consumer text, partition int, seq bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_seek'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.seek(stream text, consumer text, from_time timestamptz)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_seek_time'
+LANGUAGE C VOLATILE;
+
+-- read without a consumer: what a remote pipeline's worker calls
+CREATE FUNCTION streamguard.read(stream text, partition int, after_seq bigint, max_events int DEFAULT 1000)
+RETURNS SETOF streamguard.event
+AS 'MODULE_PATHNAME', 'sg_read'
+LANGUAGE C VOLATILE ROWS 1000;
+
+CREATE FUNCTION streamguard.drop_consumer(stream text, consumer text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_drop_consumer'
+LANGUAGE C VOLATILE;
+
+-- ------------------------------------------------------------ pipelines
+
+CREATE FUNCTION streamguard.create_pipeline(
+	name text,
+	source text,
+	sql text,
+	guarantee text DEFAULT 'exactly_once',
+	batch_size int DEFAULT 1000,
+	error_policy text DEFAULT 'stop',
+	dedup boolean DEFAULT false,
+	dedup_window interval DEFAULT '1 hour',
+	start_from text DEFAULT 'beginning',
+	source_server text DEFAULT NULL,
+	sink_server text DEFAULT NULL,
+	sink_table text DEFAULT NULL,
+	sink_mode text DEFAULT 'two_phase',
+	batch_timeout interval DEFAULT '5 min',
+	allow_source_append boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_create_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.pause_pipeline(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_pause_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.resume_pipeline(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_resume_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.drop_pipeline(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_drop_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.reset_pipeline(
+	name text,
+	seq bigint DEFAULT NULL,
+	from_time timestamptz DEFAULT NULL,
+	partition int DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_reset_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.alter_pipeline(
+	name text,
+	sql text DEFAULT NULL,
+	batch_size int DEFAULT NULL,
+	error_policy text DEFAULT NULL,
+	batch_timeout interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_alter_pipeline'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.purge_dead_letters(pipeline text, older_than interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'sg_purge_dead_letters'
+LANGUAGE C VOLATILE;
+
+-- TEST ONLY: arm a deterministic fault in a pipeline's worker (superuser)
+CREATE FUNCTION streamguard.inject_fault(
+	pipeline text,
+	point text,
+	action text DEFAULT 'kill',
+	times int DEFAULT 1)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_inject_fault'
+LANGUAGE C VOLATILE;
+
+-- ------------------------------------------------------ remote servers
+
+CREATE FUNCTION streamguard.remote_validator(text[], oid)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_remote_validator'
+LANGUAGE C STRICT;
+
+CREATE FOREIGN DATA WRAPPER streamguard_remote VALIDATOR streamguard.remote_validator;
+
+-- ---------------------------------------------------------------- views
+
+CREATE FUNCTION streamguard._partition_stats(
+	OUT stream_id int, OUT partition int, OUT first_seq bigint, OUT last_seq bigint,
+	OUT next_seq bigint, OUT readable_horizon bigint, OUT in_flight int, OUT append_rate float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_partition_stats'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard._next_event_time(stream_id int, partition int, after_seq bigint)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'sg_next_event_time'
+LANGUAGE C VOLATILE STRICT;
+
+-- true when the current role may act as `role` (superuser, the role, or a
+-- member of it); false, never an error, for a role that no longer exists
+CREATE FUNCTION streamguard._is_member(role oid)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'sg_is_member'
+LANGUAGE C STABLE STRICT;
+
+-- true when the current role may read the stream (owner, member, grant)
+CREATE FUNCTION streamguard._can_read(stream_id int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'sg_can_read'
+LANGUAGE C STABLE STRICT;
+
+CREATE VIEW streamguard.stream_partitions AS
+SELECT s.name AS stream, p.partition, p.first_seq, p.last_seq,
+	   p.readable_horizon, p.next_seq, p.in_flight
+FROM streamguard._partition_stats() p
+JOIN streamguard.stream s ON s.id = p.stream_id;
+
+CREATE VIEW streamguard.streams AS
+SELECT s.name AS stream,
+	   s.owner::regrole AS owner,
+	   s.partitions,
+	   s.retention,
+	   s.dedup_window,
+	   s.current_seg - s.min_seg + 1 AS segments,
+	   coalesce(sum(p.last_seq - p.first_seq + 1), 0)::bigint AS retained_events,
+	   min(p.first_seq) AS first_seq,
+	   max(p.last_seq) AS last_seq,
+	   min(p.readable_horizon) AS readable_horizon,
+	   coalesce(sum(p.in_flight), 0)::int AS in_flight,
+	   coalesce(max(p.append_rate), 0) AS append_rate,
+	   s.created_at
+FROM streamguard.stream s
+LEFT JOIN streamguard._partition_stats() p ON p.stream_id = s.id
+GROUP BY s.id;
+
+-- a consumer's positions are shown to the roles that may read its stream
+CREATE VIEW streamguard.consumers WITH (security_barrier) AS
+SELECT s.name AS stream,
+	   c.name AS consumer,
+	   c.partition,
+	   c.position AS committed_seq,
+	   p.readable_horizon,
+	   greatest(coalesce(p.last_seq, 0) - c.position, 0) AS lag_events,
+	   coalesce(extract(epoch FROM now() - streamguard._next_event_time(c.stream_id, c.partition, c.position)), 0)::float8 AS lag_seconds,
+	   c.lost AS lost_events,
+	   c.updated_at
+FROM streamguard.consumer c
+JOIN streamguard.stream s ON s.id = c.stream_id
+LEFT JOIN streamguard._partition_stats() p
+	   ON p.stream_id = c.stream_id AND p.partition = c.partition
+WHERE streamguard._can_read(c.stream_id);
+
+CREATE FUNCTION streamguard._pipeline_runtime(
+	OUT pipeline_id int, OUT worker_pid int, OUT events_per_sec float8,
+	OUT last_batch_ms float8, OUT last_fetch_ms float8, OUT last_process_ms float8,
+	OUT last_commit_ms float8, OUT worker_status text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_pipeline_runtime'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard._pipeline_batches(
+	OUT pipeline_id int, OUT batch_id bigint, OUT epoch bigint, OUT committed_at timestamptz,
+	OUT events_in int, OUT rows_out bigint, OUT partitions int, OUT first_seq bigint,
+	OUT last_seq bigint, OUT fetch_ms float8, OUT process_ms float8, OUT commit_ms float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_pipeline_batches'
+LANGUAGE C VOLATILE;
+
+-- every role sees every pipeline's state and counters; its error text (which
+-- can quote the events' values) only the owner, its members and superusers
+CREATE VIEW streamguard.pipelines AS
+SELECT p.name AS pipeline,
+	   coalesce(s.name, p.source_server || ':' || p.remote_stream) AS source,
+	   p.sink_server,
+	   p.sink_table,
+	   p.state,
+	   p.guarantee,
+	   p.owner::regrole AS owner,
+	   r.worker_pid,
+	   p.batch_size,
+	   p.error_policy,
+	   p.batches,
+	   p.events_in,
+	   p.rows_out,
+	   coalesce(r.events_per_sec, 0) AS events_per_sec,
+	   lag.lag_events,
+	   lag.lag_seconds,
+	   p.last_batch_at,
+	   r.last_batch_ms,
+	   r.last_fetch_ms,
+	   r.last_process_ms,
+	   r.last_commit_ms,
+	   CASE WHEN streamguard._is_member(p.owner) THEN p.last_error END AS last_error,
+	   CASE WHEN streamguard._is_member(p.owner) THEN p.last_error_at END AS last_error_at,
+	   p.restarts,
+	   p.skipped,
+	   p.dead_letters,
+	   p.epoch,
+	   CASE WHEN p.state = 'running' THEN coalesce(r.worker_status, 'starting') END AS worker_status,
+	   p.batch_timeout
+FROM streamguard.pipeline p
+LEFT JOIN streamguard.stream s ON s.id = p.stream_id
+LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id
+LEFT JOIN LATERAL (
+	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds
+	FROM streamguard.consumers c
+	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name) lag ON true;
+
+CREATE FUNCTION streamguard._remote_runtime(
+	OUT pipeline_id int, OUT side text, OUT server text, OUT connected boolean,
+	OUT rtt_ms float8, OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_remote_runtime'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW streamguard.remote_status AS
+SELECT p.name AS pipeline,
+	   side.side,
+	   side.server,
+	   coalesce(r.connected, false) AS connected,
+	   r.rtt_ms,
+	   CASE WHEN streamguard._is_member(p.owner) THEN r.last_error END AS last_error,
+	   (SELECT count(*) FROM streamguard.remote_prepared rp WHERE rp.pipeline_id = p.id) AS prepared_pending
+FROM streamguard.pipeline p
+CROSS JOIN LATERAL (VALUES ('source', p.source_server), ('sink', p.sink_server)) AS side(side, server)
+LEFT JOIN streamguard._remote_runtime() r ON r.pipeline_id = p.id AND r.side = side.side
+WHERE side.server IS NOT NULL;
+
+-- the checkpoint log: for the pipeline's owner, its members and superusers
+CREATE VIEW streamguard.pipeline_batches WITH (security_barrier) AS
+SELECT p.name AS pipeline, b.batch_id, b.epoch, b.committed_at, b.events_in, b.rows_out,
+	   b.partitions, b.first_seq, b.last_seq, b.fetch_ms, b.process_ms, b.commit_ms
+FROM streamguard._pipeline_batches() b
+JOIN streamguard.pipeline p ON p.id = b.pipeline_id
+WHERE streamguard._is_member(p.owner);
+
+-- dead letters hold payloads: each role sees those of the pipelines it owns
+CREATE VIEW streamguard.dead_letters WITH (security_barrier) AS
+SELECT d.pipeline, d.partition, d.seq, d.key, d.payload, d.dedup_key, d.appended_at,
+	   d.error, d.sqlstate, d.failed_at
+FROM streamguard.dead_letter d
+JOIN streamguard.pipeline p ON p.id = d.pipeline_id
+WHERE streamguard._is_member(p.owner);
+
+-- ----------------------------------------------------------- privileges
+
+GRANT USAGE ON SCHEMA streamguard TO PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA streamguard FROM PUBLIC;
+GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers,
+	streamguard.pipelines, streamguard.pipeline_batches, streamguard.dead_letters,
+	streamguard.remote_status TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;
+-- _partition_stats and _next_event_time stay executable by PUBLIC: the views
+-- call them with the caller's rights, and they reveal only positions and times.
