@@ -570,7 +570,7 @@ sg_seek_prepare(SgStreamMeta *meta, const char *consumer)
 	values[1] = CStringGetTextDatum(consumer);
 	ret = SPI_execute_with_args("INSERT INTO streamguard.consumer (stream_id, name, partition, position) "
 								"SELECT $1, $2, sp.partition, sp.seq_floor FROM streamguard.stream_partition sp "
-								"WHERE sp.stream_id = $1 ON CONFLICT DO NOTHING",
+								"WHERE sp.stream_id OPERATOR(pg_catalog.=) $1 ON CONFLICT DO NOTHING",
 								2, types, values, NULL, false, 0);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "consumer creation failed: %s", SPI_result_code_string(ret));
@@ -753,7 +753,8 @@ sg_drop_consumer(PG_FUNCTION_ARGS)
 	SgBecomeDataOwner(&save, true);
 	values[0] = Int32GetDatum(meta->stream_id);
 	values[1] = CStringGetTextDatum(consumer);
-	ret = SPI_execute_with_args("DELETE FROM streamguard.consumer WHERE stream_id = $1 AND name = $2",
+	ret = SPI_execute_with_args("DELETE FROM streamguard.consumer WHERE stream_id OPERATOR(pg_catalog.=) $1 "
+								"AND name OPERATOR(pg_catalog.=) $2",
 								2, types, values, NULL, false, 0);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "drop_consumer failed: %s", SPI_result_code_string(ret));

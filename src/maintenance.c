@@ -584,6 +584,23 @@ sg_step_dedup(SgStreamTask *task)
 static void
 sg_step_supervise(SgStreamTask *unused)
 {
+	uint64		i;
+
+	/*
+	 * Grants to roles dropped while connected to another database, where
+	 * our DROP ROLE hook could not see them: a role created later with the
+	 * same OID must not inherit them.
+	 */
+	sg_exec("DELETE FROM streamguard.stream_grant g WHERE NOT EXISTS "
+			"(SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) g.grantee) "
+			"RETURNING g.stream_id", SPI_OK_DELETE_RETURNING);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		HorizonBumpGenerationAtCommit(DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+																  SPI_tuptable->tupdesc, 1, &isnull)));
+	}
 	PipelineSupervise();
 	sg_exec("DELETE FROM streamguard.pipeline_dedup d USING streamguard.pipeline p "
 			"WHERE p.id = d.pipeline_id AND d.seen_at < pg_catalog.now() - p.dedup_window",

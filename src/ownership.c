@@ -228,6 +228,7 @@ sg_owned_names(const char *sql, List *oids)
 	SgUserSave	save;
 	List	   *names = NIL;
 	uint64		i;
+	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	values[0] = sg_oid_array(oids);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -237,7 +238,13 @@ sg_owned_names(const char *sql, List *oids)
 		elog(ERROR, "ownership lookup failed");
 	SgRestoreUser(&save);
 	for (i = 0; i < SPI_processed; i++)
-		names = lappend(names, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	{
+		MemoryContext spi_cxt = MemoryContextSwitchTo(caller_cxt);
+
+		/* outlives SPI_finish */
+		names = lappend(names, pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)));
+		MemoryContextSwitchTo(spi_cxt);
+	}
 	SPI_finish();
 	return names;
 }

@@ -1,0 +1,241 @@
+
+# Security attack suite, part 3: quotas and exhaustion of shared resources
+# (SPEC section 6: "shared resources (partition, stream, pipeline and
+# worker slots) have per-role or per-database quotas and are reclaimed on
+# abort").
+#
+# Threats and cases:
+#  (quota)  one ordinary role takes every stream / partition / pipeline
+#           slot of the cluster and locks everyone else out.  Per-role
+#           limits, superuser-only settings (PGC_SUSET, set per role with
+#           ALTER ROLE by a superuser): streamguard.role_max_streams (64),
+#           streamguard.role_max_partitions (1024),
+#           streamguard.role_max_pipelines (16); -1 unlimited; superusers
+#           exempt.  Exceeding one: 53400 naming the role and the limit.
+#           The role cannot raise its own limit (SET: 42501).
+#  (leak)   create_stream + append in transactions that roll back, over and
+#           over: the shared-memory slots must be reclaimed on abort, or
+#           a few rollbacks exhaust the cluster.  Afterwards another role
+#           still creates and uses a stream, the views work for everyone,
+#           drop_stream works.
+#  (full)   with the stream slots exhausted (max_streams = 4, six streams
+#           touched), the views must still list every stream (they must
+#           not fail for everyone) and each stream can still be dropped.
+#  (slots)  more running pipelines than background worker slots: the
+#           pipelines without a worker say so in pipelines.worker_status
+#           ('waiting for a worker slot'), and the server log is not
+#           flooded (the "no background worker slot" line at most twice
+#           per pipeline over 5 seconds).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use RemoteTest;
+use SecTest;
+
+my $t_start = time;
+
+# ================================================================ (quota)
+
+my $node = rt_node('sec102a', extra => "streamguard.max_partitions=2048\n");
+my $cs = 'streamguard.create_stream(text, int, interval, interval, interval)';
+$node->safe_psql('postgres', qq{
+CREATE EXTENSION streamguard;
+CREATE ROLE attacker LOGIN;
+CREATE ROLE other LOGIN;
+GRANT EXECUTE ON FUNCTION $cs TO attacker, other;
+CREATE TABLE public.q_sink (seq bigint);
+GRANT INSERT ON public.q_sink TO PUBLIC;
+});
+
+for my $g ([ 'role_max_streams', 64 ], [ 'role_max_partitions', 1024 ], [ 'role_max_pipelines', 16 ])
+{
+	my ($ok, $out, $err) = try_psql($node, "SHOW streamguard.$g->[0]");
+	is($out, $g->[1], "(quota) streamguard.$g->[0] defaults to $g->[1]") or diag($err);
+	($ok, $out, $err) = try_psql($node, "SELECT context FROM pg_settings WHERE name = 'streamguard.$g->[0]'");
+	is($out, 'superuser', "(quota) streamguard.$g->[0] is superuser-only (PGC_SUSET)");
+}
+
+sub alter_role
+{
+	my ($sql) = @_;
+	my ($ok, $out, $err) = try_psql($node, $sql);
+	ok($ok, "(quota) superuser: $sql") or diag($err);
+}
+
+alter_role('ALTER ROLE attacker SET streamguard.role_max_partitions = 8');
+{
+	my ($ok, $out, $err) = try_psql($node, q{SELECT streamguard.create_stream('qa', 8)}, user => 'attacker');
+	ok($ok, '(quota) attacker creates a stream of 8 partitions (its limit)') or diag($err);
+}
+expect_error($node, q{SELECT streamguard.create_stream('qb', 1)}, '53400',
+	qr/attacker.*(role_max_partitions|\b8\b)|(role_max_partitions|\b8\b).*attacker/s,
+	'(quota) one partition more than streamguard.role_max_partitions = 8', user => 'attacker');
+expect_error($node, q{SET streamguard.role_max_partitions = 100}, '42501', qr/role_max_partitions/,
+	'(quota) attacker raises its own role_max_partitions', user => 'attacker');
+expect_error($node, q{SET streamguard.role_max_streams = -1}, '42501', qr/role_max_streams/,
+	'(quota) attacker raises its own role_max_streams', user => 'attacker');
+
+alter_role('ALTER ROLE attacker SET streamguard.role_max_partitions = -1');
+alter_role('ALTER ROLE attacker SET streamguard.role_max_streams = 2');
+{
+	my ($ok, $out, $err) = try_psql($node, q{SELECT streamguard.create_stream('qc', 1)}, user => 'attacker');
+	ok($ok, '(quota) attacker creates its second stream (role_max_streams = 2)') or diag($err);
+}
+expect_error($node, q{SELECT streamguard.create_stream('qd', 1)}, '53400',
+	qr/attacker.*(role_max_streams|\b2\b)|(role_max_streams|\b2\b).*attacker/s,
+	'(quota) a third stream, over streamguard.role_max_streams = 2', user => 'attacker');
+
+alter_role('ALTER ROLE attacker SET streamguard.role_max_pipelines = 1');
+{
+	my ($ok, $out, $err) = try_psql($node,
+		q{SELECT streamguard.create_pipeline('pq1', 'qa', $$INSERT INTO public.q_sink SELECT seq FROM batch$$)},
+		user => 'attacker');
+	ok($ok, '(quota) attacker creates its one pipeline (role_max_pipelines = 1)') or diag($err);
+}
+expect_error($node,
+	q{SELECT streamguard.create_pipeline('pq2', 'qc', $$INSERT INTO public.q_sink SELECT seq FROM batch$$)},
+	'53400', qr/attacker.*(role_max_pipelines|\b1\b)|(role_max_pipelines|\b1\b).*attacker/s,
+	'(quota) a second pipeline, over streamguard.role_max_pipelines = 1', user => 'attacker');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM streamguard.pipelines WHERE pipeline = 'pq2'}), 0,
+	'(quota) ... which left nothing behind');
+{
+	# superusers are exempt
+	my ($ok, $out, $err) = try_psql($node, q{SET streamguard.role_max_streams = 0;
+SET streamguard.role_max_partitions = 0;
+SELECT streamguard.create_stream('su_exempt', 4);
+SELECT streamguard.drop_stream('su_exempt');});
+	ok($ok, '(quota) a superuser is exempt from the per-role limits') or diag($err);
+}
+# clean up (whatever of it exists)
+try_psql($node, $_) for (q{ALTER ROLE attacker RESET ALL}, q{SELECT streamguard.drop_stream('qa', force => true)},
+	q{SELECT streamguard.drop_stream('qc', force => true)});
+
+# ================================================================= (leak)
+
+{
+	my ($ok, $out, $err) = try_psql($node, q{SELECT streamguard.create_stream('keep', 2);
+SELECT streamguard.append('keep', '{}');});
+	ok($ok, '(leak) the superuser creates and appends to stream keep') or diag($err);
+}
+my $leak_ok = 0;
+my $leak_err = '';
+for my $i (1 .. 10)
+{
+	my ($ok, $out, $err) = try_psql($node, q{BEGIN;
+SELECT streamguard.create_stream('big', 1000);
+SELECT streamguard.append('big', '{"x": 1}', partition => 999);
+ROLLBACK;}, user => 'attacker');
+	$leak_ok++ if $ok;
+	$leak_err = $err unless $ok;
+}
+is($leak_ok, 10, '(leak) ten create_stream(big, 1000) + append + ROLLBACK all ran') or diag($leak_err);
+{
+	# 100 partitions: more than what is left of the 2048 if rolled-back
+	# streams kept theirs
+	my ($ok, $out, $err) = try_psql($node, q{SELECT streamguard.create_stream('after', 100);
+SELECT streamguard.append('after', '{"y": 1}', partition => 99);
+SELECT count(*) FROM streamguard.poll('after', 'c');}, user => 'other');
+	ok($ok && $out =~ /\b1$/, '(leak) afterwards another role creates, appends to and polls a stream') or diag("$out $err");
+}
+for my $who (qw(attacker other), undef)
+{
+	my ($ok, $out, $err) = try_psql($node, q{SELECT count(*) FROM streamguard.streams;
+SELECT count(*) FROM streamguard.consumers; SELECT count(*) FROM streamguard.stream_partitions;},
+		$who ? (user => $who) : ());
+	ok($ok, '(leak) the stream views work for ' . ($who // 'the superuser')) or diag($err);
+}
+{
+	my ($ok, $out, $err) = try_psql($node, q{SELECT streamguard.drop_stream('keep')});
+	ok($ok, '(leak) drop_stream of an existing stream works') or diag($err);
+	($ok, $out, $err) = try_psql($node, q{SELECT count(*) FROM streamguard.streams WHERE stream = 'big'});
+	is($out, '0', '(leak) no trace of the rolled-back stream') or diag($err);
+}
+$node->stop;
+
+# ================================================================= (full)
+
+$node = rt_node('sec102b', extra => "streamguard.max_streams=4\n");
+$node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
+{
+	my ($created, $appended, $refused, $other) = (0, 0, 0, '');
+	for my $i (1 .. 6)
+	{
+		my ($ok, $out, $err) = try_psql($node, "SELECT streamguard.create_stream('x$i', 2)");
+		$created++ if $ok;
+		($ok, $out, $err) = try_psql($node, "SELECT streamguard.append('x$i', '{}')");
+		if ($ok) { $appended++ }
+		elsif (sqlstate($err) eq '53400') { $refused++ }
+		else { $other .= $err }
+	}
+	is($created, 6, '(full) six streams created with streamguard.max_streams = 4');
+	is($other, '', '(full) every append either worked or was refused with 53400');
+	note("(full) appends: $appended worked, $refused refused with 53400");
+	my ($ok, $out, $err) = try_psql($node, 'SELECT count(*) FROM streamguard.streams');
+	is($out, '6', '(full) streamguard.streams works and lists all six') or diag($err);
+	($ok, $out, $err) = try_psql($node, q{SELECT count(*) FROM streamguard.stream_partitions;
+SELECT count(*) FROM streamguard.consumers; SELECT count(*) FROM streamguard.pipelines;});
+	ok($ok, '(full) the other views work too') or diag($err);
+	my $dropped = 0;
+	my $derr = '';
+	for my $i (1 .. 6)
+	{
+		($ok, $out, $err) = try_psql($node, "SELECT streamguard.drop_stream('x$i')");
+		$dropped++ if $ok;
+		$derr .= $err unless $ok;
+	}
+	is($dropped, 6, '(full) each of the six streams can be dropped') or diag($derr);
+	($ok, $out, $err) = try_psql($node, q{SELECT streamguard.create_stream('y', 1); SELECT (streamguard.append('y', '{}')).seq});
+	is((split /\n/, $out)[-1] // '', '1', '(full) after the drops a new stream gets a slot') or diag($err);
+}
+$node->stop;
+
+# ================================================================ (slots)
+
+# 4 worker processes: the streamguard launcher, the maintenance worker of
+# postgres and the logical replication launcher leave one for pipelines
+$node = rt_node('sec102c', extra => "max_worker_processes=4\n");
+$node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
+{
+	my ($ok, $out, $err) = try_psql($node, q{
+CREATE TABLE public.w_sink (seq bigint);
+SELECT streamguard.create_stream('w', 1);
+SELECT streamguard.create_pipeline('pw1', 'w', $$INSERT INTO public.w_sink SELECT seq FROM batch$$);
+SELECT streamguard.create_pipeline('pw2', 'w', $$INSERT INTO public.w_sink SELECT seq FROM batch$$);
+SELECT streamguard.create_pipeline('pw3', 'w', $$INSERT INTO public.w_sink SELECT seq FROM batch$$);
+SELECT streamguard.create_pipeline('pw4', 'w', $$INSERT INTO public.w_sink SELECT seq FROM batch$$);
+});
+	ok($ok, '(slots) four pipelines created') or diag($err);
+}
+ok( wait_for_value($node, q{SELECT count(worker_pid) >= 1 AND count(*) - count(worker_pid) >= 1
+	FROM streamguard.pipelines WHERE state = 'running'}, 't', 30),
+	'(slots) some pipelines have a worker, some are left without one');
+{
+	my ($ok, $out, $err) = try_psql($node, q{SELECT count(*) FILTER (WHERE worker_pid IS NULL),
+	count(*) FILTER (WHERE worker_pid IS NULL AND worker_status = 'waiting for a worker slot'),
+	count(*) FILTER (WHERE worker_pid IS NOT NULL AND worker_status = 'waiting for a worker slot')
+	FROM streamguard.pipelines});
+	my ($waiting, $labelled, $wrong) = split /\|/, ($out || '0|-1|-1');
+	ok($ok && $waiting > 0 && $labelled == $waiting,
+		"(slots) every pipeline without a worker ($waiting) has worker_status 'waiting for a worker slot'")
+	  or diag("$out $err");
+	is($wrong // -1, 0, '(slots) ... and no pipeline that has one');
+	# the log over 5 seconds
+	my $off = log_offset($node);
+	my $t0 = time;
+	usleep(100_000) while time < $t0 + 5;
+	my $n = count_log($node, qr/no background worker slot/, $off);
+	my $max = 2 * ($waiting || 3);
+	cmp_ok($n, '<=', $max, "(slots) 'no background worker slot' logged $n times in 5 s (at most 2 per waiting pipeline)");
+}
+$node->stop;
+
+diag(sprintf('duration %.0f s', time - $t_start));
+done_testing();
