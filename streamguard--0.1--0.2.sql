@@ -7,6 +7,21 @@ ALTER TABLE streamguard.pipeline
 	ADD COLUMN batch_timeout interval NOT NULL DEFAULT '5 min',
 	ADD COLUMN allow_source_append boolean NOT NULL DEFAULT false;
 
+-- events a pipeline's owner asked it to pass over (skip_event)
+CREATE TABLE streamguard.pipeline_skip (
+	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
+	partition int NOT NULL,
+	seq bigint NOT NULL,
+	requested_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (pipeline_id, partition, seq)
+);
+SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_skip', '');
+
+CREATE FUNCTION streamguard.skip_event(pipeline text, partition int, seq bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_skip_event'
+LANGUAGE C VOLATILE;
+
 DROP VIEW streamguard.dead_letters, streamguard.pipeline_batches, streamguard.remote_status,
 	streamguard.pipelines, streamguard.consumers, streamguard.streams,
 	streamguard.stream_partitions;

@@ -129,6 +129,16 @@ CREATE TABLE streamguard.remote_prepared (
 	PRIMARY KEY (pipeline_id, gid)
 );
 
+-- events a pipeline's owner asked it to pass over (skip_event)
+CREATE TABLE streamguard.pipeline_skip (
+	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
+	partition int NOT NULL,
+	seq bigint NOT NULL,
+	requested_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (pipeline_id, partition, seq)
+);
+SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_skip', '');
+
 CREATE TABLE streamguard.pipeline_dedup (
 	pipeline_id int NOT NULL,
 	dedup_key text NOT NULL,
@@ -302,6 +312,11 @@ LANGUAGE C VOLATILE;
 CREATE FUNCTION streamguard.purge_dead_letters(pipeline text, older_than interval DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'sg_purge_dead_letters'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.skip_event(pipeline text, partition int, seq bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_skip_event'
 LANGUAGE C VOLATILE;
 
 -- TEST ONLY: arm a deterministic fault in a pipeline's worker (superuser)

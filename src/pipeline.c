@@ -69,6 +69,7 @@ PG_FUNCTION_INFO_V1(sg_pipeline_runtime);
 PG_FUNCTION_INFO_V1(sg_pipeline_batches);
 PG_FUNCTION_INFO_V1(sg_remote_runtime);
 PG_FUNCTION_INFO_V1(sg_purge_dead_letters);
+PG_FUNCTION_INFO_V1(sg_skip_event);
 
 int			sg_max_pipelines = 64;
 
@@ -1308,6 +1309,88 @@ sg_purge_dead_letters(PG_FUNCTION_ARGS)
 	SgRestoreUser(&save);
 	SPI_finish();
 	PG_RETURN_INT64(removed);
+}
+
+/*
+ * skip_event(pipeline, partition, seq): the pipeline passes over exactly
+ * this event (counted in skipped) when it reaches it; every other event of
+ * its batch is processed.  Owner only.  The worker is fenced, so it
+ * restarts and loads the request before its next batch.
+ */
+Datum
+sg_skip_event(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	int32		partition;
+	int64		seq;
+	SgUserSave	save;
+	Oid			caller = GetUserId();
+	SgPipeRow	row;
+	SgStreamMeta *meta;
+	int64		next_seq;
+	bool		isnull;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", PG_ARGISNULL(1) ? "partition" : "seq")));
+	partition = PG_GETARG_INT32(1);
+	seq = PG_GETARG_INT64(2);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	row = sg_lock_pipeline(name, caller, true);
+	if (row.stream == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("skip_event is not supported for a pipeline with a remote source"),
+				 errhint("Use reset_pipeline with a seq instead.")));
+	meta = StreamLookup(row.stream, SG_PRIV_NONE);
+	StreamCheckPartition(meta, partition);
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	(void) HorizonReadable(HorizonStream(meta->ref.slot), partition, &next_seq, NULL);
+	if (seq < 1 || seq >= next_seq)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("seq %lld is out of range for partition %d of stream \"%s\"",
+						(long long) seq, partition, row.stream),
+				 errdetail("Seqs handed out so far are 1 to %lld.", (long long) (next_seq - 1))));
+	{
+		Oid			types[3] = {INT4OID, TEXTOID, INT4OID};
+		Datum		values[3] = {Int32GetDatum(meta->stream_id),
+		CStringGetTextDatum(PipelineConsumerName(name)), Int32GetDatum(partition)};
+		int64		position;
+
+		if (SPI_execute_with_args("SELECT position FROM streamguard.consumer "
+								  "WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+								  "AND partition OPERATOR(pg_catalog.=) $3",
+								  3, types, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "position lookup failed");
+		position = SPI_processed == 1 ?
+			DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) : 0;
+		if (seq <= position)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("pipeline \"%s\" has already passed seq %lld of partition %d", name,
+							(long long) seq, partition),
+					 errdetail("Its position in partition %d is %lld.", partition, (long long) position)));
+	}
+	{
+		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+		Datum		values[3] = {Int32GetDatum(row.id), Int32GetDatum(partition), Int64GetDatum(seq)};
+
+		sg_pipeline_exec("INSERT INTO streamguard.pipeline_skip (pipeline_id, partition, seq) "
+						 "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+						 3, types, values, SPI_OK_INSERT);
+	}
+	/* a new epoch: the worker restarts and loads the request */
+	sg_set_state(row.id, row.state, true);
+	SgRestoreUser(&save);
+	SPI_finish();
+	sg_notify_change(row.id);
+	PG_RETURN_VOID();
 }
 
 /* names of SgFaultPoint and SgFaultAction values, in enum order */

@@ -126,6 +126,15 @@ sg_forget_done_gid(void)
 	done_gid = NULL;
 }
 
+/* events the owner asked to skip (skip_event), loaded at start */
+typedef struct SgSkip
+{
+	int32		partition;
+	int64		seq;
+} SgSkip;
+static SgSkip *skips = NULL;
+static int	nskips = 0;
+
 /* per-batch counters of the isolation path */
 static int64 batch_skipped = 0;
 static int64 batch_dead = 0;
@@ -559,6 +568,51 @@ sg_dedup_filter(Tuplestorestate *store, int *n)
 			if (hash_search(fresh, hk, HASH_FIND, NULL) == NULL)
 				continue;		/* seen before */
 			hash_search(fresh, hk, HASH_REMOVE, &found);	/* later repeats drop */
+		}
+		tuplestore_puttupleslot(out, ev);
+		(*n)++;
+	}
+	ExecDropSingleTupleTableSlot(ev);
+	return out;
+}
+
+/*
+ * Drop the events named by skip_event, counting them as skipped and
+ * forgetting the requests in the batch's transaction.
+ */
+static Tuplestorestate *
+sg_skip_filter(Tuplestorestate *store, int *n)
+{
+	TupleTableSlot *ev = MakeSingleTupleTableSlot(event_desc, &TTSOpsMinimalTuple);
+	Tuplestorestate *out = tuplestore_begin_heap(false, false, work_mem);
+	bool		isnull;
+	int			i;
+
+	*n = 0;
+	tuplestore_rescan(store);
+	while (tuplestore_gettupleslot(store, true, false, ev))
+	{
+		int32		p = DatumGetInt32(slot_getattr(ev, 1, &isnull));
+		int64		seq = DatumGetInt64(slot_getattr(ev, 2, &isnull));
+
+		for (i = 0; i < nskips; i++)
+			if (skips[i].partition == p && skips[i].seq == seq)
+				break;
+		if (i < nskips)
+		{
+			Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+			Datum		values[3] = {Int32GetDatum(def.id), Int32GetDatum(p), Int64GetDatum(seq)};
+			SgUserSave	save;
+
+			SgBecomeDataOwner(&save, false);
+			if (SPI_execute_with_args("DELETE FROM streamguard.pipeline_skip "
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+									  "AND partition OPERATOR(pg_catalog.=) $2 AND seq OPERATOR(pg_catalog.=) $3",
+									  3, types, values, NULL, false, 0) != SPI_OK_DELETE)
+				elog(ERROR, "could not forget a skipped event");
+			SgRestoreUser(&save);
+			batch_skipped++;
+			continue;
 		}
 		tuplestore_puttupleslot(out, ev);
 		(*n)++;
@@ -1101,6 +1155,12 @@ sg_batch(bool isolate)
 		return SG_BATCH_EMPTY;
 	}
 	n = fetched;
+	if (nskips > 0)
+	{
+		oldcxt = MemoryContextSwitchTo(batch_cxt);
+		store = sg_skip_filter(store, &n);
+		MemoryContextSwitchTo(oldcxt);
+	}
 	if (def.dedup)
 	{
 		oldcxt = MemoryContextSwitchTo(batch_cxt);
@@ -1305,6 +1365,22 @@ sg_load_definition(void)
 		SgRunningAllowSourceAppend = def.allow_source_append;
 		event_desc = SgEventTupleDesc();
 		MemoryContextSwitchTo(old);
+	}
+	if (ok)
+	{
+		uint64		i;
+
+		if (SPI_execute_with_args("SELECT partition, seq FROM streamguard.pipeline_skip "
+								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not load the events to skip");
+		nskips = (int) SPI_processed;
+		skips = MemoryContextAlloc(TopMemoryContext, sizeof(SgSkip) * Max(nskips, 1));
+		for (i = 0; i < SPI_processed; i++)
+		{
+			skips[i].partition = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+			skips[i].seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		}
 	}
 	SgRestoreUser(&save);
 	sg_commit();
