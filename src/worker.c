@@ -747,6 +747,22 @@ sg_sink_write(StringInfo data, int64 *first, int64 *last, int nparts)
 	return gid;
 }
 
+/* store a remote source position (start_from 'end' settled) */
+static void
+sg_set_remote_position(int partition, int64 position)
+{
+	Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+	Datum		values[3] = {Int32GetDatum(def.id), Int32GetDatum(partition), Int64GetDatum(position)};
+	SgUserSave	save;
+
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_with_args("UPDATE streamguard.remote_position SET position = $3, updated_at = pg_catalog.now() "
+							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "remote position update failed");
+	SgRestoreUser(&save);
+}
+
 /*
  * Read a batch from a stream on another streamguard server, after the
  * positions kept here (locked for this transaction).
@@ -794,14 +810,28 @@ sg_remote_fetch(Tuplestorestate *store, int64 *first, int64 *last)
 
 		if (pos[p] < 0)
 		{
-			/* start_from 'end': begin after what the stream holds now */
+			/*
+			 * start_from 'end', settled once: after every seq below the
+			 * remote's readable horizon (a late commit below the last seq is
+			 * still read), stored now, with or without events to read.
+			 */
 			params[0] = def.remote_stream;
 			params[1] = psprintf("%d", p);
-			res = RemoteExec(r, "SELECT coalesce(last_seq, 0) FROM streamguard.stream_partitions "
-							 "WHERE stream = $1 AND partition = $2::int", 2, params);
-			pos[p] = PQntuples(res) == 1 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+			res = RemoteExec(r, "SELECT readable_horizon OPERATOR(pg_catalog.-) 1 "
+							 "FROM streamguard.stream_partitions WHERE stream OPERATOR(pg_catalog.=) $1 "
+							 "AND partition OPERATOR(pg_catalog.=) $2::pg_catalog.int4", 2, params);
+			if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+			{
+				PQclear(res);
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("could not find the end of partition %d of stream \"%s\" on server \"%s\"",
+								p, def.remote_stream, def.source_server)));
+			}
+			pos[p] = Max(strtoll(PQgetvalue(res, 0, 0), NULL, 10), 0);
 			PQclear(res);
 			last[p] = pos[p];
+			sg_set_remote_position(p, pos[p]);
 		}
 		params[0] = def.remote_stream;
 		params[1] = psprintf("%d", p);
