@@ -683,6 +683,8 @@ sg_sink_write(StringInfo data, int64 *first, int64 *last, int nparts)
 	if (data->len > 0)
 		RemoteCopyIn(r, copy_sql, data->data, data->len);
 	sg_fault(SG_FAULT_MID_COPY);
+	/* the batch's events must not be lost here once the remote has them */
+	HorizonMakeDurable();
 	if (def.guarantee == SG_EXACTLY_ONCE && def.two_phase)
 	{
 		/* one id per attempt: a retry never collides with a delayed PREPARE */
@@ -1164,6 +1166,7 @@ sg_batch(bool isolate)
 		sg_fault(SG_FAULT_AFTER_LOCAL_COMMIT);
 		sg_begin("commit prepared");
 		r = sg_remote(1);
+		HorizonMakeDurable();	/* the decision, whatever synchronous_commit */
 		RemoteExecOk(r, psprintf("COMMIT PREPARED %s", RemoteLiteral(r, gid)));
 		done_gid = MemoryContextStrdup(TopMemoryContext, gid);
 		sg_remote_status(1, r);
