@@ -1332,6 +1332,10 @@ PipelineWorkerMain(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	pgstat_report_appname("streamguard pipeline");
+	/* our commits are durable whatever server, database, role or SQL say */
+	SetConfigOption("synchronous_commit", synchronous_commit >= SYNCHRONOUS_COMMIT_REMOTE_FLUSH ?
+					pstrdup(GetConfigOption("synchronous_commit", false, false)) : "on",
+					PGC_SUSET, PGC_S_OVERRIDE);
 
 	my_slot = PipelineSlot(dbid, def.id, true);
 	SpinLockAcquire(&my_slot->mutex);
