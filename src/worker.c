@@ -126,6 +126,8 @@ static int64 batch_skipped = 0;
 static int64 batch_dead = 0;
 static char *stop_error = NULL;
 
+static void sg_record_error(const char *message, bool fail);
+
 static void
 sg_worker_exit(int code, Datum arg)
 {
@@ -593,7 +595,7 @@ sg_remote(int side)
 static char *
 sg_offsets_key(void)
 {
-	return psprintf(UINT64_FORMAT ":%u:%d", GetSystemIdentifier(), MyDatabaseId, def.id);
+	return PipelineSinkKey(def.id);
 }
 
 /*
@@ -602,16 +604,18 @@ sg_offsets_key(void)
  * (recorded in remote_prepared) is committed, any other one of ours is
  * rolled back.  offsets: positions move up to what the sink recorded in
  * the same remote transaction as the rows.  Runs fenced, in a local
- * transaction, before the next batch.
+ * transaction, before the next batch.  Returns false when the sink lost a
+ * batch committed here (stop_error says which).
  */
 static bool
 sg_resolve(SgStreamMeta *meta)
 {
 	SgRemote   *r = sg_remote(1);
 	SgUserSave	save;
+	char	   *lost = NULL;
 
 	if (def.two_phase)
-		PipelineResolveInDoubt(r, def.id, def.name);
+		lost = PipelineResolveInDoubt(r, def.id, def.name);
 	else
 	{
 		const char *params[1];
@@ -638,7 +642,14 @@ sg_resolve(SgStreamMeta *meta)
 	}
 	sg_forget_done_gid();
 	sg_remote_status(1, r);
-	return true;
+	if (lost)
+		stop_error = MemoryContextStrdup(TopMemoryContext,
+										 psprintf("remote server \"%s\" lost the committed batch of pipeline \"%s\" "
+												  "(prepared transaction %s): it is neither prepared nor marked committed there; "
+												  "was the server restored or failed over?  Resume to accept the loss, "
+												  "or reset_pipeline to replay before resuming",
+												  def.sink_server, def.name, lost));
+	return lost == NULL;
 }
 
 /* COPY text format of one value */
@@ -690,6 +701,7 @@ sg_sink_write(StringInfo data, int64 *first, int64 *last, int nparts)
 		/* one id per attempt: a retry never collides with a delayed PREPARE */
 		gid = psprintf("%s%lld:%lld", PipelineGidPrefix(def.id), (long long) def.epoch,
 					   (long long) ++sink_attempts);
+		PipelineSinkMarker(r, def.id, gid);
 		RemoteExecOk(r, psprintf("PREPARE TRANSACTION %s", RemoteLiteral(r, gid)));
 		sg_fault(SG_FAULT_AFTER_PREPARE);
 	}
@@ -1053,7 +1065,13 @@ sg_batch(bool isolate)
 	/* what a crash may have left between this database and the sink */
 	if (def.sink_server && need_resolve)
 	{
-		(void) sg_resolve(meta);
+		if (!sg_resolve(meta))
+		{
+			/* failed with the records dropped, in one transaction */
+			sg_record_error(stop_error, true);
+			sg_commit();
+			return SG_BATCH_STOPPED;
+		}
 		need_resolve = false;
 	}
 	if (done_gid)
@@ -1209,6 +1227,15 @@ sg_transient(int sqlerrcode)
 static void
 sg_note_error(const char *message, bool fail)
 {
+	sg_begin("error");
+	sg_record_error(message, fail);
+	sg_commit();
+}
+
+/* the error (and with fail, the failed state) in the current transaction */
+static void
+sg_record_error(const char *message, bool fail)
+{
 	Oid			types[4] = {INT4OID, TEXTOID, INT8OID, BOOLOID};
 	Datum		values[4];
 	SgUserSave	save;
@@ -1217,7 +1244,6 @@ sg_note_error(const char *message, bool fail)
 	values[1] = CStringGetTextDatum(message);
 	values[2] = Int64GetDatum(def.epoch);
 	values[3] = BoolGetDatum(fail);
-	sg_begin("error");
 	SgBecomeDataOwner(&save, true);
 	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $2, last_error_at = now(), "
 							  "state = CASE WHEN $4 THEN 'failed' ELSE state END, "
@@ -1226,7 +1252,6 @@ sg_note_error(const char *message, bool fail)
 							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the pipeline error");
 	SgRestoreUser(&save);
-	sg_commit();
 }
 
 /* --------------------------------------------------------------- main */
