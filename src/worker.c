@@ -815,12 +815,11 @@ sg_remote_fetch(Tuplestorestate *store, int64 *first, int64 *last)
 		first[k] = 0;
 		last[k] = pos[k];
 	}
-	for (k = 0; k < nparts && remaining > 0; k++)
+	for (k = 0; k < nparts; k++)
 	{
-		int			p = (int) ((rotor + k) % (uint32) nparts);
-		const char *params[4];
+		const char *params[2];
 		PGresult   *res;
-		int			row;
+		int			p = k;
 
 		if (pos[p] < 0)
 		{
@@ -847,6 +846,14 @@ sg_remote_fetch(Tuplestorestate *store, int64 *first, int64 *last)
 			last[p] = pos[p];
 			sg_set_remote_position(p, pos[p]);
 		}
+	}
+	for (k = 0; k < nparts && remaining > 0; k++)
+	{
+		int			p = (int) ((rotor + k) % (uint32) nparts);
+		const char *params[4];
+		PGresult   *res;
+		int			row;
+
 		params[0] = def.remote_stream;
 		params[1] = psprintf("%d", p);
 		params[2] = psprintf("%lld", (long long) pos[p]);
