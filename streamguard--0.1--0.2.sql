@@ -7,6 +7,17 @@ ALTER TABLE streamguard.pipeline
 	ADD COLUMN batch_timeout interval NOT NULL DEFAULT '5 min',
 	ADD COLUMN allow_source_append boolean NOT NULL DEFAULT false;
 
+-- This installation's identity, drawn at CREATE EXTENSION (or at the update
+-- to 0.2): a copy of the data directory made before then (same system
+-- identifier, same database OIDs) still names its transactions and offsets
+-- on shared remote servers differently.  Not dumped: a restored database is
+-- another installation.
+CREATE TABLE streamguard.installation (
+	id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
+	one boolean PRIMARY KEY DEFAULT true CHECK (one)
+);
+INSERT INTO streamguard.installation DEFAULT VALUES;
+
 -- events a pipeline's owner asked it to pass over (skip_event)
 CREATE TABLE streamguard.pipeline_skip (
 	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,

@@ -120,6 +120,17 @@ CREATE TABLE streamguard.remote_position (
 	PRIMARY KEY (pipeline_id, partition)
 ) WITH (fillfactor = 50);
 
+-- This installation's identity, drawn at CREATE EXTENSION (or at the update
+-- to 0.2): a copy of the data directory made before then (same system
+-- identifier, same database OIDs) still names its transactions and offsets
+-- on shared remote servers differently.  Not dumped: a restored database is
+-- another installation.
+CREATE TABLE streamguard.installation (
+	id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
+	one boolean PRIMARY KEY DEFAULT true CHECK (one)
+);
+INSERT INTO streamguard.installation DEFAULT VALUES;
+
 -- remote transactions PREPAREd by a batch whose local transaction committed
 CREATE TABLE streamguard.remote_prepared (
 	pipeline_id int NOT NULL,

@@ -790,6 +790,7 @@ sg_read(PG_FUNCTION_ARGS)
 	int64		horizon;
 	int64		first = 0,
 				last = 0;
+	int			got;
 	Snapshot	snap;
 
 	StreamguardCheckLoaded();
@@ -815,10 +816,13 @@ sg_read(PG_FUNCTION_ARGS)
 	{
 		SgBecomeDataOwner(&save, false);
 		snap = SgFreshSnapshot();
-		(void) sg_read_partition(meta, partition, after, horizon, max_events, snap,
-								 rsinfo->setResult, rsinfo->setDesc, &last, &first);
+		got = sg_read_partition(meta, partition, after, horizon, max_events, snap,
+								rsinfo->setResult, rsinfo->setDesc, &last, &first);
 		UnregisterSnapshot(snap);
 		SgRestoreUser(&save);
+		/* the caller is another server: what it gets must survive a crash here */
+		if (got > 0)
+			HorizonMakeDurable();
 	}
 	SPI_finish();
 	return (Datum) 0;

@@ -59,6 +59,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
@@ -646,6 +647,27 @@ HorizonSeqBounds(int slot, int64 *bounds, int nparts)
 		SpinLockRelease(&part->mutex);
 	}
 	return true;
+}
+
+/*
+ * Make durable every commit whose events a reader in this backend may have
+ * seen, before anything derived from them leaves the server (a read()
+ * answer, a remote COMMIT, PREPARE or COMMIT PREPARED).  A producer that
+ * committed with synchronous_commit = off has its commit record in the WAL
+ * buffers only; a crash would lose the event after a remote holds it.
+ *
+ * The commit record of every transaction a snapshot sees was inserted
+ * before the transaction left the proc array (and before its seqs dropped
+ * below the readable horizon), so the insert position read now, after the
+ * reader's snapshot, covers all of them.  The write position would not: an
+ * asynchronous commit still in the WAL buffers is not written yet.
+ * XLogFlush returns at once when that far is already flushed.
+ */
+void
+HorizonMakeDurable(void)
+{
+	if (!RecoveryInProgress())
+		XLogFlush(GetXLogInsertRecPtr());
 }
 
 double

@@ -519,6 +519,18 @@ sg_step_drop(SgStreamTask *task)
 		elog(ERROR, "segment lookup failed");
 	if (SPI_processed == 1)
 	{
+		/*
+		 * The stream's consumer rows first (the order a poll takes them in:
+		 * position, then segment), so that a seek or poll committed while
+		 * we waited is what the statements below see: each takes a new
+		 * snapshot, and nobody moves these rows again until we commit.
+		 * Reading the positions in the UPDATE itself would put a consumer a
+		 * committed seek moved back where it was, and count its loss from
+		 * there.
+		 */
+		sg_exec(psprintf("SELECT 1 FROM streamguard.consumer WHERE stream_id OPERATOR(pg_catalog.=) %d "
+						 "ORDER BY name, partition FOR UPDATE", task->id),
+				SPI_OK_SELECT);
 		sg_exec(psprintf("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", rel), SPI_OK_UTILITY);
 
 		/*

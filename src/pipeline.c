@@ -280,19 +280,73 @@ GuaranteeName(SgGuarantee g)
 
 /* ------------------------------------------------------------ helpers */
 
+/*
+ * This installation's identity: a random value drawn at CREATE EXTENSION.
+ * A copy of the data directory taken before that (a clone, a restored base
+ * backup) shares the system identifier and the database OIDs but not this,
+ * so the names we leave on remote servers (transaction ids, offsets and
+ * marker keys) stay apart.  SPI connected.
+ */
+static char *
+sg_installation_id(void)
+{
+	SgUserSave	save;
+	char	   *id = NULL;
+
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute("SELECT id::pg_catalog.text FROM streamguard.installation", true, 0) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+		id = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	SgRestoreUser(&save);
+	if (id == NULL)
+		elog(ERROR, "streamguard.installation must hold exactly one row");
+	return id;
+}
+
 /* prefix of a pipeline's global transaction ids on its sink */
 char *
 PipelineGidPrefix(int32 pipeline_id)
 {
-	return psprintf("sg:" UINT64_FORMAT ":%u:%d:", GetSystemIdentifier(), MyDatabaseId, pipeline_id);
+	return psprintf("sg:" UINT64_FORMAT ":%s:%u:%d:", GetSystemIdentifier(), sg_installation_id(),
+					MyDatabaseId, pipeline_id);
+}
+
+/* a pipeline's key in the sink's offsets and marker tables */
+char *
+PipelineSinkKey(int32 pipeline_id)
+{
+	return psprintf(UINT64_FORMAT ":%s:%u:%d", GetSystemIdentifier(), sg_installation_id(),
+					MyDatabaseId, pipeline_id);
+}
+
+/*
+ * two_phase: inside the remote transaction about to be prepared as `gid`,
+ * record gid as the pipeline's last batch on the sink.  After COMMIT
+ * PREPARED the marker proves the batch committed there; a prepared
+ * transaction that vanished without it was lost (PipelineResolveInDoubt).
+ */
+void
+PipelineSinkMarker(SgRemote *r, int32 pipeline_id, const char *gid)
+{
+	const char *params[2];
+
+	params[0] = PipelineSinkKey(pipeline_id);
+	params[1] = gid;
+	PQclear(RemoteExec(r, "INSERT INTO public.streamguard_sink_marker AS m (pipeline, gid) VALUES ($1, $2) "
+					   "ON CONFLICT (pipeline) DO UPDATE SET gid = excluded.gid", 2, params));
 }
 
 /*
  * Settle a pipeline's prepared transactions on its sink: commit those whose
  * batch committed here (recorded in remote_prepared), roll back the others,
- * and forget the records.  In a transaction that holds the pipeline row.
+ * and forget the records.  A record whose transaction is no longer prepared
+ * there committed if the sink's marker names it; if not, the sink lost a
+ * batch that this database committed (restored from a backup, failed over
+ * to a standby that had not received it): its id is returned, for the
+ * caller to stop the pipeline.  In a transaction that holds the pipeline
+ * row.
  */
-void
+char *
 PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name)
 {
 	const char *params[1];
@@ -301,21 +355,51 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name)
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(pipeline_id)};
 	bool	   *known;
-	uint64		k;
+	char	   *key = PipelineSinkKey(pipeline_id);
+	char	   *marker = NULL;
+	char	   *lost = NULL;
+	SPITupleTable *recs;
+	uint64		nrecs,
+				k;
 	int			i;
 
 	params[0] = psprintf("%s%%", PipelineGidPrefix(pipeline_id));
 	res = RemoteExec(r, "SELECT gid FROM pg_catalog.pg_prepared_xacts "
-					 "WHERE gid LIKE $1 AND database = pg_catalog.current_database()", 1, params);
+					 "WHERE gid OPERATOR(pg_catalog.~~) $1 "
+					 "AND database OPERATOR(pg_catalog.=) pg_catalog.current_database()", 1, params);
 	SgBecomeDataOwner(&save, true);
 	if (SPI_execute_with_args("SELECT gid FROM streamguard.remote_prepared WHERE pipeline_id = $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "in-doubt lookup failed");
+	recs = SPI_tuptable;
+	nrecs = SPI_processed;
 	known = palloc0(sizeof(bool) * Max(PQntuples(res), 1));
-	for (i = 0; i < PQntuples(res); i++)
-		for (k = 0; k < SPI_processed; k++)
-			if (strcmp(PQgetvalue(res, i, 0), SPI_getvalue(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1)) == 0)
-				known[i] = true;
+	for (k = 0; k < nrecs; k++)
+	{
+		char	   *rec = SPI_getvalue(recs->vals[k], recs->tupdesc, 1);
+		bool		prepared = false;
+
+		for (i = 0; i < PQntuples(res); i++)
+			if (strcmp(PQgetvalue(res, i, 0), rec) == 0)
+				known[i] = prepared = true;
+		if (prepared)
+			continue;
+		/* committed there already, or lost: the marker tells */
+		if (marker == NULL)
+		{
+			PGresult   *mres;
+
+			params[0] = key;
+			mres = RemoteExec(r, "SELECT gid FROM public.streamguard_sink_marker "
+							  "WHERE pipeline OPERATOR(pg_catalog.=) $1", 1, params);
+			marker = pstrdup(PQntuples(mres) == 1 ? PQgetvalue(mres, 0, 0) : "");
+			PQclear(mres);
+		}
+		if (strcmp(marker, rec) != 0)
+			lost = pstrdup(rec);
+	}
+	/* the decisions recorded here must be durable before they act there */
+	HorizonMakeDurable();
 	for (i = 0; i < PQntuples(res); i++)
 	{
 		char	   *gid = RemoteLiteral(r, PQgetvalue(res, i, 0));
@@ -330,6 +414,7 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name)
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "in-doubt cleanup failed");
 	SgRestoreUser(&save);
+	return lost;
 }
 
 typedef struct SgPipeRow
@@ -709,6 +794,9 @@ sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table, con
 					 errhint("Set max_prepared_transactions > 0 there and restart it, or use sink_mode => 'offsets'.")));
 		}
 		PQclear(res);
+		/* each batch's transaction id, written with its rows (in-doubt resolution) */
+		RemoteExecOk(rp, "CREATE TABLE IF NOT EXISTS public.streamguard_sink_marker ("
+					 " pipeline text PRIMARY KEY, gid text NOT NULL)");
 	}
 	else
 		RemoteExecOk(rp, "CREATE TABLE IF NOT EXISTS public.streamguard_sink_offsets ("
@@ -748,6 +836,64 @@ sg_check_remote_source(const char *server, const char *stream)
 	}
 	PG_END_TRY();
 	return nparts;
+}
+
+/*
+ * A reset of a remote source to `seq` (partition < 0: every partition)
+ * must stay within the remote stream, as a seek does locally: a position
+ * past its end would silently skip the events appended there until the
+ * stream catches up.  Asks the remote as the pipeline's owner.
+ */
+static void
+sg_check_remote_reset(int32 pipeline_id, Oid owner, int32 partition, int64 seq)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(pipeline_id)};
+	char	   *server;
+	const char *params[1];
+	SgRemote	r;
+	PGresult   *res;
+	int			i,
+				bad = -1;
+	int64		bad_next = 0;
+
+	if (SPI_execute_with_args("SELECT source_server, remote_stream FROM streamguard.pipeline "
+							  "WHERE id OPERATOR(pg_catalog.=) $1",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "pipeline %d vanished", pipeline_id);
+	server = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	params[0] = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+
+	memset(&r, 0, sizeof(r));
+	RemoteConnect(&r, server, owner);
+	PG_TRY();
+	{
+		res = RemoteExec(&r, "SELECT partition, next_seq FROM streamguard.stream_partitions "
+						 "WHERE stream OPERATOR(pg_catalog.=) $1 ORDER BY partition", 1, params);
+		for (i = 0; i < PQntuples(res); i++)
+		{
+			int			p = atoi(PQgetvalue(res, i, 0));
+			int64		next_seq = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+
+			if ((partition < 0 || p == partition) && seq > next_seq && bad < 0)
+			{
+				bad = p;
+				bad_next = next_seq;
+			}
+		}
+		PQclear(res);
+	}
+	PG_FINALLY();
+	{
+		RemoteDisconnect(&r);
+	}
+	PG_END_TRY();
+	if (bad >= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("seq %lld is out of range for partition %d of stream \"%s\" on server \"%s\"",
+						(long long) seq, bad, params[0], server),
+				 errdetail("Valid seqs are 1 to %lld.", (long long) bad_next)));
 }
 
 static SgGuarantee
@@ -1109,7 +1255,7 @@ sg_drop_pipeline(PG_FUNCTION_ARGS)
 
 		memset(&r, 0, sizeof(r));
 		RemoteConnect(&r, server, owner);
-		PipelineResolveInDoubt(&r, row.id, name);
+		(void) PipelineResolveInDoubt(&r, row.id, name);
 		RemoteDisconnect(&r);
 	}
 	sg_pipeline_exec("DELETE FROM streamguard.consumer c USING streamguard.pipeline p "
@@ -1166,6 +1312,9 @@ sg_reset_pipeline(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("reset_pipeline by time is not supported for a remote source"),
 					 errhint("Reset to a seq instead.")));
+		if (!PG_ARGISNULL(1))
+			sg_check_remote_reset(row.id, row.owner, PG_ARGISNULL(3) ? -1 : PG_GETARG_INT32(3),
+								  PG_GETARG_INT64(1));
 		values[0] = Int32GetDatum(row.id);
 		values[1] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
 		nulls[1] = PG_ARGISNULL(3) ? 'n' : ' ';

@@ -108,7 +108,9 @@ extern const char *GuaranteeName(SgGuarantee g);
 
 struct SgRemote;
 extern char *PipelineGidPrefix(int32 pipeline_id);
-extern void PipelineResolveInDoubt(struct SgRemote *r, int32 pipeline_id, const char *name);
+extern char *PipelineSinkKey(int32 pipeline_id);
+extern void PipelineSinkMarker(struct SgRemote *r, int32 pipeline_id, const char *gid);
+extern char *PipelineResolveInDoubt(struct SgRemote *r, int32 pipeline_id, const char *name);
 
 /* supervisor (runs in the maintenance worker) */
 extern void PipelineSupervise(void);

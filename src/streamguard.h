@@ -129,6 +129,7 @@ extern void HorizonFreeAtCommit(int32 stream_id);
 extern void HorizonFreeStream(Oid dbid, int32 stream_id);
 extern int	HorizonFindSlot(Oid dbid, int32 stream_id);
 extern double HorizonAppendRate(SgStream *st);
+extern void HorizonMakeDurable(void);
 extern bool HorizonSeqBounds(int slot, int64 *bounds, int nparts);
 
 /* launcher bookkeeping (horizon.c holds the array, maintenance.c uses it) */

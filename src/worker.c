@@ -140,6 +140,8 @@ static int64 batch_skipped = 0;
 static int64 batch_dead = 0;
 static char *stop_error = NULL;
 
+static void sg_record_error(const char *message, bool fail);
+
 static void
 sg_worker_exit(int code, Datum arg)
 {
@@ -670,7 +672,7 @@ sg_remote(int side)
 static char *
 sg_offsets_key(void)
 {
-	return psprintf(UINT64_FORMAT ":%u:%d", GetSystemIdentifier(), MyDatabaseId, def.id);
+	return PipelineSinkKey(def.id);
 }
 
 /*
@@ -679,16 +681,18 @@ sg_offsets_key(void)
  * (recorded in remote_prepared) is committed, any other one of ours is
  * rolled back.  offsets: positions move up to what the sink recorded in
  * the same remote transaction as the rows.  Runs fenced, in a local
- * transaction, before the next batch.
+ * transaction, before the next batch.  Returns false when the sink lost a
+ * batch committed here (stop_error says which).
  */
 static bool
 sg_resolve(SgStreamMeta *meta)
 {
 	SgRemote   *r = sg_remote(1);
 	SgUserSave	save;
+	char	   *lost = NULL;
 
 	if (def.two_phase)
-		PipelineResolveInDoubt(r, def.id, def.name);
+		lost = PipelineResolveInDoubt(r, def.id, def.name);
 	else
 	{
 		const char *params[1];
@@ -715,7 +719,14 @@ sg_resolve(SgStreamMeta *meta)
 	}
 	sg_forget_done_gid();
 	sg_remote_status(1, r);
-	return true;
+	if (lost)
+		stop_error = MemoryContextStrdup(TopMemoryContext,
+										 psprintf("remote server \"%s\" lost the committed batch of pipeline \"%s\" "
+												  "(prepared transaction %s): it is neither prepared nor marked committed there; "
+												  "was the server restored or failed over?  Resume to accept the loss, "
+												  "or reset_pipeline to replay before resuming",
+												  def.sink_server, def.name, lost));
+	return lost == NULL;
 }
 
 /* COPY text format of one value */
@@ -760,11 +771,14 @@ sg_sink_write(StringInfo data, int64 *first, int64 *last, int nparts)
 	if (data->len > 0)
 		RemoteCopyIn(r, copy_sql, data->data, data->len);
 	sg_fault(SG_FAULT_MID_COPY);
+	/* the batch's events must not be lost here once the remote has them */
+	HorizonMakeDurable();
 	if (def.guarantee == SG_EXACTLY_ONCE && def.two_phase)
 	{
 		/* one id per attempt: a retry never collides with a delayed PREPARE */
 		gid = psprintf("%s%lld:%lld", PipelineGidPrefix(def.id), (long long) def.epoch,
 					   (long long) ++sink_attempts);
+		PipelineSinkMarker(r, def.id, gid);
 		RemoteExecOk(r, psprintf("PREPARE TRANSACTION %s", RemoteLiteral(r, gid)));
 		sg_fault(SG_FAULT_AFTER_PREPARE);
 	}
@@ -824,6 +838,22 @@ sg_sink_write(StringInfo data, int64 *first, int64 *last, int nparts)
 	return gid;
 }
 
+/* store a remote source position (start_from 'end' settled) */
+static void
+sg_set_remote_position(int partition, int64 position)
+{
+	Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+	Datum		values[3] = {Int32GetDatum(def.id), Int32GetDatum(partition), Int64GetDatum(position)};
+	SgUserSave	save;
+
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_with_args("UPDATE streamguard.remote_position SET position = $3, updated_at = pg_catalog.now() "
+							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "remote position update failed");
+	SgRestoreUser(&save);
+}
+
 /*
  * Read a batch from a stream on another streamguard server, after the
  * positions kept here (locked for this transaction).
@@ -862,6 +892,38 @@ sg_remote_fetch(Tuplestorestate *store, int64 *first, int64 *last)
 		first[k] = 0;
 		last[k] = pos[k];
 	}
+	for (k = 0; k < nparts; k++)
+	{
+		const char *params[2];
+		PGresult   *res;
+		int			p = k;
+
+		if (pos[p] < 0)
+		{
+			/*
+			 * start_from 'end', settled once: after every seq below the
+			 * remote's readable horizon (a late commit below the last seq is
+			 * still read), stored now, with or without events to read.
+			 */
+			params[0] = def.remote_stream;
+			params[1] = psprintf("%d", p);
+			res = RemoteExec(r, "SELECT readable_horizon OPERATOR(pg_catalog.-) 1 "
+							 "FROM streamguard.stream_partitions WHERE stream OPERATOR(pg_catalog.=) $1 "
+							 "AND partition OPERATOR(pg_catalog.=) $2::pg_catalog.int4", 2, params);
+			if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+			{
+				PQclear(res);
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("could not find the end of partition %d of stream \"%s\" on server \"%s\"",
+								p, def.remote_stream, def.source_server)));
+			}
+			pos[p] = Max(strtoll(PQgetvalue(res, 0, 0), NULL, 10), 0);
+			PQclear(res);
+			last[p] = pos[p];
+			sg_set_remote_position(p, pos[p]);
+		}
+	}
 	for (k = 0; k < nparts && remaining > 0; k++)
 	{
 		int			p = (int) ((rotor + k) % (uint32) nparts);
@@ -869,17 +931,6 @@ sg_remote_fetch(Tuplestorestate *store, int64 *first, int64 *last)
 		PGresult   *res;
 		int			row;
 
-		if (pos[p] < 0)
-		{
-			/* start_from 'end': begin after what the stream holds now */
-			params[0] = def.remote_stream;
-			params[1] = psprintf("%d", p);
-			res = RemoteExec(r, "SELECT coalesce(last_seq, 0) FROM streamguard.stream_partitions "
-							 "WHERE stream = $1 AND partition = $2::int", 2, params);
-			pos[p] = PQntuples(res) == 1 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0;
-			PQclear(res);
-			last[p] = pos[p];
-		}
 		params[0] = def.remote_stream;
 		params[1] = psprintf("%d", p);
 		params[2] = psprintf("%lld", (long long) pos[p]);
@@ -1108,7 +1159,13 @@ sg_batch(bool isolate)
 	/* what a crash may have left between this database and the sink */
 	if (def.sink_server && need_resolve)
 	{
-		(void) sg_resolve(meta);
+		if (!sg_resolve(meta))
+		{
+			/* failed with the records dropped, in one transaction */
+			sg_record_error(stop_error, true);
+			sg_commit();
+			return SG_BATCH_STOPPED;
+		}
 		need_resolve = false;
 	}
 	if (done_gid)
@@ -1228,6 +1285,7 @@ sg_batch(bool isolate)
 		sg_fault(SG_FAULT_AFTER_LOCAL_COMMIT);
 		sg_begin("commit prepared");
 		r = sg_remote(1);
+		HorizonMakeDurable();	/* the decision, whatever synchronous_commit */
 		RemoteExecOk(r, psprintf("COMMIT PREPARED %s", RemoteLiteral(r, gid)));
 		done_gid = MemoryContextStrdup(TopMemoryContext, gid);
 		sg_remote_status(1, r);
@@ -1270,6 +1328,15 @@ sg_transient(int sqlerrcode)
 static void
 sg_note_error(const char *message, bool fail)
 {
+	sg_begin("error");
+	sg_record_error(message, fail);
+	sg_commit();
+}
+
+/* the error (and with fail, the failed state) in the current transaction */
+static void
+sg_record_error(const char *message, bool fail)
+{
 	Oid			types[4] = {INT4OID, TEXTOID, INT8OID, BOOLOID};
 	Datum		values[4];
 	SgUserSave	save;
@@ -1278,7 +1345,6 @@ sg_note_error(const char *message, bool fail)
 	values[1] = CStringGetTextDatum(message);
 	values[2] = Int64GetDatum(def.epoch);
 	values[3] = BoolGetDatum(fail);
-	sg_begin("error");
 	SgBecomeDataOwner(&save, true);
 	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $2, last_error_at = pg_catalog.now(), "
 							  "state = CASE WHEN $4 THEN 'failed' ELSE state END, "
@@ -1287,7 +1353,6 @@ sg_note_error(const char *message, bool fail)
 							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the pipeline error");
 	SgRestoreUser(&save);
-	sg_commit();
 }
 
 /* --------------------------------------------------------------- main */
@@ -1420,6 +1485,10 @@ PipelineWorkerMain(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	SgHardenWorkerSession();
 	pgstat_report_appname("streamguard pipeline");
+	/* our commits are durable whatever server, database, role or SQL say */
+	SetConfigOption("synchronous_commit", synchronous_commit >= SYNCHRONOUS_COMMIT_REMOTE_FLUSH ?
+					pstrdup(GetConfigOption("synchronous_commit", false, false)) : "on",
+					PGC_SUSET, PGC_S_OVERRIDE);
 
 	my_slot = PipelineSlot(dbid, def.id, true);
 	SpinLockAcquire(&my_slot->mutex);
