@@ -33,6 +33,16 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'sg_skip_event'
 LANGUAGE C VOLATILE;
 
+CREATE FUNCTION streamguard.alter_stream(
+	name text,
+	partitions int DEFAULT NULL,
+	retention interval DEFAULT NULL,
+	dedup_window interval DEFAULT NULL,
+	segment_interval interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_alter_stream'
+LANGUAGE C VOLATILE;
+
 DROP VIEW streamguard.dead_letters, streamguard.pipeline_batches, streamguard.remote_status,
 	streamguard.pipelines, streamguard.consumers, streamguard.streams,
 	streamguard.stream_partitions;

@@ -204,6 +204,16 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'sg_drop_stream'
 LANGUAGE C VOLATILE;
 
+CREATE FUNCTION streamguard.alter_stream(
+	name text,
+	partitions int DEFAULT NULL,
+	retention interval DEFAULT NULL,
+	dedup_window interval DEFAULT NULL,
+	segment_interval interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_alter_stream'
+LANGUAGE C VOLATILE;
+
 CREATE FUNCTION streamguard.grant_stream(stream text, grantee regrole, privilege text DEFAULT 'all')
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_grant_stream'

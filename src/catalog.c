@@ -977,3 +977,126 @@ sg_can_read(PG_FUNCTION_ARGS)
 	SPI_finish();
 	PG_RETURN_BOOL(result);
 }
+
+/* ------------------------------------------------------------ alter_stream */
+
+PG_FUNCTION_INFO_V1(sg_alter_stream);
+
+/*
+ * alter_stream(name, partitions, retention, dedup_window, segment_interval):
+ * NULL keeps a setting; retention => '0' removes the retention (events are
+ * kept forever again).  Owner only.  The partition count cannot change yet.
+ */
+Datum
+sg_alter_stream(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgUserSave	save;
+	int32		stream_id;
+	int32		nparts;
+	Oid			owner;
+	bool		isnull;
+	bool		had_retention;
+	Datum		retention = (Datum) 0;
+	bool		retention_null;
+	Datum		segment = (Datum) 0;
+	bool		segment_null;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	SgCheckName("stream", name);
+	if (!PG_ARGISNULL(2) && SgIntervalUsecs(PG_GETARG_INTERVAL_P(2)) != 0)
+		SgCheckInterval("retention", PG_GETARG_INTERVAL_P(2));
+	if (!PG_ARGISNULL(3))
+		SgCheckInterval("dedup_window", PG_GETARG_INTERVAL_P(3));
+	if (!PG_ARGISNULL(4))
+		SgCheckInterval("segment_interval", PG_GETARG_INTERVAL_P(4));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1] = {CStringGetTextDatum(name)};
+
+		if (SPI_execute_with_args("SELECT id, owner, partitions, retention, segment_interval "
+								  "FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "stream lookup failed");
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("stream \"%s\" does not exist", name)));
+		stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		nparts = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+		retention = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &retention_null);
+		segment = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &segment_null);
+		had_retention = !retention_null;
+	}
+	if (!superuser_arg(save.userid) && !has_privs_of_role(save.userid, owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of stream \"%s\"", name)));
+	if (!PG_ARGISNULL(1) && PG_GETARG_INT32(1) != nparts)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the partition count of stream \"%s\" cannot be changed", name),
+				 errdetail("The stream has %d partitions.", nparts),
+				 errhint("Create a new stream with more partitions and move producers and consumers to it.")));
+
+	if (!PG_ARGISNULL(2))
+	{
+		if (SgIntervalUsecs(PG_GETARG_INTERVAL_P(2)) == 0)
+		{
+			/* keep forever: no retention, no rotation */
+			retention_null = segment_null = true;
+		}
+		else
+		{
+			retention = PG_GETARG_DATUM(2);
+			retention_null = false;
+			if (!had_retention || segment_null)
+			{
+				/* as create_stream: a quarter of the retention, at least a second */
+				segment = DirectFunctionCall2(interval_div, retention, Float8GetDatum(4.0));
+				if (SgIntervalUsecs(DatumGetIntervalP(segment)) < USECS_PER_SEC)
+				{
+					Interval   *one = palloc0(sizeof(Interval));
+
+					one->time = USECS_PER_SEC;
+					segment = IntervalPGetDatum(one);
+				}
+				segment_null = false;
+			}
+		}
+	}
+	if (!PG_ARGISNULL(4))
+	{
+		if (retention_null)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("segment_interval needs a retention"),
+					 errdetail("Without retention a stream keeps all events in one segment.")));
+		segment = PG_GETARG_DATUM(4);
+		segment_null = false;
+	}
+	{
+		Oid			types[4] = {INT4OID, INTERVALOID, INTERVALOID, INTERVALOID};
+		Datum		values[4] = {Int32GetDatum(stream_id), retention, segment,
+		PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3)};
+		char		nulls[4] = {' ', retention_null ? 'n' : ' ', segment_null ? 'n' : ' ',
+		PG_ARGISNULL(3) ? 'n' : ' '};
+
+		if (SPI_execute_with_args("UPDATE streamguard.stream SET retention = $2, segment_interval = $3, "
+								  "dedup_window = COALESCE($4, dedup_window) "
+								  "WHERE id OPERATOR(pg_catalog.=) $1",
+								  4, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "alter_stream failed");
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+	HorizonBumpGenerationAtCommit(stream_id);
+	MaintenanceWakeLauncher();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,76 @@
+-- day-to-day operations: alter_stream (retention, dedup window) and
+-- skip_event (pass over exactly one poison event, everything else processed)
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS streamguard;
+CREATE OR REPLACE FUNCTION try(cmd text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE cmd;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+CREATE OR REPLACE FUNCTION wait_for(cond text, seconds int DEFAULT 30) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE ok boolean;
+BEGIN
+	FOR i IN 1 .. seconds * 20 LOOP
+		EXECUTE 'SELECT (' || cond || ')' INTO ok;
+		IF ok THEN RETURN true; END IF;
+		PERFORM pg_sleep(0.05);
+	END LOOP;
+	RETURN false;
+END $$;
+
+-- alter_stream
+SELECT streamguard.create_stream('ops', 2);
+SELECT retention, dedup_window FROM streamguard.streams WHERE stream = 'ops';
+SELECT streamguard.alter_stream('ops', retention => '1 day');
+SELECT s.retention, s.segment_interval FROM streamguard.stream s WHERE name = 'ops';
+SELECT streamguard.alter_stream('ops', dedup_window => '5 minutes', segment_interval => '1 hour');
+SELECT s.retention, s.dedup_window, s.segment_interval FROM streamguard.stream s WHERE name = 'ops';
+SELECT streamguard.alter_stream('ops', retention => '0');
+SELECT s.retention, s.segment_interval FROM streamguard.stream s WHERE name = 'ops';
+SELECT streamguard.alter_stream('ops', partitions => 2);
+SELECT try($$SELECT streamguard.alter_stream('ops', partitions => 4)$$);
+SELECT try($$SELECT streamguard.alter_stream('ops', segment_interval => '1 hour')$$);
+SELECT try($$SELECT streamguard.alter_stream('ops', retention => '-1 day')$$);
+SELECT try($$SELECT streamguard.alter_stream('ops', dedup_window => '0.5 s')$$);
+SELECT try($$SELECT streamguard.alter_stream('nope', retention => '1 day')$$);
+SELECT try($$SELECT streamguard.alter_stream(NULL)$$);
+CREATE ROLE ops_other;
+SET ROLE ops_other;
+SELECT try($$SELECT streamguard.alter_stream('ops', retention => '1 day')$$);
+RESET ROLE;
+DROP ROLE ops_other;
+-- the new dedup window takes effect for appends at once
+SELECT count(*) FROM streamguard.append('ops', '{}', dedup_key => 'k1');
+SELECT count(*) FROM streamguard.append('ops', '{}', dedup_key => 'k1');
+SELECT count(*) FROM streamguard.poll('ops', 'c', 10);
+
+-- skip_event: a poison event stops the pipeline; skip exactly that one
+SELECT streamguard.create_stream('skp', 1);
+CREATE TABLE skp_sink (n int);
+SELECT count(*) FROM streamguard.append_batch('skp',
+	ARRAY['{"n": 1}', '{"n": 2}', '{"n": "poison"}', '{"n": 4}', '{"n": 5}']::jsonb[]);
+SELECT streamguard.create_pipeline('skp_p', 'skp',
+	$$INSERT INTO skp_sink SELECT (payload->>'n')::int FROM batch$$, batch_size => 100);
+SELECT wait_for($$(SELECT state FROM streamguard.pipelines WHERE pipeline = 'skp_p') = 'failed'$$);
+SELECT count(*) FROM skp_sink;
+SELECT last_error FROM streamguard.pipelines WHERE pipeline = 'skp_p';
+SELECT try($$SELECT streamguard.skip_event('skp_p', 0, 0)$$);
+SELECT try($$SELECT streamguard.skip_event('skp_p', 0, 99)$$);
+SELECT try($$SELECT streamguard.skip_event('skp_p', 1, 3)$$);
+SELECT try($$SELECT streamguard.skip_event('skp_p', NULL, 3)$$);
+SELECT try($$SELECT streamguard.skip_event('nope', 0, 3)$$);
+SELECT streamguard.skip_event('skp_p', 0, 3);
+SELECT streamguard.resume_pipeline('skp_p');
+SELECT wait_for($$(SELECT count(*) FROM skp_sink) = 4$$);
+SELECT array_agg(n ORDER BY n) FROM skp_sink;
+SELECT state, skipped, events_in FROM streamguard.pipelines WHERE pipeline = 'skp_p';
+SELECT count(*) AS pending_skips FROM streamguard.pipeline_skip;
+-- an event already passed cannot be skipped
+SELECT try($$SELECT streamguard.skip_event('skp_p', 0, 2)$$);
+
+SELECT streamguard.drop_stream('skp', force => true);
+SELECT streamguard.drop_stream('ops', force => true);
+DROP TABLE skp_sink;
