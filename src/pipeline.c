@@ -756,6 +756,36 @@ sg_quote_table(const char *name)
 static void sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table,
 									const char *cols, const char *mode);
 
+/*
+ * A bookkeeping table of ours on the sink: created now if the remote role
+ * may; if it may not, the error says what a remote administrator runs.
+ */
+static void
+sg_ensure_remote_table(SgRemote *rp, const char *server, const char *relname, const char *ddl)
+{
+	const char *params[1] = {relname};
+	PGresult   *res;
+	bool		exists;
+	bool		may_create;
+
+	res = RemoteExec(rp, "SELECT pg_catalog.to_regclass($1) IS NOT NULL, "
+					 "pg_catalog.has_schema_privilege('public', 'CREATE')", 1, params);
+	exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	may_create = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	PQclear(res);
+	if (exists)
+		return;
+	if (!may_create)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("table %s does not exist on remote server \"%s\" and its user may not create it",
+						relname, server),
+				 errhint("On the remote, as a role with CREATE on schema public, run: %s; "
+						 "then GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO the pipeline's remote user.",
+						 ddl, relname)));
+	RemoteExecOk(rp, ddl);
+}
+
 static void
 sg_check_remote_sink(const char *server, const char *table, const char *cols, const char *mode)
 {
@@ -795,13 +825,15 @@ sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table, con
 		}
 		PQclear(res);
 		/* each batch's transaction id, written with its rows (in-doubt resolution) */
-		RemoteExecOk(rp, "CREATE TABLE IF NOT EXISTS public.streamguard_sink_marker ("
-					 " pipeline text PRIMARY KEY, gid text NOT NULL)");
+		sg_ensure_remote_table(rp, server, "public.streamguard_sink_marker",
+							   "CREATE TABLE public.streamguard_sink_marker ("
+							   " pipeline text PRIMARY KEY, gid text NOT NULL)");
 	}
 	else
-		RemoteExecOk(rp, "CREATE TABLE IF NOT EXISTS public.streamguard_sink_offsets ("
-					 " pipeline text NOT NULL, partition int NOT NULL, position bigint NOT NULL,"
-					 " PRIMARY KEY (pipeline, partition))");
+		sg_ensure_remote_table(rp, server, "public.streamguard_sink_offsets",
+							   "CREATE TABLE public.streamguard_sink_offsets ("
+							   " pipeline text NOT NULL, partition int NOT NULL, position bigint NOT NULL,"
+							   " PRIMARY KEY (pipeline, partition))");
 }
 
 /* the stream on a remote server: its partition count, or an error */

@@ -53,6 +53,10 @@ CREATE EXTENSION streamguard;
 CREATE ROLE r_loader LOGIN PASSWORD '$pw';
 CREATE TABLE sink_rs (seq bigint, wm text, sp text, x1 text, x2 text);
 GRANT SELECT, INSERT ON sink_rs TO r_loader;
+-- the two-phase sink's bookkeeping table, made by the remote's administrator
+-- (r_loader may not create tables in schema public)
+CREATE TABLE public.streamguard_sink_marker (pipeline text PRIMARY KEY, gid text NOT NULL);
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.streamguard_sink_marker TO r_loader;
 SELECT streamguard.create_stream('rsrc', 1);
 SELECT streamguard.grant_stream('rsrc', 'r_loader', 'read');
 });
