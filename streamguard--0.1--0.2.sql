@@ -229,6 +229,7 @@ FROM streamguard.dead_letter d
 JOIN streamguard.pipeline p ON p.id = d.pipeline_id
 WHERE streamguard._is_member(p.owner);
 
+REVOKE ALL ON streamguard.installation, streamguard.pipeline_skip FROM PUBLIC;
 GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers,
 	streamguard.pipelines, streamguard.pipeline_batches, streamguard.dead_letters,
 	streamguard.remote_status TO PUBLIC;

@@ -1005,6 +1005,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	bool		dedup;
 	Interval   *dedup_window;
 	Interval   *batch_timeout;
+	bool		allow_source_append;
 	SgStreamMeta *meta = NULL;
 	SgUserSave	save;
 	Oid			owner = GetUserId();
@@ -1040,11 +1041,22 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	dedup = PG_GETARG_BOOL(6);
 	dedup_window = PG_GETARG_INTERVAL_P(7);
 	SgCheckInterval("dedup_window", dedup_window);
-	if (PG_ARGISNULL(13) || PG_ARGISNULL(14))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", PG_ARGISNULL(13) ? "batch_timeout" : "allow_source_append")));
-	batch_timeout = PG_GETARG_INTERVAL_P(13);
+	if (PG_NARGS() >= 15)
+	{
+		if (PG_ARGISNULL(13) || PG_ARGISNULL(14))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be NULL", PG_ARGISNULL(13) ? "batch_timeout" : "allow_source_append")));
+		batch_timeout = PG_GETARG_INTERVAL_P(13);
+		allow_source_append = PG_GETARG_BOOL(14);
+	}
+	else
+	{
+		/* the 0.1 signature, before ALTER EXTENSION ... UPDATE: the defaults */
+		batch_timeout = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum("5 min"),
+															  ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+		allow_source_append = false;
+	}
 	sg_check_batch_timeout(batch_timeout);
 	start_from = SgTextArg(fcinfo, 8, "start_from");
 	if (strcmp(start_from, "beginning") != 0 && strcmp(start_from, "end") != 0)
@@ -1143,15 +1155,23 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		values[14] = sink_server ? CStringGetTextDatum(sink_mode) : (Datum) 0;
 		nulls[14] = sink_server ? ' ' : 'n';
 		values[15] = IntervalPGetDatum(batch_timeout);
-		values[16] = PG_GETARG_DATUM(14);
-		ret = SPI_execute_with_args("INSERT INTO streamguard.pipeline "
+		values[16] = BoolGetDatum(allow_source_append);
+		/* called through the 0.1 signature, the catalog is 0.1's: no new columns */
+		ret = SPI_execute_with_args(PG_NARGS() >= 15 ?
+									"INSERT INTO streamguard.pipeline "
 									"(name, stream_id, sql, guarantee, batch_size, error_policy, dedup, "
 									" dedup_window, owner, search_path, source_server, remote_stream, "
 									" sink_server, sink_table, sink_mode, batch_timeout, allow_source_append) "
 									"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
 									" $16, $17) "
+									"ON CONFLICT (name) DO NOTHING RETURNING id" :
+									"INSERT INTO streamguard.pipeline "
+									"(name, stream_id, sql, guarantee, batch_size, error_policy, dedup, "
+									" dedup_window, owner, search_path, source_server, remote_stream, "
+									" sink_server, sink_table, sink_mode) "
+									"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
 									"ON CONFLICT (name) DO NOTHING RETURNING id",
-									17, types, values, nulls, false, 0);
+									PG_NARGS() >= 15 ? 17 : 15, types, values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not insert pipeline: %s", SPI_result_code_string(ret));
 		if (SPI_processed == 0)
@@ -1404,7 +1424,7 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		sg_check_batch_size(PG_GETARG_INT32(2));
 	if (!PG_ARGISNULL(3))
 		sg_check_policy(text_to_cstring(PG_GETARG_TEXT_PP(3)));
-	if (!PG_ARGISNULL(4))
+	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
 		sg_check_batch_timeout(PG_GETARG_INTERVAL_P(4));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -1432,7 +1452,7 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		values[3] = PG_GETARG_DATUM(3);
 		nulls[3] = ' ';
 	}
-	if (!PG_ARGISNULL(4))
+	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
 	{
 		values[4] = PG_GETARG_DATUM(4);
 		nulls[4] = ' ';

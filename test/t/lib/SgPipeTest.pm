@@ -79,13 +79,13 @@ sub q1
 # timeout (with the last output in diag).
 sub wait_for_value
 {
-	my ($node, $sql, $expected, $timeout) = @_;
+	my ($node, $sql, $expected, $timeout, $dbname) = @_;
 	$expected //= 't';
 	my $deadline = time + ($timeout // 60);
 	my ($ok, $out, $err) = (0, '', '');
 	while (time <= $deadline)
 	{
-		($ok, $out, $err) = try_psql($node, $sql, timeout => 30);
+		($ok, $out, $err) = try_psql($node, $sql, timeout => 30, dbname => $dbname);
 		return 1 if $ok && $out eq $expected;
 		usleep(100_000);
 	}

@@ -1,0 +1,117 @@
+# Upgrade path: a database created with streamguard 0.1, holding streams,
+# consumers and a running pipeline with data, is updated with
+# ALTER EXTENSION streamguard UPDATE and keeps working; the updated schema is
+# the same as a fresh installation of the current version (every member
+# object, every column with its type, default and nullability, every
+# function signature, every view's columns).
+#
+# The library on disk is the current one: as in a real upgrade, the 0.1
+# catalog meets the new library until the update runs.  A pipeline worker
+# that starts meanwhile fails its batches and retries; nothing is lost.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SgPipeTest;
+
+my $node = sg_node('upgrade');
+
+$node->safe_psql('postgres', q{
+CREATE DATABASE old_db;
+CREATE DATABASE fresh_db;
+});
+
+# ---------------------------------------------------------- 0.1 with data
+$node->safe_psql('old_db', q{
+CREATE EXTENSION streamguard VERSION '0.1';
+SELECT streamguard.create_stream('orders', 2, retention => '1 day');
+CREATE TABLE totals (customer text PRIMARY KEY, amount numeric NOT NULL);
+SELECT count(*) FROM streamguard.append_batch('orders',
+	ARRAY(SELECT jsonb_build_object('amount', g) FROM generate_series(1, 100) g),
+	ARRAY(SELECT 'c' || (g % 5) FROM generate_series(1, 100) g));
+SELECT count(*) FROM streamguard.poll('orders', 'billing', 30);
+});
+is($node->safe_psql('old_db', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
+	'0.1', 'a database with streamguard 0.1');
+
+# a 0.1 pipeline, created before the update (the new library serves 0.1's
+# create_pipeline signature: the SQL script decides which arguments exist)
+my ($ok, $out, $err) = try_psql($node, q{
+SELECT streamguard.create_pipeline('totals', 'orders',
+	$$INSERT INTO totals SELECT key, sum((payload->>'amount')::numeric) FROM batch GROUP BY key
+	  ON CONFLICT (customer) DO UPDATE SET amount = totals.amount + excluded.amount$$)},
+	dbname => 'old_db');
+ok($ok, 'a pipeline created on 0.1') or diag($err);
+
+# ----------------------------------------------------------------- update
+$node->safe_psql('old_db', 'ALTER EXTENSION streamguard UPDATE');
+is($node->safe_psql('old_db', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
+	'0.2', 'ALTER EXTENSION streamguard UPDATE reaches 0.2');
+
+# the pipeline processes every event exactly once after the update
+ok(wait_for_value($node, q{SELECT coalesce(sum(amount), 0) FROM totals}, '5050', 60, 'old_db'),
+	'the 0.1 pipeline delivers all 100 events exactly once after the update');
+$node->safe_psql('old_db', q{
+SELECT count(*) FROM streamguard.append_batch('orders',
+	ARRAY(SELECT jsonb_build_object('amount', g) FROM generate_series(101, 110) g),
+	ARRAY(SELECT 'c' || (g % 5) FROM generate_series(101, 110) g));
+});
+ok(wait_for_value($node, q{SELECT sum(amount) FROM totals}, '6105', 60, 'old_db'),
+	'... and new appends after it');
+
+# the consumer kept its position; new functions and settings work
+is($node->safe_psql('old_db', q{SELECT count(*) FROM streamguard.poll('orders', 'billing', 1000)}),
+	'80', 'the SQL consumer resumes from its 0.1 position');
+is($node->safe_psql('old_db', q{SELECT extract(epoch FROM batch_timeout), worker_status FROM streamguard.pipelines WHERE pipeline = 'totals'}),
+	'300.000000|running', 'the pipeline has the new settings with their defaults');
+$node->safe_psql('old_db', q{SELECT streamguard.alter_stream('orders', retention => '2 days')});
+is($node->safe_psql('old_db', q{SELECT extract(epoch FROM retention) FROM streamguard.streams WHERE stream = 'orders'}),
+	'172800.000000', 'alter_stream, new in 0.2, works on the updated database');
+is($node->safe_psql('old_db', q{SELECT count(*) FROM streamguard.installation}), '1',
+	'the update drew an installation identity');
+
+# -------------------------------------------- same schema as a fresh 0.2
+$node->safe_psql('fresh_db', 'CREATE EXTENSION streamguard');
+
+my $describe = q{
+SELECT pg_catalog.pg_describe_object(d.classid, d.objid, 0) AS obj
+FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+WHERE e.extname = 'streamguard' AND d.deptype = 'e'
+UNION ALL
+SELECT format('column %s.%s %s %s default %s', c.table_name, c.column_name, c.data_type,
+	c.is_nullable, coalesce(c.column_default, '-'))
+FROM information_schema.columns c WHERE c.table_schema = 'streamguard'
+UNION ALL
+SELECT format('function %s(%s) returns %s %s', p.proname, pg_catalog.pg_get_function_arguments(p.oid),
+	pg_catalog.pg_get_function_result(p.oid), p.provolatile)
+FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'streamguard'::regnamespace
+UNION ALL
+SELECT format('constraint %s %s', conrelid::regclass, pg_catalog.pg_get_constraintdef(oid))
+FROM pg_catalog.pg_constraint WHERE connamespace = 'streamguard'::regnamespace
+UNION ALL
+SELECT format('index %s', pg_catalog.pg_get_indexdef(indexrelid))
+FROM pg_catalog.pg_index WHERE indrelid IN
+	(SELECT oid FROM pg_catalog.pg_class WHERE relnamespace = 'streamguard'::regnamespace)
+UNION ALL
+SELECT format('acl %s %s', relname, relacl) FROM pg_catalog.pg_class
+WHERE relnamespace = 'streamguard'::regnamespace
+UNION ALL
+SELECT format('config %s', e.extconfig::regclass[]) FROM pg_catalog.pg_extension e
+WHERE e.extname = 'streamguard'
+ORDER BY 1};
+my $old = $node->safe_psql('old_db', $describe);
+my $fresh = $node->safe_psql('fresh_db', $describe);
+# extconfig lists tables in the order they were registered: compare as sets
+s/^config \{(.*)\}$/'config ' . join(',', sort split(m{,}, $1))/me for ($old, $fresh);
+is($old, $fresh, 'the updated schema equals a fresh installation of 0.2')
+  or diag(join("\n", 'only after the update:', grep({ my $l = $_; !grep { $_ eq $l } split /\n/, $fresh } split /\n/, $old),
+		'only in a fresh installation:', grep({ my $l = $_; !grep { $_ eq $l } split /\n/, $old } split /\n/, $fresh)));
+
+$node->stop;
+done_testing();
