@@ -307,7 +307,9 @@ sg_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 		{
 			case T_DropRoleStmt:
 				oids = sg_role_oids(((DropRoleStmt *) parsetree)->roles);
-				sg_check_drop_roles(oids);
+				/* a caller who may not drop roles gets PostgreSQL's error */
+				if (has_createrole_privilege(GetUserId()))
+					sg_check_drop_roles(oids);
 				break;
 			case T_ReassignOwnedStmt:
 				oids = sg_role_oids(((ReassignOwnedStmt *) parsetree)->roles);
