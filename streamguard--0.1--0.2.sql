@@ -43,6 +43,13 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'sg_alter_stream'
 LANGUAGE C VOLATILE;
 
+DROP FUNCTION streamguard.poll(text, text, int);
+CREATE FUNCTION streamguard.poll(stream text, consumer text, max_events int DEFAULT 100,
+	wait interval DEFAULT NULL)
+RETURNS SETOF streamguard.event
+AS 'MODULE_PATHNAME', 'sg_poll'
+LANGUAGE C VOLATILE ROWS 100;
+
 DROP VIEW streamguard.dead_letters, streamguard.pipeline_batches, streamguard.remote_status,
 	streamguard.pipelines, streamguard.consumers, streamguard.streams,
 	streamguard.stream_partitions;

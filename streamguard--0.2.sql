@@ -248,7 +248,8 @@ LANGUAGE C VOLATILE ROWS 1000;
 
 -- ------------------------------------------------------------ consuming
 
-CREATE FUNCTION streamguard.poll(stream text, consumer text, max_events int DEFAULT 100)
+CREATE FUNCTION streamguard.poll(stream text, consumer text, max_events int DEFAULT 100,
+	wait interval DEFAULT NULL)
 RETURNS SETOF streamguard.event
 AS 'MODULE_PATHNAME', 'sg_poll'
 LANGUAGE C VOLATILE ROWS 100;

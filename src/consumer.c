@@ -30,6 +30,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/condition_variable.h"
+#include "pgstat.h"
 #include "executor/tstoreReceiver.h"
 #include "nodes/params.h"
 #include "storage/lmgr.h"
@@ -506,6 +508,8 @@ sg_poll(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 	int64	   *first,
 			   *last;
+	long		wait_ms = 0;
+	TimestampTz deadline;
 
 	StreamguardCheckLoaded();
 	InitMaterializedSRF(fcinfo, 0);
@@ -518,18 +522,51 @@ sg_poll(PG_FUNCTION_ARGS)
 				 errmsg("max_events must not be NULL")));
 	max_events = PG_GETARG_INT32(2);
 	sg_check_max_events(max_events);
+	/* wait: absent in the 0.1 signature */
+	if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
+	{
+		int64		us = SgIntervalUsecs(PG_GETARG_INTERVAL_P(3));
+
+		if (us < 0 || us > SG_MAX_POLL_WAIT_US)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("wait must be between 0 and 1 hour, got \"%s\"",
+							DatumGetCString(DirectFunctionCall1(interval_out, PG_GETARG_DATUM(3))))));
+		wait_ms = (long) ((us + 999) / 1000);
+	}
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	meta = StreamLookup(name, SG_PRIV_READ);
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
-	first = palloc(sizeof(int64) * meta->nparts);
-	last = palloc(sizeof(int64) * meta->nparts);
+	deadline = GetCurrentTimestamp() + (TimestampTz) wait_ms * 1000;
+	for (;;)
+	{
+		long		remaining_ms;
+		int			n;
 
-	SgBecomeDataOwner(&save, false);
-	(void) ConsumerFetch(meta, consumer, max_events, rsinfo->setResult, rsinfo->setDesc,
-						 true, true, first, last);
-	SgRestoreUser(&save);
+		/* looked up again after a sleep: dropped, or a privilege revoked */
+		meta = StreamLookup(name, SG_PRIV_READ);
+		HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+		first = palloc(sizeof(int64) * meta->nparts);
+		last = palloc(sizeof(int64) * meta->nparts);
+
+		/*
+		 * Long-poll: register for the stream's commit wake-up before
+		 * looking, so an append that commits after the look still wakes us.
+		 */
+		if (wait_ms > 0)
+			HorizonPrepareWait(meta->ref);
+		SgBecomeDataOwner(&save, false);
+		n = ConsumerFetch(meta, consumer, max_events, rsinfo->setResult, rsinfo->setDesc,
+						  true, true, first, last);
+		SgRestoreUser(&save);
+		if (n > 0 || wait_ms == 0)
+			break;
+		remaining_ms = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+		if (remaining_ms <= 0)
+			break;
+		(void) HorizonWaitReadable(meta->ref, remaining_ms);
+	}
+	ConditionVariableCancelSleep();
 	SPI_finish();
 	return (Datum) 0;
 }

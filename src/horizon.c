@@ -61,6 +61,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
@@ -183,6 +184,7 @@ HorizonShmemInit(void)
 			pg_atomic_init_u32(&st->current_seg, 0);
 			pg_atomic_init_u32(&st->min_seg, 0);
 			SpinLockInit(&st->rate_mutex);
+			ConditionVariableInit(&st->readable);
 		}
 		for (i = 0; i < sg_max_partitions; i++)
 		{
@@ -748,7 +750,32 @@ sg_release_open_appends(bool committed)
 		if (nwoken < (int) lengthof(woken))
 			woken[nwoken++] = slot;
 		PipelineWakeStream(sg_streams[slot].dbid, sg_streams[slot].stream_id);
+		ConditionVariableBroadcast(&sg_streams[slot].readable);
 	}
+}
+
+/*
+ * Long-poll: a reader that found nothing registers on the stream's
+ * condition variable BEFORE it looks (HorizonPrepareWait), then sleeps
+ * (HorizonWaitReadable) until an append to the stream commits or the
+ * timeout passes.  A commit between the look and the sleep is not lost:
+ * the broadcast finds the reader registered.  Returns false on timeout.
+ */
+void
+HorizonPrepareWait(SgStreamRef ref)
+{
+	ConditionVariablePrepareToSleep(&sg_streams[ref.slot].readable);
+}
+
+bool
+HorizonWaitReadable(SgStreamRef ref, long timeout_ms)
+{
+	bool		timed_out;
+
+	timed_out = ConditionVariableTimedSleep(&sg_streams[ref.slot].readable, timeout_ms,
+											PG_WAIT_EXTENSION);
+	ConditionVariableCancelSleep();
+	return !timed_out;
 }
 
 /*

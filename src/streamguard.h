@@ -26,6 +26,7 @@
 #include "executor/spi.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
+#include "storage/condition_variable.h"
 #include "storage/spin.h"
 #include "utils/tuplestore.h"
 
@@ -35,6 +36,7 @@
 #define SG_RATE_BUCKETS			16	/* one-second buckets of committed appends */
 #define SG_LAUNCHER_MAX_DBS		64
 #define SG_RATE_WINDOW			10	/* seconds averaged by append_rate */
+#define SG_MAX_POLL_WAIT_US		(3600 * USECS_PER_SEC)	/* longest poll(wait) */
 
 /* GUCs (streamguard.c) */
 extern int	sg_max_streams;
@@ -84,6 +86,9 @@ typedef struct SgStream
 	pg_atomic_uint32 current_seg;	/* segment receiving appends */
 	pg_atomic_uint32 min_seg;	/* oldest segment not yet dropped */
 
+	/* long-polling readers sleep here; appends broadcast at commit */
+	ConditionVariable readable;
+
 	/* committed-append rate, protected by rate_mutex */
 	slock_t		rate_mutex;
 	int64		rate_sec[SG_RATE_BUCKETS];
@@ -117,6 +122,8 @@ extern SgStreamRef HorizonAttachStream(int32 stream_id, int nparts,
 extern SgStreamRef HorizonTryAttachStream(int32 stream_id, int nparts,
 										  int32 current_seg, int32 min_seg, Oid catalog_oid);
 extern void HorizonFreeOnAbort(int32 stream_id);
+extern bool HorizonWaitReadable(SgStreamRef ref, long timeout_ms);
+extern void HorizonPrepareWait(SgStreamRef ref);
 extern int	HorizonFreeDatabase(Oid dbid, Oid catalog_oid);
 extern int	HorizonSlotDatabases(Oid *dbids, int max);
 extern void HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id);
