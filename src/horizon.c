@@ -626,6 +626,55 @@ HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
 }
 
 /*
+ * The open appends of this database's streams: which backend holds which
+ * partition's horizon back, and from which seq.  At most `max` entries;
+ * returns how many were found (possibly more than `max`).  A snapshot
+ * without locks: an entry may be gone by the time it is shown.
+ */
+int
+HorizonListOpenAppends(SgOpenAppendInfo *out, int max)
+{
+	int			procno,
+				n = 0;
+
+	for (procno = 0; procno < sg_total_procs; procno++)
+	{
+		SgBackendAppends *b = sg_backend(procno);
+		uint32		used = pg_atomic_read_u32(&b->nused);
+		uint32		i;
+
+		if (used > (uint32) sg_max_xact_partitions)
+			used = sg_max_xact_partitions;
+		pg_read_barrier();
+		for (i = 0; i < used; i++)
+		{
+			SgOpenAppend *e = &b->entries[i];
+			uint64		seq = pg_atomic_read_u64(&e->first_seq);
+			SgStream   *st;
+
+			if (seq == SG_NO_SEQ)
+				continue;
+			pg_read_barrier();
+			if (e->stream_slot < 0 || e->stream_slot >= sg_max_streams)
+				continue;
+			st = &sg_streams[e->stream_slot];
+			if (st->dbid != MyDatabaseId ||
+				e->part_index < st->part_base || e->part_index >= st->part_base + st->nparts)
+				continue;
+			if (n < max)
+			{
+				out[n].stream_id = st->stream_id;
+				out[n].partition = e->part_index - st->part_base;
+				out[n].pid = ProcGlobal->allProcs[procno].pid;
+				out[n].first_seq = (int64) seq;
+			}
+			n++;
+		}
+	}
+	return n;
+}
+
+/*
  * Per partition, the next seq to be handed out; false if the counters are
  * not loaded.  Read right after a segment switch, these bound every seq
  * the sealed segment can ever hold: an appender reads the current segment

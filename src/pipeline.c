@@ -67,6 +67,7 @@ PG_FUNCTION_INFO_V1(sg_alter_pipeline);
 PG_FUNCTION_INFO_V1(sg_inject_fault);
 PG_FUNCTION_INFO_V1(sg_pipeline_runtime);
 PG_FUNCTION_INFO_V1(sg_pipeline_batches);
+PG_FUNCTION_INFO_V1(sg_pipeline_histogram);
 PG_FUNCTION_INFO_V1(sg_remote_runtime);
 PG_FUNCTION_INFO_V1(sg_purge_dead_letters);
 PG_FUNCTION_INFO_V1(sg_skip_event);
@@ -157,6 +158,8 @@ PipelineSlot(Oid dbid, int32 pipeline_id, bool create)
 		slot->events_per_sec = 0;
 		slot->last_batch_end = 0;
 		slot->nhistory = 0;
+		memset(slot->hist_counts, 0, sizeof(slot->hist_counts));
+		slot->hist_sum = 0;
 		memset(slot->remote, 0, sizeof(slot->remote));
 		slot->fault_point = SG_FAULT_NONE;
 		slot->fault_count = 0;
@@ -261,6 +264,26 @@ PipelineWakeStream(Oid dbid, int32 stream_id)
 		if (s->dbid == dbid && s->stream_id == stream_id && s->worker_procno >= 0)
 			PipelineWakeWorker(s);
 	}
+}
+
+/* upper bounds (seconds) of the batch-duration histogram's buckets */
+const double SgHistBounds[SG_HIST_BUCKETS] = {
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10
+};
+
+/* count one committed batch of `seconds` (caller holds slot->mutex) */
+void
+PipelineCountDuration(SgPipelineSlot *slot, double seconds)
+{
+	int			b;
+
+	for (b = 0; b < SG_HIST_BUCKETS; b++)
+		if (seconds <= SgHistBounds[b])
+		{
+			slot->hist_counts[b]++;
+			break;
+		}
+	slot->hist_sum += seconds;
 }
 
 const char *
@@ -1941,6 +1964,57 @@ sg_remote_runtime(PG_FUNCTION_ARGS)
 			nulls[4] = copy[side].rtt_us == 0;
 			values[5] = CStringGetTextDatum(copy[side].last_error);
 			nulls[5] = copy[side].last_error[0] == '\0';
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	return (Datum) 0;
+}
+
+/*
+ * _pipeline_histogram() -> (pipeline_id, le, count, sum_seconds, total):
+ * cumulative counts of committed batches by duration (fetch to commit),
+ * since the pipeline's slot was created (a server restart starts over,
+ * as monitoring systems expect of counters).
+ */
+Datum
+sg_pipeline_histogram(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+		int64		counts[SG_HIST_BUCKETS];
+		int64		total;
+		int64		cum = 0;
+		double		sum;
+		int32		id;
+		int			b;
+
+		if (s->dbid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&s->mutex);
+		id = s->pipeline_id;
+		memcpy(counts, s->hist_counts, sizeof(counts));
+		sum = s->hist_sum;
+		total = s->nhistory;
+		SpinLockRelease(&s->mutex);
+		for (b = 0; b <= SG_HIST_BUCKETS; b++)
+		{
+			Datum		values[5];
+			bool		nulls[5] = {false};
+
+			if (b < SG_HIST_BUCKETS)
+				cum += counts[b];
+			values[0] = Int32GetDatum(id);
+			values[1] = CStringGetTextDatum(b < SG_HIST_BUCKETS ?
+											psprintf("%g", SgHistBounds[b]) : "+Inf");
+			values[2] = Int64GetDatum(b < SG_HIST_BUCKETS ? cum : total);
+			values[3] = Float8GetDatum(sum);
+			values[4] = Int64GetDatum(total);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}

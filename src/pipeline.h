@@ -15,6 +15,7 @@
 #include "storage/spin.h"
 
 #define SG_BATCH_HISTORY	64	/* checkpoint log entries per pipeline */
+#define SG_HIST_BUCKETS		12	/* batch-duration histogram (metrics) */
 
 typedef enum SgGuarantee
 {
@@ -87,6 +88,8 @@ typedef struct SgPipelineSlot
 	TimestampTz last_batch_end;
 	SgBatchRecord history[SG_BATCH_HISTORY];
 	int64		nhistory;		/* records ever written (ring index) */
+	int64		hist_counts[SG_HIST_BUCKETS];	/* batches per duration bucket */
+	double		hist_sum;		/* seconds over all batches counted */
 	SgRemoteStatus remote[2];	/* [0] source, [1] sink */
 	SgFaultPoint fault_point;
 	SgFaultAction fault_action;
@@ -105,6 +108,8 @@ extern void PipelineWakeStream(Oid dbid, int32 stream_id);
 extern void PipelineWakeWorker(SgPipelineSlot *slot);
 
 extern const char *GuaranteeName(SgGuarantee g);
+extern const double SgHistBounds[SG_HIST_BUCKETS];
+extern void PipelineCountDuration(SgPipelineSlot *slot, double seconds);
 
 struct SgRemote;
 extern char *PipelineGidPrefix(int32 pipeline_id);

@@ -122,6 +122,15 @@ extern SgStreamRef HorizonAttachStream(int32 stream_id, int nparts,
 extern SgStreamRef HorizonTryAttachStream(int32 stream_id, int nparts,
 										  int32 current_seg, int32 min_seg, Oid catalog_oid);
 extern void HorizonFreeOnAbort(int32 stream_id);
+
+typedef struct SgOpenAppendInfo
+{
+	int32		stream_id;
+	int32		partition;
+	int			pid;
+	int64		first_seq;
+} SgOpenAppendInfo;
+extern int	HorizonListOpenAppends(SgOpenAppendInfo *out, int max);
 extern bool HorizonWaitReadable(SgStreamRef ref, long timeout_ms);
 extern void HorizonPrepareWait(SgStreamRef ref);
 extern int	HorizonFreeDatabase(Oid dbid, Oid catalog_oid);

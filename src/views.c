@@ -22,6 +22,7 @@
 
 PG_FUNCTION_INFO_V1(sg_partition_stats);
 PG_FUNCTION_INFO_V1(sg_next_event_time);
+PG_FUNCTION_INFO_V1(sg_open_appends);
 
 /*
  * First or last seq of a partition over the retained segments (0 = none).
@@ -196,4 +197,41 @@ sg_next_event_time(PG_FUNCTION_ARGS)
 	if (!found)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
+}
+
+/*
+ * _open_appends() -> (stream_id, partition, pid, first_seq): the
+ * transactions that hold a partition's readable horizon back.
+ */
+Datum
+sg_open_appends(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			max = 1024;
+	SgOpenAppendInfo *info;
+	int			n,
+				i;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	info = palloc(sizeof(SgOpenAppendInfo) * max);
+	n = HorizonListOpenAppends(info, max);
+	if (n > max)
+	{
+		max = n + 64;
+		info = repalloc(info, sizeof(SgOpenAppendInfo) * max);
+		n = Min(HorizonListOpenAppends(info, max), max);
+	}
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false};
+
+		values[0] = Int32GetDatum(info[i].stream_id);
+		values[1] = Int32GetDatum(info[i].partition);
+		values[2] = Int32GetDatum(info[i].pid);
+		values[3] = Int64GetDatum(info[i].first_seq);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

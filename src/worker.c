@@ -1094,6 +1094,7 @@ sg_record(int64 epoch, int events_in, int64 rows_out, int64 *first, int64 *last,
 	my_slot->last_batch_end = t3;
 	my_slot->history[my_slot->nhistory % SG_BATCH_HISTORY] = r;
 	my_slot->nhistory++;
+	PipelineCountDuration(my_slot, (t3 - t0) / 1e6);
 	my_slot->failures = 0;
 	SpinLockRelease(&my_slot->mutex);
 }
