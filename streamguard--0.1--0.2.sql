@@ -50,6 +50,24 @@ RETURNS SETOF streamguard.event
 AS 'MODULE_PATHNAME', 'sg_poll'
 LANGUAGE C VOLATILE ROWS 100;
 
+-- the checkpoint log: one row per committed batch, written in the batch's own
+-- transaction, pruned to streamguard.batch_history batches per pipeline
+CREATE TABLE streamguard.pipeline_batch (
+	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
+	batch_id bigint NOT NULL,
+	epoch bigint NOT NULL,
+	committed_at timestamptz NOT NULL,
+	events_in int NOT NULL,
+	rows_out bigint NOT NULL,
+	partitions int NOT NULL,
+	first_seq bigint NOT NULL,
+	last_seq bigint NOT NULL,
+	fetch_ms float8 NOT NULL,
+	process_ms float8 NOT NULL,
+	PRIMARY KEY (pipeline_id, batch_id)
+);
+SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_batch', '');
+
 DROP VIEW streamguard.dead_letters, streamguard.pipeline_batches, streamguard.remote_status,
 	streamguard.pipelines, streamguard.consumers, streamguard.streams,
 	streamguard.stream_partitions;
@@ -223,9 +241,11 @@ WHERE side.server IS NOT NULL;
 -- the checkpoint log: for the pipeline's owner, its members and superusers
 CREATE VIEW streamguard.pipeline_batches WITH (security_barrier) AS
 SELECT p.name AS pipeline, b.batch_id, b.epoch, b.committed_at, b.events_in, b.rows_out,
-	   b.partitions, b.first_seq, b.last_seq, b.fetch_ms, b.process_ms, b.commit_ms
-FROM streamguard._pipeline_batches() b
+	   b.partitions, b.first_seq, b.last_seq, b.fetch_ms, b.process_ms, r.commit_ms
+FROM streamguard.pipeline_batch b
 JOIN streamguard.pipeline p ON p.id = b.pipeline_id
+LEFT JOIN streamguard._pipeline_batches() r
+	   ON r.pipeline_id = b.pipeline_id AND r.batch_id = b.batch_id
 WHERE streamguard._is_member(p.owner);
 
 -- dead letters hold payloads: each role sees those of the pipelines it owns
@@ -236,7 +256,7 @@ FROM streamguard.dead_letter d
 JOIN streamguard.pipeline p ON p.id = d.pipeline_id
 WHERE streamguard._is_member(p.owner);
 
-REVOKE ALL ON streamguard.installation, streamguard.pipeline_skip FROM PUBLIC;
+REVOKE ALL ON streamguard.installation, streamguard.pipeline_skip, streamguard.pipeline_batch FROM PUBLIC;
 -- which transactions hold a partition's readable horizon back
 CREATE FUNCTION streamguard._open_appends(
 	OUT stream_id int, OUT partition int, OUT pid int, OUT first_seq bigint)

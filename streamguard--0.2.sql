@@ -150,6 +150,24 @@ CREATE TABLE streamguard.pipeline_skip (
 );
 SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_skip', '');
 
+-- the checkpoint log: one row per committed batch, written in the batch's own
+-- transaction, pruned to streamguard.batch_history batches per pipeline
+CREATE TABLE streamguard.pipeline_batch (
+	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
+	batch_id bigint NOT NULL,
+	epoch bigint NOT NULL,
+	committed_at timestamptz NOT NULL,
+	events_in int NOT NULL,
+	rows_out bigint NOT NULL,
+	partitions int NOT NULL,
+	first_seq bigint NOT NULL,
+	last_seq bigint NOT NULL,
+	fetch_ms float8 NOT NULL,
+	process_ms float8 NOT NULL,
+	PRIMARY KEY (pipeline_id, batch_id)
+);
+SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_batch', '');
+
 CREATE TABLE streamguard.pipeline_dedup (
 	pipeline_id int NOT NULL,
 	dedup_key text NOT NULL,
@@ -507,9 +525,11 @@ WHERE side.server IS NOT NULL;
 -- the checkpoint log: for the pipeline's owner, its members and superusers
 CREATE VIEW streamguard.pipeline_batches WITH (security_barrier) AS
 SELECT p.name AS pipeline, b.batch_id, b.epoch, b.committed_at, b.events_in, b.rows_out,
-	   b.partitions, b.first_seq, b.last_seq, b.fetch_ms, b.process_ms, b.commit_ms
-FROM streamguard._pipeline_batches() b
+	   b.partitions, b.first_seq, b.last_seq, b.fetch_ms, b.process_ms, r.commit_ms
+FROM streamguard.pipeline_batch b
 JOIN streamguard.pipeline p ON p.id = b.pipeline_id
+LEFT JOIN streamguard._pipeline_batches() r
+	   ON r.pipeline_id = b.pipeline_id AND r.batch_id = b.batch_id
 WHERE streamguard._is_member(p.owner);
 
 -- dead letters hold payloads: each role sees those of the pipelines it owns

@@ -614,6 +614,12 @@ sg_step_supervise(SgStreamTask *unused)
 																  SPI_tuptable->tupdesc, 1, &isnull)));
 	}
 	PipelineSupervise();
+	/* the checkpoint log keeps the last streamguard.batch_history batches */
+	sg_exec(psprintf("DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline p "
+					 "WHERE p.id OPERATOR(pg_catalog.=) b.pipeline_id "
+					 "AND b.batch_id OPERATOR(pg_catalog.<=) (p.batches OPERATOR(pg_catalog.-) %d)",
+					 sg_batch_history),
+			SPI_OK_DELETE);
 	sg_exec("DELETE FROM streamguard.pipeline_dedup d USING streamguard.pipeline p "
 			"WHERE p.id = d.pipeline_id AND d.seen_at < pg_catalog.now() - p.dedup_window",
 			SPI_OK_DELETE);

@@ -36,6 +36,7 @@ int			sg_launcher_naptime_ms = 10000;
 int			sg_role_max_streams = 64;
 int			sg_role_max_partitions = 1024;
 int			sg_role_max_pipelines = 16;
+int			sg_batch_history = 1000;
 
 /* set in a pipeline worker while it runs (0 elsewhere) */
 int32		SgRunningPipelineId = 0;
@@ -110,6 +111,11 @@ _PG_init(void)
 							"A remote that does not answer in time is cancelled and disconnected; the batch is retried.",
 							&sg_remote_timeout_ms, 10000, 100, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.batch_history",
+							"Committed batches each pipeline keeps in its checkpoint log (streamguard.pipeline_batches).",
+							"The maintenance worker deletes older entries every round.",
+							&sg_batch_history, 1000, 1, 10000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamguard.role_max_streams",
 							"Maximum number of streams one role may own in a database (-1: no limit).",
 							"Superusers are exempt.  Set it per role with ALTER ROLE ... SET.",

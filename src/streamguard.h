@@ -47,6 +47,7 @@ extern int	sg_launcher_naptime_ms;
 extern int	sg_role_max_streams;
 extern int	sg_role_max_partitions;
 extern int	sg_role_max_pipelines;
+extern int	sg_batch_history;
 
 /* a pipeline worker's identity while it runs (0 elsewhere; worker.c) */
 extern int32 SgRunningPipelineId;

@@ -108,7 +108,6 @@ static TupleDesc event_desc = NULL;
 static MemoryContext batch_cxt = NULL;
 static SPIPlanPtr user_plan = NULL;
 static char *consumer_name = NULL;
-static int64 batch_counter = 0;
 
 /* remote ends */
 static SgRemote src_remote;
@@ -1052,32 +1051,90 @@ sg_source(void)
 	return meta;
 }
 
+/*
+ * The batch's first and last seq over all partitions, and how many
+ * partitions it read.
+ */
 static void
-sg_record(int64 epoch, int events_in, int64 rows_out, int64 *first, int64 *last, int nparts,
-		  TimestampTz t0, TimestampTz t1, TimestampTz t2, TimestampTz t3)
+sg_seq_range(int64 *first, int64 *last, int nparts, int64 *lo, int64 *hi, int32 *nread)
 {
-	SgBatchRecord r;
 	int			p;
-	double		secs;
 
-	memset(&r, 0, sizeof(r));
-	r.batch_id = ++batch_counter;
-	r.epoch = epoch;
-	r.committed_at = t3;
-	r.events_in = events_in;
-	r.rows_out = rows_out;
-	r.first_seq = 0;
-	r.last_seq = 0;
+	*lo = *hi = 0;
+	*nread = 0;
 	for (p = 0; p < nparts; p++)
 	{
 		if (first[p] <= 0)
 			continue;
-		r.partitions++;
-		if (r.first_seq == 0 || first[p] < r.first_seq)
-			r.first_seq = first[p];
-		if (last[p] > r.last_seq)
-			r.last_seq = last[p];
+		(*nread)++;
+		if (*lo == 0 || first[p] < *lo)
+			*lo = first[p];
+		if (last[p] > *hi)
+			*hi = last[p];
 	}
+}
+
+/*
+ * The durable checkpoint log: one row per batch, written in the transaction
+ * that commits the batch's effects (so it survives exactly what the batch
+ * survives).  Its id is the pipeline's batch counter, just incremented in
+ * the same transaction.  Returns the id.
+ */
+static int64
+sg_log_batch(int events_in, int64 rows_out, int64 *first, int64 *last, int nparts,
+			 TimestampTz t0, TimestampTz t1, TimestampTz t2)
+{
+	Oid			types[10] = {INT4OID, INT8OID, INT4OID, INT8OID, INT4OID, INT8OID, INT8OID,
+	FLOAT8OID, FLOAT8OID, TIMESTAMPTZOID};
+	Datum		values[10];
+	SgUserSave	save;
+	int64		lo,
+				hi,
+				id;
+	int32		nread;
+	bool		isnull;
+
+	sg_seq_range(first, last, nparts, &lo, &hi, &nread);
+	values[0] = Int32GetDatum(def.id);
+	values[1] = Int64GetDatum(def.epoch);
+	values[2] = Int32GetDatum(events_in);
+	values[3] = Int64GetDatum(rows_out);
+	values[4] = Int32GetDatum(nread);
+	values[5] = Int64GetDatum(lo);
+	values[6] = Int64GetDatum(hi);
+	values[7] = Float8GetDatum((t1 - t0) / 1000.0);
+	values[8] = Float8GetDatum((t2 - t1) / 1000.0);
+	values[9] = TimestampTzGetDatum(GetCurrentTimestamp());
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "INSERT INTO streamguard.pipeline_batch (pipeline_id, batch_id, epoch, "
+									  "events_in, rows_out, partitions, first_seq, last_seq, fetch_ms, process_ms, "
+									  "committed_at) "
+									  "SELECT p.id, p.batches, $2, $3, $4, $5, $6, $7, $8, $9, $10 "
+									  "FROM streamguard.pipeline p WHERE p.id OPERATOR(pg_catalog.=) $1 "
+									  "RETURNING batch_id",
+									  10, types),
+						 values, NULL, false, 0) != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+		elog(ERROR, "could not record the batch in the checkpoint log");
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SgRestoreUser(&save);
+	return id;
+}
+
+static void
+sg_record(int64 batch_id, int64 epoch, int events_in, int64 rows_out, int64 *first, int64 *last,
+		  int nparts, TimestampTz t0, TimestampTz t1, TimestampTz t2, TimestampTz t3)
+{
+	SgBatchRecord r;
+	double		secs;
+
+	memset(&r, 0, sizeof(r));
+	r.batch_id = batch_id;
+	r.epoch = epoch;
+	r.committed_at = t3;
+	r.events_in = events_in;
+	r.rows_out = rows_out;
+	sg_seq_range(first, last, nparts, &r.first_seq, &r.last_seq, &r.partitions);
 	r.fetch_us = (int32) (t1 - t0);
 	r.process_us = (int32) (t2 - t1);
 	r.commit_us = (int32) (t3 - t2);
@@ -1119,6 +1176,7 @@ sg_batch(bool isolate)
 	StringInfo	sink_data = NULL;
 	char	   *gid = NULL;
 	bool		advance_in_fetch;
+	int64		batch_id;
 
 	MemoryContextReset(batch_cxt);
 	batch_skipped = batch_dead = 0;
@@ -1276,6 +1334,7 @@ sg_batch(bool isolate)
 		sg_count_batch(1, fetched, rows_out);
 	else
 		sg_count_batch(0, 0, rows_out);	/* the batch counted with the positions */
+	batch_id = sg_log_batch(fetched, rows_out, first, last, nparts, t0, t1, t2);
 	sg_fault(SG_FAULT_BEFORE_COMMIT);
 	sg_commit();
 
@@ -1308,7 +1367,7 @@ sg_batch(bool isolate)
 	}
 	t3 = GetCurrentTimestamp();
 	sg_fault(SG_FAULT_AFTER_COMMIT);
-	sg_record(def.epoch, fetched, rows_out, first, last, nparts, t0, t1, t2, t3);
+	sg_record(batch_id, def.epoch, fetched, rows_out, first, last, nparts, t0, t1, t2, t3);
 	return SG_BATCH_DONE;
 }
 
