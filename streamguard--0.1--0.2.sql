@@ -5,7 +5,10 @@
 
 ALTER TABLE streamguard.pipeline
 	ADD COLUMN batch_timeout interval NOT NULL DEFAULT '5 min',
-	ADD COLUMN allow_source_append boolean NOT NULL DEFAULT false;
+	ADD COLUMN allow_source_append boolean NOT NULL DEFAULT false,
+	ADD COLUMN max_attempts int NOT NULL DEFAULT 3,
+	ADD COLUMN retry_backoff interval NOT NULL DEFAULT '100 ms',
+	ADD COLUMN max_backoff interval NOT NULL DEFAULT '5 s';
 
 -- This installation's identity, drawn at CREATE EXTENSION (or at the update
 -- to 0.2): a copy of the data directory made before then (same system
@@ -27,6 +30,16 @@ CREATE TABLE streamguard.pipeline_skip (
 	PRIMARY KEY (pipeline_id, partition, seq)
 );
 SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_skip', '');
+
+CREATE FUNCTION streamguard.redrive_dead_letters(
+	pipeline text,
+	partition int DEFAULT NULL,
+	min_seq bigint DEFAULT NULL,
+	max_seq bigint DEFAULT NULL,
+	sqlstate text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'sg_redrive_dead_letters'
+LANGUAGE C VOLATILE;
 
 CREATE FUNCTION streamguard.skip_event(pipeline text, partition int, seq bigint)
 RETURNS void
@@ -92,7 +105,10 @@ CREATE FUNCTION streamguard.create_pipeline(
 	sink_table text DEFAULT NULL,
 	sink_mode text DEFAULT 'two_phase',
 	batch_timeout interval DEFAULT '5 min',
-	allow_source_append boolean DEFAULT false)
+	allow_source_append boolean DEFAULT false,
+	max_attempts int DEFAULT 3,
+	retry_backoff interval DEFAULT '100 ms',
+	max_backoff interval DEFAULT '5 s')
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_pipeline'
 LANGUAGE C VOLATILE;
@@ -103,7 +119,10 @@ CREATE FUNCTION streamguard.alter_pipeline(
 	sql text DEFAULT NULL,
 	batch_size int DEFAULT NULL,
 	error_policy text DEFAULT NULL,
-	batch_timeout interval DEFAULT NULL)
+	batch_timeout interval DEFAULT NULL,
+	max_attempts int DEFAULT NULL,
+	retry_backoff interval DEFAULT NULL,
+	max_backoff interval DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_alter_pipeline'
 LANGUAGE C VOLATILE;

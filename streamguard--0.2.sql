@@ -108,7 +108,10 @@ CREATE TABLE streamguard.pipeline (
 	sink_mode text CHECK (sink_mode IN ('two_phase', 'offsets')),
 	created_at timestamptz NOT NULL DEFAULT now(),
 	batch_timeout interval NOT NULL DEFAULT '5 min',	-- bound on each run of the SQL
-	allow_source_append boolean NOT NULL DEFAULT false
+	allow_source_append boolean NOT NULL DEFAULT false,
+	max_attempts int NOT NULL DEFAULT 3,	-- failed attempts before isolation
+	retry_backoff interval NOT NULL DEFAULT '100 ms',	-- first backoff, doubling
+	max_backoff interval NOT NULL DEFAULT '5 s'
 ) WITH (fillfactor = 50);
 
 -- positions of pipelines whose source is a stream on a remote server
@@ -310,7 +313,10 @@ CREATE FUNCTION streamguard.create_pipeline(
 	sink_table text DEFAULT NULL,
 	sink_mode text DEFAULT 'two_phase',
 	batch_timeout interval DEFAULT '5 min',
-	allow_source_append boolean DEFAULT false)
+	allow_source_append boolean DEFAULT false,
+	max_attempts int DEFAULT 3,
+	retry_backoff interval DEFAULT '100 ms',
+	max_backoff interval DEFAULT '5 s')
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_pipeline'
 LANGUAGE C VOLATILE;
@@ -344,7 +350,10 @@ CREATE FUNCTION streamguard.alter_pipeline(
 	sql text DEFAULT NULL,
 	batch_size int DEFAULT NULL,
 	error_policy text DEFAULT NULL,
-	batch_timeout interval DEFAULT NULL)
+	batch_timeout interval DEFAULT NULL,
+	max_attempts int DEFAULT NULL,
+	retry_backoff interval DEFAULT NULL,
+	max_backoff interval DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_alter_pipeline'
 LANGUAGE C VOLATILE;
@@ -352,6 +361,16 @@ LANGUAGE C VOLATILE;
 CREATE FUNCTION streamguard.purge_dead_letters(pipeline text, older_than interval DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'sg_purge_dead_letters'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.redrive_dead_letters(
+	pipeline text,
+	partition int DEFAULT NULL,
+	min_seq bigint DEFAULT NULL,
+	max_seq bigint DEFAULT NULL,
+	sqlstate text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'sg_redrive_dead_letters'
 LANGUAGE C VOLATILE;
 
 CREATE FUNCTION streamguard.skip_event(pipeline text, partition int, seq bigint)

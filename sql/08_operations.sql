@@ -71,6 +71,51 @@ SELECT count(*) AS pending_skips FROM streamguard.pipeline_skip;
 -- an event already passed cannot be skipped
 SELECT try($$SELECT streamguard.skip_event('skp_p', 0, 2)$$);
 
+-- redrive_dead_letters: dead letters fed back through the (fixed) SQL, once
+SELECT streamguard.create_stream('rd', 1);
+CREATE TABLE rd_sink (v text);
+SELECT count(*) FROM streamguard.append_batch('rd',
+	ARRAY['{"n": 1}', '{"n": "x"}', '{"n": 3}', '{"n": "y"}']::jsonb[]);
+SELECT streamguard.create_pipeline('rd_p', 'rd',
+	$$INSERT INTO rd_sink SELECT ((payload->>'n')::int)::text FROM batch$$,
+	error_policy => 'dead_letter', max_attempts => 1, retry_backoff => '10 ms', max_backoff => '20 ms');
+SELECT wait_for($$(SELECT count(*) FROM streamguard.dead_letters WHERE pipeline = 'rd_p') = 2$$);
+SELECT array_agg(v ORDER BY v) FROM rd_sink;
+-- the SQL still fails on them: nothing applied, the dead letters stay
+SELECT try($$SELECT streamguard.redrive_dead_letters('rd_p')$$);
+SELECT count(*) FROM streamguard.dead_letters WHERE pipeline = 'rd_p';
+SELECT streamguard.alter_pipeline('rd_p', sql => $$INSERT INTO rd_sink SELECT payload->>'n' FROM batch$$);
+SELECT streamguard.redrive_dead_letters('rd_p', min_seq => 4);
+SELECT streamguard.redrive_dead_letters('rd_p');
+SELECT streamguard.redrive_dead_letters('rd_p');
+SELECT array_agg(v ORDER BY v) FROM rd_sink;
+SELECT count(*) FROM streamguard.dead_letters WHERE pipeline = 'rd_p';
+-- a rolled-back redrive leaves the dead letters
+SELECT count(*) FROM streamguard.append('rd', '{"n": "z"}');
+SELECT streamguard.alter_pipeline('rd_p', sql => $$INSERT INTO rd_sink SELECT ((payload->>'n')::int)::text FROM batch$$);
+SELECT wait_for($$(SELECT count(*) FROM streamguard.dead_letters WHERE pipeline = 'rd_p') = 1$$);
+BEGIN;
+SELECT streamguard.alter_pipeline('rd_p', sql => $$INSERT INTO rd_sink SELECT payload->>'n' FROM batch$$);
+SELECT streamguard.redrive_dead_letters('rd_p');
+ROLLBACK;
+SELECT count(*) FROM streamguard.dead_letters WHERE pipeline = 'rd_p';
+SELECT try($$SELECT streamguard.redrive_dead_letters('nope')$$);
+CREATE ROLE rd_other;
+SET ROLE rd_other;
+SELECT try($$SELECT streamguard.redrive_dead_letters('rd_p')$$);
+RESET ROLE;
+DROP ROLE rd_other;
+-- retry settings
+SELECT try($$SELECT streamguard.create_pipeline('rd_q', 'rd', 'SELECT 1', max_attempts => 0)$$);
+SELECT try($$SELECT streamguard.create_pipeline('rd_q', 'rd', 'SELECT 1', retry_backoff => '1 ms')$$);
+SELECT try($$SELECT streamguard.create_pipeline('rd_q', 'rd', 'SELECT 1', retry_backoff => '1 s', max_backoff => '100 ms')$$);
+SELECT try($$SELECT streamguard.create_pipeline('rd_q', 'rd', 'SELECT 1', max_attempts => NULL)$$);
+SELECT try($$SELECT streamguard.alter_pipeline('rd_p', max_backoff => '5 ms')$$);
+SELECT try($$SELECT streamguard.alter_pipeline('rd_p', retry_backoff => '1 s')$$);
+SELECT streamguard.alter_pipeline('rd_p', max_attempts => 5, retry_backoff => '50 ms', max_backoff => '1 s');
+SELECT max_attempts, retry_backoff, max_backoff FROM streamguard.pipeline WHERE name = 'rd_p';
+
 SELECT streamguard.drop_stream('skp', force => true);
 SELECT streamguard.drop_stream('ops', force => true);
-DROP TABLE skp_sink;
+SELECT streamguard.drop_stream('rd', force => true);
+DROP TABLE skp_sink, rd_sink;

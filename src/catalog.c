@@ -395,7 +395,7 @@ StreamLookup(const char *name, SgPrivilege priv)
 	if (priv == SG_PRIV_APPEND && SgRunningSourceStream != 0 &&
 		meta->stream_id == SgRunningSourceStream && !SgRunningAllowSourceAppend)
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a pipeline cannot append to its own source stream \"%s\"", meta->name),
 				 errdetail("Each batch would feed the next one without end."),
 				 errhint("Create the pipeline with allow_source_append => true if this is intended.")));
@@ -760,7 +760,7 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 					 errmsg("must be owner of stream \"%s\"", name)));
 		if (SgRunningSourceStream == stream_id)
 			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("a pipeline cannot drop its own source stream \"%s\"", name)));
 		SgBecomeDataOwner(&save, true);
 	}

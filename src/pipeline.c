@@ -71,6 +71,7 @@ PG_FUNCTION_INFO_V1(sg_pipeline_histogram);
 PG_FUNCTION_INFO_V1(sg_remote_runtime);
 PG_FUNCTION_INFO_V1(sg_purge_dead_letters);
 PG_FUNCTION_INFO_V1(sg_skip_event);
+PG_FUNCTION_INFO_V1(sg_redrive_dead_letters);
 
 int			sg_max_pipelines = 64;
 
@@ -483,7 +484,7 @@ sg_lock_pipeline(const char *name, Oid caller, bool fence)
 				 errmsg("must be owner of pipeline \"%s\"", name)));
 	if (row.id == SgRunningPipelineId)
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("pipeline \"%s\" cannot control itself from its own SQL", name),
 				 errdetail("Its batch holds the pipeline; the call could never take effect.")));
 
@@ -986,6 +987,35 @@ sg_check_batch_size(int32 n)
 				 errmsg("batch_size must be between 1 and 100000, got %d", n)));
 }
 
+/* names of create_pipeline's arguments from 13 on (the 0.2 settings) */
+static const char *const sg_create_args[] = {
+	"batch_timeout", "allow_source_append", "max_attempts", "retry_backoff", "max_backoff"
+};
+
+/*
+ * Retries of a failing batch: how many attempts before isolation (1 to
+ * 1000), the first backoff and the longest (10 ms to 1 hour, doubling).
+ */
+static void
+sg_check_retry(int32 max_attempts, Interval *backoff, Interval *max_backoff)
+{
+	int64		b = SgIntervalUsecs(backoff);
+	int64		m = SgIntervalUsecs(max_backoff);
+
+	if (max_attempts < 1 || max_attempts > 1000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_attempts must be between 1 and 1000, got %d", max_attempts)));
+	if (b < 10000 || b > 3600 * USECS_PER_SEC || m < 10000 || m > 3600 * USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("retry_backoff and max_backoff must be between 10 milliseconds and 1 hour")));
+	if (m < b)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_backoff must not be shorter than retry_backoff")));
+}
+
 /* a bound on each run of the SQL: 1 second to 24 days (milliseconds in an int) */
 static void
 sg_check_batch_timeout(Interval *iv)
@@ -1027,8 +1057,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	int32		batch_size;
 	bool		dedup;
 	Interval   *dedup_window;
-	Interval   *batch_timeout;
-	bool		allow_source_append;
+	bool		new_settings;
 	SgStreamMeta *meta = NULL;
 	SgUserSave	save;
 	Oid			owner = GetUserId();
@@ -1064,23 +1093,20 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	dedup = PG_GETARG_BOOL(6);
 	dedup_window = PG_GETARG_INTERVAL_P(7);
 	SgCheckInterval("dedup_window", dedup_window);
-	if (PG_NARGS() >= 15)
+	/* the settings added in 0.2 (absent from the 0.1 signature: defaults) */
+	new_settings = PG_NARGS() >= 18;
+	if (new_settings)
 	{
-		if (PG_ARGISNULL(13) || PG_ARGISNULL(14))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("%s must not be NULL", PG_ARGISNULL(13) ? "batch_timeout" : "allow_source_append")));
-		batch_timeout = PG_GETARG_INTERVAL_P(13);
-		allow_source_append = PG_GETARG_BOOL(14);
+		int			a;
+
+		for (a = 13; a < 18; a++)
+			if (PG_ARGISNULL(a))
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("%s must not be NULL", sg_create_args[a - 13])));
+		sg_check_batch_timeout(PG_GETARG_INTERVAL_P(13));
+		sg_check_retry(PG_GETARG_INT32(15), PG_GETARG_INTERVAL_P(16), PG_GETARG_INTERVAL_P(17));
 	}
-	else
-	{
-		/* the 0.1 signature, before ALTER EXTENSION ... UPDATE: the defaults */
-		batch_timeout = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum("5 min"),
-															  ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
-		allow_source_append = false;
-	}
-	sg_check_batch_timeout(batch_timeout);
 	start_from = SgTextArg(fcinfo, 8, "start_from");
 	if (strcmp(start_from, "beginning") != 0 && strcmp(start_from, "end") != 0)
 		ereport(ERROR,
@@ -1150,11 +1176,10 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 				 errdetail("streamguard.max_pipelines is %d.", sg_max_pipelines),
 				 errhint("Drop a pipeline, or raise streamguard.max_pipelines and restart the server.")));
 	{
-		Oid			types[17] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
-			BOOLOID, INTERVALOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
-		INTERVALOID, BOOLOID};
-		Datum		values[17];
-		char		nulls[17];
+		Oid			types[15] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
+		BOOLOID, INTERVALOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+		Datum		values[15];
+		char		nulls[15];
 
 		memset(nulls, ' ', sizeof(nulls));
 		values[0] = CStringGetTextDatum(name);
@@ -1177,24 +1202,13 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		nulls[13] = sink_table ? ' ' : 'n';
 		values[14] = sink_server ? CStringGetTextDatum(sink_mode) : (Datum) 0;
 		nulls[14] = sink_server ? ' ' : 'n';
-		values[15] = IntervalPGetDatum(batch_timeout);
-		values[16] = BoolGetDatum(allow_source_append);
-		/* called through the 0.1 signature, the catalog is 0.1's: no new columns */
-		ret = SPI_execute_with_args(PG_NARGS() >= 15 ?
-									"INSERT INTO streamguard.pipeline "
-									"(name, stream_id, sql, guarantee, batch_size, error_policy, dedup, "
-									" dedup_window, owner, search_path, source_server, remote_stream, "
-									" sink_server, sink_table, sink_mode, batch_timeout, allow_source_append) "
-									"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
-									" $16, $17) "
-									"ON CONFLICT (name) DO NOTHING RETURNING id" :
-									"INSERT INTO streamguard.pipeline "
+		ret = SPI_execute_with_args("INSERT INTO streamguard.pipeline "
 									"(name, stream_id, sql, guarantee, batch_size, error_policy, dedup, "
 									" dedup_window, owner, search_path, source_server, remote_stream, "
 									" sink_server, sink_table, sink_mode) "
 									"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
 									"ON CONFLICT (name) DO NOTHING RETURNING id",
-									PG_NARGS() >= 15 ? 17 : 15, types, values, nulls, false, 0);
+									15, types, values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not insert pipeline: %s", SPI_result_code_string(ret));
 		if (SPI_processed == 0)
@@ -1202,6 +1216,17 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_DUPLICATE_OBJECT),
 					 errmsg("pipeline \"%s\" already exists", name)));
 		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	if (new_settings)
+	{
+		/* through the 0.1 signature the catalog is 0.1's, without these columns */
+		Oid			types[6] = {INT4OID, INTERVALOID, BOOLOID, INT4OID, INTERVALOID, INTERVALOID};
+		Datum		values[6] = {Int32GetDatum(id), PG_GETARG_DATUM(13), PG_GETARG_DATUM(14),
+		PG_GETARG_DATUM(15), PG_GETARG_DATUM(16), PG_GETARG_DATUM(17)};
+
+		sg_pipeline_exec("UPDATE streamguard.pipeline SET batch_timeout = $2, allow_source_append = $3, "
+						 "max_attempts = $4, retry_backoff = $5, max_backoff = $6 WHERE id = $1",
+						 6, types, values, SPI_OK_UPDATE);
 	}
 	if (source_server)
 	{
@@ -1436,10 +1461,12 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 	Oid			caller = GetUserId();
 	SgPipeRow	row;
-	Oid			types[5] = {INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID};
-	Datum		values[5];
-	char		nulls[5] = {' ', 'n', 'n', 'n', 'n'};
+	Oid			types[8] = {INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID,
+	INTERVALOID};
+	Datum		values[8];
+	char		nulls[8] = {' ', 'n', 'n', 'n', 'n', 'n', 'n', 'n'};
 	char	   *search_path = NULL;
+	int			a;
 
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "pipeline name");
@@ -1447,6 +1474,7 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		sg_check_batch_size(PG_GETARG_INT32(2));
 	if (!PG_ARGISNULL(3))
 		sg_check_policy(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	/* arguments 4 and on are absent from the 0.1 signature */
 	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
 		sg_check_batch_timeout(PG_GETARG_INTERVAL_P(4));
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -1460,33 +1488,36 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 	SgBecomeDataOwner(&save, true);
 	row = sg_lock_pipeline(name, caller, true);
 	values[0] = Int32GetDatum(row.id);
-	if (!PG_ARGISNULL(1))
-	{
-		values[1] = PG_GETARG_DATUM(1);
-		nulls[1] = ' ';
-	}
-	if (!PG_ARGISNULL(2))
-	{
-		values[2] = PG_GETARG_DATUM(2);
-		nulls[2] = ' ';
-	}
-	if (!PG_ARGISNULL(3))
-	{
-		values[3] = PG_GETARG_DATUM(3);
-		nulls[3] = ' ';
-	}
-	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
-	{
-		values[4] = PG_GETARG_DATUM(4);
-		nulls[4] = ' ';
-	}
-	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET "
+	for (a = 1; a < 8 && a < PG_NARGS(); a++)
+		if (!PG_ARGISNULL(a))
+		{
+			values[a] = PG_GETARG_DATUM(a);
+			nulls[a] = ' ';
+		}
+	if (SPI_execute_with_args(PG_NARGS() > 5 ?
+							  "UPDATE streamguard.pipeline SET "
 							  "sql = coalesce($2, sql), batch_size = coalesce($3, batch_size), "
 							  "error_policy = coalesce($4, error_policy), "
-							  "batch_timeout = coalesce($5, batch_timeout), epoch = epoch + 1 "
+							  "batch_timeout = coalesce($5, batch_timeout), "
+							  "max_attempts = coalesce($6, max_attempts), "
+							  "retry_backoff = coalesce($7, retry_backoff), "
+							  "max_backoff = coalesce($8, max_backoff), epoch = epoch + 1 "
+							  "WHERE id = $1 RETURNING max_attempts, retry_backoff, max_backoff" :
+							  "UPDATE streamguard.pipeline SET "
+							  "sql = coalesce($2, sql), batch_size = coalesce($3, batch_size), "
+							  "error_policy = coalesce($4, error_policy), epoch = epoch + 1 "
 							  "WHERE id = $1",
-							  5, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+							  PG_NARGS() > 5 ? 8 : 4, types, values, nulls, false, 0) < 0)
 		elog(ERROR, "alter_pipeline failed");
+	if (PG_NARGS() > 5)
+	{
+		bool		isnull;
+
+		/* the combination, old settings included */
+		sg_check_retry(DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+					   DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)),
+					   DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)));
+	}
 	if (search_path)
 	{
 		Oid			t2[2] = {INT4OID, TEXTOID};
@@ -1615,6 +1646,143 @@ sg_skip_event(PG_FUNCTION_ARGS)
 	SPI_finish();
 	sg_notify_change(row.id);
 	PG_RETURN_VOID();
+}
+
+/*
+ * redrive_dead_letters(pipeline, partition, min_seq, max_seq, sqlstate)
+ *		-> dead letters redriven
+ *
+ * Runs the pipeline's SQL (as its owner, as the worker would) over the
+ * selected dead letters and deletes them, all in the caller's transaction:
+ * if it commits, each was applied once; if the SQL fails, nothing was
+ * applied and the dead letters stay.  Dead letters another redrive holds
+ * are skipped, so two redrives never apply the same one.  Owner only.
+ */
+Datum
+sg_redrive_dead_letters(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgUserSave	save;
+	Oid			caller = GetUserId();
+	int32		id;
+	Oid			owner;
+	char	   *sql;
+	char	   *search_path;
+	int			timeout_ms;
+	bool		isnull;
+	Tuplestorestate *store;
+	TupleDesc	desc;
+	Datum	   *ctids;
+	uint64		n,
+				i;
+	SgOwnerContext ctx;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	SgCheckName("pipeline", name);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1] = {CStringGetTextDatum(name)};
+		HeapTuple	t;
+		TupleDesc	d;
+
+		if (SPI_execute_with_args("SELECT id, owner, sql, search_path, sink_server IS NOT NULL, "
+								  "(pg_catalog.date_part('epoch', batch_timeout) OPERATOR(pg_catalog.*) 1000)::float8 "
+								  "FROM streamguard.pipeline WHERE name OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "pipeline lookup failed");
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("pipeline \"%s\" does not exist", name)));
+		t = SPI_tuptable->vals[0];
+		d = SPI_tuptable->tupdesc;
+		id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+		owner = DatumGetObjectId(SPI_getbinval(t, d, 2, &isnull));
+		sql = SPI_getvalue(t, d, 3);
+		search_path = SPI_getvalue(t, d, 4);
+		if (DatumGetBool(SPI_getbinval(t, d, 5, &isnull)))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("pipeline \"%s\" has a remote sink and keeps no dead letters", name)));
+		timeout_ms = (int) DatumGetFloat8(SPI_getbinval(t, d, 6, &isnull));
+	}
+	if (!superuser_arg(caller) && !has_privs_of_role(caller, owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of pipeline \"%s\"", name)));
+
+	/* the dead letters, locked for this transaction */
+	{
+		Oid			types[5] = {INT4OID, INT4OID, INT8OID, INT8OID, TEXTOID};
+		Datum		values[5];
+		char		nulls[5];
+		int			a;
+
+		values[0] = Int32GetDatum(id);
+		nulls[0] = ' ';
+		for (a = 1; a < 5; a++)
+		{
+			nulls[a] = PG_ARGISNULL(a) ? 'n' : ' ';
+			values[a] = PG_ARGISNULL(a) ? (Datum) 0 : PG_GETARG_DATUM(a);
+		}
+		if (SPI_execute_with_args("SELECT ctid, partition, seq, key, payload, dedup_key, appended_at "
+								  "FROM streamguard.dead_letter WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+								  "AND ($2 IS NULL OR partition OPERATOR(pg_catalog.=) $2) "
+								  "AND ($3 IS NULL OR seq OPERATOR(pg_catalog.>=) $3) "
+								  "AND ($4 IS NULL OR seq OPERATOR(pg_catalog.<=) $4) "
+								  "AND ($5 IS NULL OR sqlstate OPERATOR(pg_catalog.=) $5) "
+								  "ORDER BY partition, seq FOR UPDATE SKIP LOCKED",
+								  5, types, values, nulls, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "dead letter lookup failed");
+	}
+	SgRestoreUser(&save);
+	n = SPI_processed;
+	desc = SgEventTupleDesc();
+	store = tuplestore_begin_heap(false, false, work_mem);
+	ctids = palloc(sizeof(Datum) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		Datum		v[6];
+		bool		nl[6];
+		int			c;
+
+		ctids[i] = SPI_getbinval(t, SPI_tuptable->tupdesc, 1, &isnull);
+		for (c = 0; c < 6; c++)
+			v[c] = SPI_getbinval(t, SPI_tuptable->tupdesc, c + 2, &nl[c]);
+		tuplestore_putvalues(store, desc, v, nl);
+	}
+	if (n > 0)
+	{
+		int			ret;
+
+		BatchEnterOwner(&ctx, owner, search_path, timeout_ms, store, desc, (int64) n);
+		ret = SPI_execute(sql, false, 0);
+		if (ret < 0)
+			elog(ERROR, "the SQL of pipeline \"%s\" failed: %s", name, SPI_result_code_string(ret));
+		BatchLeaveOwner(&ctx, false);
+
+		SgBecomeDataOwner(&save, true);
+		{
+			Oid			types[1] = {TIDARRAYOID};
+			Datum		values[1];
+
+			values[0] = PointerGetDatum(construct_array(ctids, (int) n, TIDOID, sizeof(ItemPointerData),
+														false, TYPALIGN_SHORT));
+			sg_pipeline_exec("DELETE FROM streamguard.dead_letter WHERE ctid = ANY ($1)",
+							 1, types, values, SPI_OK_DELETE);
+			if (SPI_processed != n)
+				elog(ERROR, "redriven dead letters changed under us");
+		}
+		SgRestoreUser(&save);
+	}
+	tuplestore_end(store);
+	SPI_finish();
+	PG_RETURN_INT64((int64) n);
 }
 
 /* names of SgFaultPoint and SgFaultAction values, in enum order */

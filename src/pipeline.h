@@ -13,6 +13,7 @@
 #include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/spin.h"
+#include "utils/tuplestore.h"
 
 #define SG_BATCH_HISTORY	64	/* checkpoint log entries per pipeline */
 #define SG_HIST_BUCKETS		12	/* batch-duration histogram (metrics) */
@@ -119,6 +120,19 @@ extern char *PipelineResolveInDoubt(struct SgRemote *r, int32 pipeline_id, const
 
 /* supervisor (runs in the maintenance worker) */
 extern void PipelineSupervise(void);
+
+/* batchexec.c: a pipeline's SQL as its owner */
+typedef struct SgOwnerContext
+{
+	Oid			save_user;
+	int			save_sec;
+	int			nest;
+	int			timeout_ms;
+} SgOwnerContext;
+
+extern void BatchEnterOwner(SgOwnerContext *ctx, Oid owner, const char *search_path, int timeout_ms,
+							Tuplestorestate *store, TupleDesc desc, int64 n);
+extern void BatchLeaveOwner(SgOwnerContext *ctx, bool close_portals);
 
 /* worker.c */
 extern PGDLLEXPORT void PipelineWorkerMain(Datum arg);

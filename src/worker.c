@@ -5,11 +5,10 @@
  *
  * One dynamic background worker per running pipeline, started by the
  * database's maintenance worker (pipeline.c, PipelineSupervise).  It
- * connects as the bootstrap superuser but runs the pipeline's SQL as the
- * pipeline's owner (SetUserIdAndSecContext with a local, restricted user
- * change, the way maintenance commands run index expressions), with the
- * search_path captured when the SQL was defined.  Catalog work runs as
- * the storage owner.
+ * connects as the bootstrap superuser, pins its session settings
+ * (SgHardenWorkerSession) and runs the pipeline's SQL as the pipeline's
+ * owner in the execution context of batchexec.c.  Catalog work runs as the
+ * storage owner.
  *
  * A batch, by guarantee (every transaction begins with the fence: lock
  * the pipeline row, check our epoch and state):
@@ -25,10 +24,11 @@
  * (the mechanism of trigger transition tables), so it is never written to
  * a table.
  *
- * Failures: a failed batch is retried with exponential backoff.  Errors
- * that look transient (serialization failures, deadlocks, lock and
- * statement timeouts) are retried indefinitely; any other error, after
- * three attempts, switches the batch to isolation: each event runs in its
+ * Failures: a failed batch is retried with exponential backoff (the
+ * pipeline's retry_backoff, doubling up to max_backoff).  Errors that look
+ * transient (serialization failures, deadlocks, lock timeouts, cancels) are
+ * retried indefinitely; any other error, the batch timeout included, after
+ * max_attempts attempts, switches the batch to isolation: each event runs in its
  * own subtransaction and a failing one is handled by the error policy —
  * stop (state failed, nothing skipped), skip (counted) or dead_letter
  * (stored with its error, in the same transaction that moves past it).
@@ -92,6 +92,9 @@ typedef struct SgPipeDef
 	bool		two_phase;		/* exactly_once to the sink through 2PC */
 	int			batch_timeout_ms;	/* bound on each run of the user's SQL */
 	bool		allow_source_append;	/* the SQL may append to the source */
+	int			max_attempts;	/* failed attempts before isolation */
+	long		retry_backoff_ms;	/* first backoff, doubling ... */
+	long		max_backoff_ms; /* ... up to this */
 } SgPipeDef;
 
 typedef enum
@@ -296,48 +299,13 @@ sg_count_batch(int64 batches, int64 events_in, int64 rows_out)
 /* --------------------------------------------------------- user SQL */
 
 /*
- * Enter the owner's context for the pipeline's SQL: the owner's rights
- * (a local, restricted user change, as maintenance commands run index
- * expressions), the search_path of the SQL's definition, ISO dates, and
- * a nested SPI connection that sees the batch as "batch".  Returns the
- * prepared (and kept) plan.
- */
-typedef struct SgOwnerContext
-{
-	Oid			save_user;
-	int			save_sec;
-	int			nest;
-} SgOwnerContext;
-
-/*
- * The owner context is hostile territory for the rest of the worker, which
- * runs as the bootstrap superuser: whatever the SQL sets (SET, set_config,
- * even without LOCAL) lives in its own GUC nest level and is rolled back
- * on the way out, as PostgreSQL does around index expressions; deferred
- * triggers it queued fire before we leave (at COMMIT they would run as
- * the superuser), and cursors it declared WITH HOLD are closed (they would
- * be run to completion at COMMIT).  The batch timeout is armed here: a
- * background worker has no statement timeout of its own.
+ * Enter the owner's context for the pipeline's SQL (batchexec.c) and
+ * return the prepared (and kept) plan.
  */
 static SPIPlanPtr
 sg_owner_enter(SgOwnerContext *ctx, Tuplestorestate *store, int64 n)
 {
-	GetUserIdAndSecContext(&ctx->save_user, &ctx->save_sec);
-	SetUserIdAndSecContext(def.owner, ctx->save_sec | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	ctx->nest = NewGUCNestLevel();
-	if (def.batch_timeout_ms > 0)
-		enable_timeout_after(STATEMENT_TIMEOUT, def.batch_timeout_ms);
-	(void) set_config_option("search_path", def.search_path, PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	tuplestore_rescan(store);
-	PipelineRegisterBatch(store, event_desc, n);
+	BatchEnterOwner(ctx, def.owner, def.search_path, def.batch_timeout_ms, store, event_desc, n);
 	if (user_plan == NULL)
 	{
 		SPIPlanPtr	plan = SPI_prepare(def.sql, 0, NULL);
@@ -354,15 +322,7 @@ sg_owner_enter(SgOwnerContext *ctx, Tuplestorestate *store, int64 n)
 static void
 sg_owner_exit(SgOwnerContext *ctx)
 {
-	/* still as the owner: nothing of theirs may run later as us */
-	if (SPI_execute("SET CONSTRAINTS ALL IMMEDIATE", false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not fire deferred triggers");
-	PerformPortalClose(NULL);
-	if (def.batch_timeout_ms > 0)
-		disable_timeout(STATEMENT_TIMEOUT, false);
-	SPI_finish();
-	AtEOXact_GUC(false, ctx->nest);
-	SetUserIdAndSecContext(ctx->save_user, ctx->save_sec);
+	BatchLeaveOwner(ctx, true);
 }
 
 /*
@@ -1374,8 +1334,18 @@ sg_batch(bool isolate)
 /* ------------------------------------------------------ error records */
 
 static bool
-sg_transient(int sqlerrcode)
+sg_transient(ErrorData *edata)
 {
+	int			sqlerrcode = edata->sqlerrcode;
+
+	/*
+	 * The batch timeout (the only statement timeout a worker arms) is the
+	 * SQL's own doing, not contention: it counts as a failed attempt, so a
+	 * batch that never finishes ends up isolated and under the error policy.
+	 */
+	if (sqlerrcode == ERRCODE_QUERY_CANCELED && edata->message_id &&
+		strcmp(edata->message_id, "canceling statement due to statement timeout") == 0)
+		return false;
 	return ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
 		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION ||
 		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
@@ -1444,7 +1414,9 @@ sg_load_definition(void)
 							  "(SELECT pg_catalog.count(*) FROM streamguard.remote_position rp "
 							  "WHERE rp.pipeline_id OPERATOR(pg_catalog.=) p.id)::int, "
 							  "(pg_catalog.date_part('epoch', p.batch_timeout) OPERATOR(pg_catalog.*) 1000)::float8, "
-							  "p.allow_source_append",
+							  "p.allow_source_append, p.max_attempts, "
+							  "(pg_catalog.date_part('epoch', p.retry_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
+							  "(pg_catalog.date_part('epoch', p.max_backoff) OPERATOR(pg_catalog.*) 1000)::float8",
 							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not load pipeline %d", def.id);
 	if (SPI_processed != 1)
@@ -1485,6 +1457,9 @@ sg_load_definition(void)
 		}
 		def.batch_timeout_ms = (int) Min(DatumGetFloat8(SPI_getbinval(t, d, 19, &isnull)), (double) INT_MAX);
 		def.allow_source_append = DatumGetBool(SPI_getbinval(t, d, 20, &isnull));
+		def.max_attempts = DatumGetInt32(SPI_getbinval(t, d, 21, &isnull));
+		def.retry_backoff_ms = (long) DatumGetFloat8(SPI_getbinval(t, d, 22, &isnull));
+		def.max_backoff_ms = (long) DatumGetFloat8(SPI_getbinval(t, d, 23, &isnull));
 		SgRunningPipelineId = def.id;
 		SgRunningSourceStream = my_slot->stream_id;
 		SgRunningAllowSourceAppend = def.allow_source_append;
@@ -1637,9 +1612,9 @@ PipelineWorkerMain(Datum arg)
 					(errmsg("streamguard pipeline \"%s\": batch failed (attempt %d): %s",
 							def.name, attempts, edata->message)));
 			sg_note_error(edata->message, false);
-			if (!sg_transient(edata->sqlerrcode) && attempts >= 3)
+			if (!sg_transient(edata) && attempts >= def.max_attempts)
 				isolate = true;
-			backoff = Min(100L << Min(attempts - 1, 6), 5000L);
+			backoff = Min(def.retry_backoff_ms << Min(attempts - 1, 20), def.max_backoff_ms);
 			FreeErrorData(edata);
 			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, backoff, PG_WAIT_EXTENSION);
 			continue;

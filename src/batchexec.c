@@ -1,0 +1,80 @@
+/*-------------------------------------------------------------------------
+ *
+ * batchexec.c
+ *		Running a pipeline's SQL as its owner: the execution context shared
+ *		by the pipeline worker (every batch) and redrive_dead_letters (in
+ *		the caller's transaction).
+ *
+ * Code that runs on behalf of another role is hostile territory for the
+ * code around it, which runs as a superuser (the worker) or as whoever
+ * called us.  The SQL therefore runs:
+ *	- as the owner, through a local user change with
+ *	  SECURITY_RESTRICTED_OPERATION (no SET ROLE, no temporary objects, no
+ *	  cursors WITH HOLD), the way PostgreSQL runs index expressions during
+ *	  maintenance;
+ *	- in its own GUC nest level, with the search_path of the SQL's
+ *	  definition; everything it sets, even without LOCAL, is rolled back
+ *	  on the way out (AtEOXact_GUC(false, ...));
+ *	- with its deferred triggers fired before we leave, still as the owner
+ *	  (at COMMIT they would run as whoever commits);
+ *	- under a timeout, armed here because a background worker has no
+ *	  statement timeout of its own;
+ *	- in a nested SPI connection that sees the events as the ephemeral
+ *	  named relation "batch" (the mechanism of trigger transition tables).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/portalcmds.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+#include "utils/timeout.h"
+
+#include "pipeline.h"
+#include "streamguard.h"
+
+void
+BatchEnterOwner(SgOwnerContext *ctx, Oid owner, const char *search_path, int timeout_ms,
+				Tuplestorestate *store, TupleDesc desc, int64 n)
+{
+	GetUserIdAndSecContext(&ctx->save_user, &ctx->save_sec);
+	SetUserIdAndSecContext(owner, ctx->save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	ctx->nest = NewGUCNestLevel();
+	ctx->timeout_ms = timeout_ms;
+	if (timeout_ms > 0)
+		enable_timeout_after(STATEMENT_TIMEOUT, timeout_ms);
+	(void) set_config_option("search_path", search_path, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	tuplestore_rescan(store);
+	PipelineRegisterBatch(store, desc, n);
+}
+
+/*
+ * Leave the owner's context.  close_portals: also close every cursor of
+ * the session (the worker's session has none of its own; a caller's
+ * session does, so redrive leaves them alone — the restricted operation
+ * already refuses cursors WITH HOLD, the only kind that outlives COMMIT).
+ */
+void
+BatchLeaveOwner(SgOwnerContext *ctx, bool close_portals)
+{
+	/* still as the owner: nothing of theirs may run later as someone else */
+	if (SPI_execute("SET CONSTRAINTS ALL IMMEDIATE", false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not fire deferred triggers");
+	if (close_portals)
+		PerformPortalClose(NULL);
+	if (ctx->timeout_ms > 0)
+		disable_timeout(STATEMENT_TIMEOUT, false);
+	SPI_finish();
+	AtEOXact_GUC(false, ctx->nest);
+	SetUserIdAndSecContext(ctx->save_user, ctx->save_sec);
+}
