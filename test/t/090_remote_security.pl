@@ -52,6 +52,9 @@ CREATE ROLE r_loader LOGIN PASSWORD '$loader_pw';
 CREATE ROLE r_trusted LOGIN PASSWORD '$trusted_pw';
 CREATE TABLE sink (id bigint NOT NULL, seq bigint);
 GRANT SELECT, INSERT ON sink TO r_loader, r_trusted;
+-- the two-phase sinks' bookkeeping table, made by the remote's administrator
+CREATE TABLE public.streamguard_sink_marker (pipeline text PRIMARY KEY, gid text NOT NULL);
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.streamguard_sink_marker TO r_loader, r_trusted;
 SELECT streamguard.create_stream('rstream', 1);
 SELECT streamguard.grant_stream('rstream', 'r_loader', 'read');
 SELECT streamguard.grant_stream('rstream', 'r_trusted', 'read');
