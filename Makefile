@@ -32,3 +32,13 @@ PROVE_FLAGS += --verbose
 .PHONY: bench
 bench:
 	test/bench/run.sh
+
+# docs/diagrams/*.dot -> PNG next to them (needs Graphviz's dot; on Debian:
+# apt-get install graphviz).  The PNGs are committed.
+DIAGRAMS = $(patsubst %.dot,%.png,$(wildcard docs/diagrams/*.dot))
+
+.PHONY: diagrams
+diagrams: $(DIAGRAMS)
+
+docs/diagrams/%.png: docs/diagrams/%.dot
+	dot -Tpng -Gdpi=110 -o $@ $<

@@ -1,0 +1,59 @@
+
+# Executable documentation: every ```sql block of README.md and docs/*.md
+# runs against a real server, and every documented output is compared with
+# what psql prints.  Each file runs top to bottom in a fresh database of its
+# own.  How to write blocks, outputs and annotations (skip, expect-error,
+# wait-for, as role, session, on remote, hidden) is in docs/contributing.md;
+# the runner is test/t/lib/DocTest.pm.
+#
+# A second server (SCRAM over 127.0.0.1, max_prepared_transactions > 0)
+# stands in for the docs' example remote server 10.0.0.5:5432; it is started
+# only when some block runs "on remote".
+#
+# SG_DOC_FILES=README.md,docs/faq.md runs only those files.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use File::Basename qw(dirname);
+use Cwd qw(abs_path);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SgPipeTest qw(sg_node);
+use RemoteTest qw(rt_node);
+use DocTest;
+
+my $root = abs_path(dirname(dirname($FindBin::RealBin)));
+my @files = ("$root/README.md", sort glob("$root/docs/*.md"));
+@files = map { "$root/$_" } split /,/, $ENV{SG_DOC_FILES} if $ENV{SG_DOC_FILES};
+
+# the remote node only if a block needs it
+my $need_remote = 0;
+for my $f (@files)
+{
+	my ($blocks) = doc_parse($f);
+	$need_remote ||= grep { defined $_->{remote} && !defined $_->{skip} } @$blocks;
+}
+
+my $node = sg_node('doc', "max_prepared_transactions=10\n");
+my %env = (node => $node, root => $root);
+if ($need_remote)
+{
+	$env{remote} = rt_node('docremote', remote => 1);
+	$env{remote_port} = $env{remote}->port;
+}
+
+my $failed = 0;
+$failed += doc_run_file(\%env, $_) for @files;
+
+if ($failed)
+{
+	diag("server log of the failing run: " . $node->logfile);
+}
+
+$env{remote}->stop if $env{remote};
+$node->stop;
+done_testing();
