@@ -32,3 +32,9 @@ PROVE_FLAGS += --verbose
 .PHONY: bench
 bench:
 	test/bench/run.sh
+
+# Mutation testing (not part of installcheck): see docs/testing.md.
+# SG_MUTANTS=name,name runs a subset.
+.PHONY: mutation
+mutation:
+	PG_CONFIG=$(PG_CONFIG) perl test/mutation/run.pl
