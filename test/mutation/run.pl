@@ -67,7 +67,7 @@ sub shq
 sub run_cmd
 {
 	my ($cmd, $log) = @_;
-	my $rc = system('/bin/sh', '-c', "$cmd >>" . shq($log) . " 2>&1");
+	my $rc = system('/bin/sh', '-c', "( $cmd ) >>" . shq($log) . " 2>&1");
 	return $rc;
 }
 
@@ -173,7 +173,8 @@ die "the private copy is not relocated ($pg_bindir)\n" unless index($pg_bindir, 
 print "private PostgreSQL copy: $pg (pg_config $pg_config)\n";
 
 # ---------------------------------------------------------------- build/test
-my @files = split(/\0/, `git -C \Q$root\E ls-files -z -co --exclude-standard`);
+# the tree as git sees it, untracked files included (not build outputs)
+my @files = split(/\0/, `git -c safe.directory=\Q$root\E -C \Q$root\E ls-files -z -co --exclude-standard`);
 die "git ls-files failed\n" if $? != 0 || !@files;
 
 my $base = "$tmp/base";
@@ -213,6 +214,16 @@ sub run_test
 		  . "timeout -k 20 $timeout make installcheck PG_CONFIG=" . shq($pg_config) . " $vars",
 		$log);
 	stop_leftovers($tree);
+	# keep what the failure looked like: the tree is removed afterwards
+	if ($rc != 0)
+	{
+		for my $d ("$tree/regression.diffs", "$tree/output_iso/regression.diffs")
+		{
+			system("head -c 20000 " . shq($d) . " >> " . shq($log)) if -f $d;
+		}
+		find(sub { system("tail -n 60 " . shq($_) . " >> " . shq($log)) if /^regress_log_/ }, "$tree/tmp_check/log")
+		  if -d "$tree/tmp_check/log";
+	}
 	my $status = $rc == 0 ? 'pass' : (($rc >> 8) == 124 || ($rc >> 8) == 137) ? 'timeout' : 'fail';
 	return ($status, time - $t0);
 }
