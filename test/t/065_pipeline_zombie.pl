@@ -15,6 +15,7 @@
 #      event once;
 #  (b) pause, at_least_once, held between T1 and T2: T2 is fenced, the
 #      positions stay, the batch is repeated after resume (one duplicate);
+#      with dedup => true the repeat is filtered by the keys T1 recorded;
 #  (c) pause, at_most_once, held between T1 and T2: T2 is fenced, the batch
 #      is lost, later events flow after resume;
 #  (d) reset_pipeline while held: exactly the replay, no batch by the zombie;
@@ -176,6 +177,35 @@ my $ins = q{INSERT INTO t_%s (id) SELECT (payload->>'id')::int FROM batch};
 	ok(wait_for_value($node, "SELECT count(*) FROM t_$p", '4', 30), '(b) the batch was repeated');
 	is(sink("t_$p"), "$sink0,$held,$held", '(b) at_least_once: the held batch twice, nothing lost');
 	is(position($p), $pos0 + 1, '(b) positions moved past it after the repeat');
+}
+
+# ------------------------------------------------------------------ (b2)
+# the same with pipeline dedup: the keys recorded by T1 filter the repeat
+{
+	my $p = 'zalodd';
+	val(qq{SELECT streamguard.create_stream('s_$p', 1);
+CREATE TABLE t_$p (id int, tag text);
+SELECT streamguard.create_pipeline('$p', 's_$p', \$\$INSERT INTO t_$p (id) SELECT (payload->>'id')::int FROM batch\$\$,
+	guarantee => 'at_least_once', dedup => true);});
+	ok(wait_pipelines_running($node, [$p], 30), "$p running");
+	my $pid = worker_pid($p);
+	my $off = log_offset($node);
+	val("SELECT streamguard.inject_fault('$p', 'between_commits', 'hold')");
+	my $held = ++$next_id;
+	val(qq{SELECT streamguard.append('s_$p', '{"id": $held}', dedup_key => 'k$held')});
+	ok(defined wait_log($node, qr/pipeline "$p": injected fault, holding/, $off, 30),
+		"$p: worker held at between_commits");
+	val("SELECT streamguard.pause_pipeline('$p')");
+	release($p);
+	wait_gone($pid, '(b2)');
+	is(position($p), '0', '(b2) T2 fenced: positions unchanged');
+	val("SELECT streamguard.resume_pipeline('$p')");
+	ok(wait_for_value($node, "SELECT lag_events FROM streamguard.pipelines WHERE pipeline = '$p'", '0', 30),
+		'(b2) the repeat ran after resume');
+	my $later = ++$next_id;
+	val(qq{SELECT streamguard.append('s_$p', '{"id": $later}', dedup_key => 'k$later')});
+	ok(wait_for_value($node, "SELECT count(*) FROM t_$p WHERE id = $later", '1', 30), '(b2) later events flow');
+	is(sink("t_$p"), "$held,$later", '(b2) dedup => true: the repeated event filtered by its dedup key');
 }
 
 # ------------------------------------------------------------------ (c)
