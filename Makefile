@@ -42,3 +42,9 @@ diagrams: $(DIAGRAMS)
 
 docs/diagrams/%.png: docs/diagrams/%.dot
 	dot -Tpng -Gdpi=110 -o $@ $<
+
+# Mutation testing (not part of installcheck): see docs/testing.md.
+# SG_MUTANTS=name,name runs a subset.
+.PHONY: mutation
+mutation:
+	PG_CONFIG=$(PG_CONFIG) perl test/mutation/run.pl

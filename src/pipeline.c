@@ -1788,13 +1788,16 @@ sg_redrive_dead_letters(PG_FUNCTION_ARGS)
 /* names of SgFaultPoint and SgFaultAction values, in enum order */
 static const char *const sg_fault_points[] = {
 	"none", "mid_batch", "before_commit", "between_commits", "after_commit",
-	"after_prepare", "after_local_commit", "after_remote_commit", "mid_copy"
+	"after_prepare", "after_local_commit", "after_remote_commit", "mid_copy",
+	"before_fence"
 };
-static const char *const sg_fault_actions[] = {"kill", "error", "exit"};
+static const char *const sg_fault_actions[] = {"kill", "error", "exit", "hold"};
 
 /*
  * inject_fault(pipeline, point, action, times): TEST ONLY.  Arms a
  * deterministic fault in the pipeline's worker; superuser only.
+ * "hold" keeps the next `times` arrivals at the point waiting until the
+ * fault is disarmed with inject_fault(pipeline, 'none'), for at most 60 s.
  */
 Datum
 sg_inject_fault(PG_FUNCTION_ARGS)
@@ -1826,7 +1829,7 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid fault point \"%s\"", point),
-				 errhint("Valid points are \"mid_batch\", \"before_commit\", \"between_commits\", \"after_commit\", \"after_prepare\", \"after_local_commit\", \"after_remote_commit\", \"mid_copy\" and \"none\".")));
+				 errhint("Valid points are \"mid_batch\", \"before_commit\", \"between_commits\", \"after_commit\", \"after_prepare\", \"after_local_commit\", \"after_remote_commit\", \"mid_copy\", \"before_fence\" and \"none\".")));
 	fp = (SgFaultPoint) i;
 	for (i = 0; i < lengthof(sg_fault_actions); i++)
 		if (strcmp(action, sg_fault_actions[i]) == 0)
@@ -1835,7 +1838,7 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid fault action \"%s\"", action),
-				 errhint("Valid actions are \"kill\", \"error\" and \"exit\".")));
+				 errhint("Valid actions are \"kill\", \"error\", \"exit\" and \"hold\".")));
 	fa = (SgFaultAction) i;
 
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -36,14 +36,16 @@ typedef enum SgFaultPoint
 	SG_FAULT_AFTER_PREPARE,		/* remote PREPAREd, local not committed */
 	SG_FAULT_AFTER_LOCAL_COMMIT,	/* local committed, no COMMIT PREPARED yet */
 	SG_FAULT_AFTER_REMOTE_COMMIT,	/* remote committed, local not (offsets) */
-	SG_FAULT_MID_COPY			/* rows copied to the remote, not committed */
+	SG_FAULT_MID_COPY,			/* rows copied to the remote, not committed */
+	SG_FAULT_BEFORE_FENCE		/* a batch about to take the fence */
 } SgFaultPoint;
 
 typedef enum SgFaultAction
 {
 	SG_FAULT_KILL,				/* SIGKILL itself: a real crash */
 	SG_FAULT_ERROR,				/* ereport(ERROR) */
-	SG_FAULT_EXIT				/* exit(1) without cleanup of the batch */
+	SG_FAULT_EXIT,				/* exit(1) without cleanup of the batch */
+	SG_FAULT_HOLD				/* wait until disarmed (at most 60 s) */
 } SgFaultAction;
 
 typedef struct SgBatchRecord

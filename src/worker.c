@@ -174,6 +174,34 @@ sg_clean_exit(void)
 
 /* ----------------------------------------------------- fault injection */
 
+/*
+ * The "hold" action: wait, interruptibly, until the fault is disarmed
+ * (inject_fault(pipeline, 'none')), for at most 60 s.  Lets a test commit
+ * a control call inside a window the worker would otherwise cross at once.
+ */
+static void
+sg_fault_hold(SgFaultPoint point)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 60000);
+
+	elog(LOG, "streamguard pipeline \"%s\": injected fault, holding", def.name);
+	for (;;)
+	{
+		bool		armed;
+
+		SpinLockAcquire(&my_slot->mutex);
+		armed = my_slot->fault_point == point;
+		SpinLockRelease(&my_slot->mutex);
+		if (!armed || GetCurrentTimestamp() >= until)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50L,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	elog(LOG, "streamguard pipeline \"%s\": injected fault, released", def.name);
+}
+
 static void
 sg_fault(SgFaultPoint point)
 {
@@ -185,7 +213,8 @@ sg_fault(SgFaultPoint point)
 	{
 		fire = true;
 		action = my_slot->fault_action;
-		if (--my_slot->fault_count == 0)
+		/* a hold stays armed until disarmed: it releases its waiters */
+		if (--my_slot->fault_count == 0 && action != SG_FAULT_HOLD)
 			my_slot->fault_point = SG_FAULT_NONE;
 	}
 	SpinLockRelease(&my_slot->mutex);
@@ -206,6 +235,9 @@ sg_fault(SgFaultPoint point)
 		case SG_FAULT_EXIT:
 			elog(LOG, "streamguard pipeline \"%s\": injected fault, exiting", def.name);
 			proc_exit(1);
+			break;
+		case SG_FAULT_HOLD:
+			sg_fault_hold(point);
 			break;
 	}
 }
@@ -1144,6 +1176,7 @@ sg_batch(bool isolate)
 	/* a control call is waiting for the pipeline row: step aside */
 	if (my_slot->fence_requested)
 		return SG_BATCH_FENCED;
+	sg_fault(SG_FAULT_BEFORE_FENCE);
 
 	sg_begin("fetch");
 	t0 = GetCurrentTimestamp();
