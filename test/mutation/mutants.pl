@@ -23,8 +23,8 @@
 		name => 'fetch_uses_transaction_snapshot',
 		breaks => 'no skip: poll reads with the transaction snapshot instead of a fresh one taken after the horizon',
 		edits => [ [ 'src/consumer.c',
-			"\t\tsnap = SgFreshSnapshot();\n\t\tgot = sg_read_partition(",
-			"\t\tsnap = RegisterSnapshot(GetTransactionSnapshot());\n\t\tgot = sg_read_partition(" ] ],
+			"\t\tsnap = SgFreshSnapshot();\n\t\tgot = sg_read_partition(meta, p, locked_pos,",
+			"\t\tsnap = RegisterSnapshot(GetTransactionSnapshot());\n\t\tgot = sg_read_partition(meta, p, locked_pos," ] ],
 		tests => [ 'isolation:horizon', 'isolation:poll_concurrent', 'regress:03_poll' ],
 	},
 	{
