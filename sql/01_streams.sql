@@ -1,15 +1,5 @@
 -- Streams: creation, bad input, drop, views
-CREATE EXTENSION streamguard;
 SET client_min_messages = warning;
-
--- errors are shown as "SQLSTATE: message" so the code is checked too
-CREATE OR REPLACE FUNCTION try(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 SELECT streamguard.create_stream('orders', 4);
 SELECT streamguard.create_stream('audit');

@@ -1,12 +1,5 @@
 -- append / append_batch: partitions, keys, dedup keys, bad input
 SET client_min_messages = warning;
-CREATE OR REPLACE FUNCTION try(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 SELECT streamguard.create_stream('events', 3);
 

@@ -1,12 +1,5 @@
 -- privileges: a role needs a grant to append, read or poll a stream
 SET client_min_messages = warning;
-CREATE OR REPLACE FUNCTION try(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 GRANT EXECUTE ON FUNCTION try(text) TO PUBLIC;
 
 CREATE ROLE sg_owner;

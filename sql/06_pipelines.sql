@@ -1,24 +1,5 @@
 -- pipelines: SQL surface, validation, bad input, and a running pipeline end to end
 SET client_min_messages = warning;
-CREATE OR REPLACE FUNCTION try(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
--- wait (bounded) until a condition holds; each check sees a fresh snapshot
-CREATE OR REPLACE FUNCTION wait_for(cond text, seconds int DEFAULT 30) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE ok boolean;
-BEGIN
-	FOR i IN 1 .. seconds * 20 LOOP
-		EXECUTE 'SELECT (' || cond || ')' INTO ok;
-		IF ok THEN RETURN true; END IF;
-		PERFORM pg_sleep(0.05);
-	END LOOP;
-	RETURN false;
-END $$;
 
 SELECT streamguard.create_stream('orders', 3);
 CREATE TABLE totals (customer text PRIMARY KEY, amount numeric NOT NULL);

@@ -2,25 +2,6 @@
 -- creation, grants to missing roles, quota settings that only superusers set,
 -- and a pipeline whose SQL leaves settings behind (rolled back per batch)
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS streamguard;
-CREATE OR REPLACE FUNCTION try(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-CREATE OR REPLACE FUNCTION wait_for(cond text, seconds int DEFAULT 30) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE ok boolean;
-BEGIN
-	FOR i IN 1 .. seconds * 20 LOOP
-		EXECUTE 'SELECT (' || cond || ')' INTO ok;
-		IF ok THEN RETURN true; END IF;
-		PERFORM pg_sleep(0.05);
-	END LOOP;
-	RETURN false;
-END $$;
 
 SELECT streamguard.create_stream('h_src', 2);
 CREATE TABLE h_sink (n int, sp text, wm text);

@@ -1,25 +1,6 @@
 -- day-to-day operations: alter_stream (retention, dedup window) and
 -- skip_event (pass over exactly one poison event, everything else processed)
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS streamguard;
-CREATE OR REPLACE FUNCTION try(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-CREATE OR REPLACE FUNCTION wait_for(cond text, seconds int DEFAULT 30) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE ok boolean;
-BEGIN
-	FOR i IN 1 .. seconds * 20 LOOP
-		EXECUTE 'SELECT (' || cond || ')' INTO ok;
-		IF ok THEN RETURN true; END IF;
-		PERFORM pg_sleep(0.05);
-	END LOOP;
-	RETURN false;
-END $$;
 
 -- alter_stream
 SELECT streamguard.create_stream('ops', 2);

@@ -923,21 +923,12 @@ int
 HorizonSlotDatabases(Oid *dbids, int max)
 {
 	int			i,
-				j,
 				n = 0;
 
 	LWLockAcquire(sg_shared->lock, LW_SHARED);
 	for (i = 0; i < sg_max_streams; i++)
 	{
-		Oid			db = sg_streams[i].dbid;
-
-		if (db == InvalidOid)
-			continue;
-		for (j = 0; j < n; j++)
-			if (dbids[j] == db)
-				break;
-		if (j == n && n < max)
-			dbids[n++] = db;
+		n = SgAddOid(dbids, n, max, sg_streams[i].dbid);
 	}
 	LWLockRelease(sg_shared->lock);
 	return n;

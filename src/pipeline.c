@@ -215,21 +215,12 @@ int
 PipelineSlotDatabases(Oid *dbids, int max)
 {
 	int			i,
-				j,
 				n = 0;
 
 	LWLockAcquire(sg_pipes->lock, LW_SHARED);
 	for (i = 0; i < sg_max_pipelines; i++)
 	{
-		Oid			db = sg_pipes->slots[i].dbid;
-
-		if (db == InvalidOid)
-			continue;
-		for (j = 0; j < n; j++)
-			if (dbids[j] == db)
-				break;
-		if (j == n && n < max)
-			dbids[n++] = db;
+		n = SgAddOid(dbids, n, max, sg_pipes->slots[i].dbid);
 	}
 	LWLockRelease(sg_pipes->lock);
 	return n;
@@ -451,37 +442,49 @@ typedef struct SgPipeRow
 } SgPipeRow;
 
 /*
- * Lock a pipeline's row and check that the caller may change it.
- * SPI connected, running as the data owner.
+ * Look a pipeline up by name with `sql` (its id and owner first), and check
+ * that the caller may change it: 42704 if there is none, 42501 if the
+ * caller is not its owner, a member, or a superuser.
  */
-static SgPipeRow
-sg_lock_pipeline(const char *name, Oid caller, bool fence)
+static void
+sg_find_pipeline(const char *sql, const char *name, bool read_only, Oid caller, SgPipeRow *row)
 {
 	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
-	SgPipeRow	row;
+	Datum		values[1] = {CStringGetTextDatum(name)};
 	bool		isnull;
 	int			ret;
 
-	SgCheckName("pipeline", name);
-	values[0] = CStringGetTextDatum(name);
-
-	/* who may touch it: checked before anything else happens */
-	ret = SPI_execute_with_args("SELECT id, owner FROM streamguard.pipeline "
-								"WHERE name OPERATOR(pg_catalog.=) $1",
-								1, types, values, NULL, true, 0);
+	ret = SPI_execute_with_args(sql, 1, types, values, NULL, read_only, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pipeline lookup failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pipeline \"%s\" does not exist", name)));
-	row.id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	row.owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	if (!superuser_arg(caller) && !has_privs_of_role(caller, row.owner))
+	row->id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	row->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	if (!superuser_arg(caller) && !has_privs_of_role(caller, row->owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of pipeline \"%s\"", name)));
+}
+
+/*
+ * Lock a pipeline's row and check that the caller may change it.
+ * SPI connected, running as the data owner.
+ */
+static SgPipeRow
+sg_lock_pipeline(const char *name, Oid caller, bool fence)
+{
+	SgPipeRow	row;
+	bool		isnull;
+	int			ret;
+
+	SgCheckName("pipeline", name);
+
+	/* who may touch it: checked before anything else happens */
+	sg_find_pipeline("SELECT id, owner FROM streamguard.pipeline "
+					 "WHERE name OPERATOR(pg_catalog.=) $1", name, true, caller, &row);
 	if (row.id == SgRunningPipelineId)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -519,27 +522,14 @@ sg_lock_pipeline(const char *name, Oid caller, bool fence)
 				(void) kill(pid, SIGINT);
 		}
 	}
-	ret = SPI_execute_with_args("SELECT p.id, p.owner, s.name, p.state, p.epoch "
-								"FROM streamguard.pipeline p LEFT JOIN streamguard.stream s "
-								"ON s.id OPERATOR(pg_catalog.=) p.stream_id "
-								"WHERE p.name OPERATOR(pg_catalog.=) $1 FOR UPDATE OF p",
-								1, types, values, NULL, false, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "pipeline lookup failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("pipeline \"%s\" does not exist", name)));
-	row.id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	row.owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	/* the owner may have changed while we waited: checked again */
+	sg_find_pipeline("SELECT p.id, p.owner, s.name, p.state, p.epoch "
+					 "FROM streamguard.pipeline p LEFT JOIN streamguard.stream s "
+					 "ON s.id OPERATOR(pg_catalog.=) p.stream_id "
+					 "WHERE p.name OPERATOR(pg_catalog.=) $1 FOR UPDATE OF p", name, false, caller, &row);
 	row.stream = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
 	row.state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 	row.epoch = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
-	/* the owner may have changed while we waited */
-	if (!superuser_arg(caller) && !has_privs_of_role(caller, row.owner))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("must be owner of pipeline \"%s\"", name)));
 	return row;
 }
 

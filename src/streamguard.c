@@ -248,3 +248,22 @@ SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
 				 errmsg("%s must not be NULL", what)));
 	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
 }
+
+/*
+ * Add a valid OID to a set kept as an array of at most `max` (no repeats);
+ * returns the new count.
+ */
+int
+SgAddOid(Oid *set, int n, int max, Oid oid)
+{
+	int			i;
+
+	if (!OidIsValid(oid))
+		return n;
+	for (i = 0; i < n; i++)
+		if (set[i] == oid)
+			return n;
+	if (n < max)
+		set[n++] = oid;
+	return n;
+}

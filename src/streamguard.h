@@ -55,6 +55,7 @@ extern int32 SgRunningSourceStream;
 extern bool SgRunningAllowSourceAppend;
 
 extern void SgHardenWorkerSession(void);
+extern int	SgAddOid(Oid *set, int n, int max, Oid oid);
 
 /* ownership.c */
 extern void OwnershipInstallHooks(void);

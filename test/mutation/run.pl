@@ -206,7 +206,7 @@ sub run_test
 	my ($tree, $test, $log) = @_;
 	my ($kind, $what) = split(/:/, $test, 2);
 	my $vars =
-		$kind eq 'regress' ? "REGRESS=$what ISOLATION= TAP_TESTS="
+		$kind eq 'regress' ? "REGRESS='00_helpers $what' ISOLATION= TAP_TESTS="
 	  : $kind eq 'isolation' ? "REGRESS= ISOLATION=$what TAP_TESTS="
 	  : "REGRESS= ISOLATION= PROVE_TESTS=test/t/$what";
 	my $t0 = time;

@@ -1,0 +1,24 @@
+-- helpers of every regress file (pg_regress runs the files in order, in one
+-- database; run a single file together with this one:
+-- make installcheck REGRESS="00_helpers 07_hardening")
+CREATE EXTENSION streamguard;
+-- errors are shown as "SQLSTATE: message" so the code is checked too
+CREATE FUNCTION try(cmd text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE cmd;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+-- wait (bounded) until a condition holds; each check sees a fresh snapshot
+CREATE FUNCTION wait_for(cond text, seconds int DEFAULT 30) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE ok boolean;
+BEGIN
+	FOR i IN 1 .. seconds * 20 LOOP
+		EXECUTE 'SELECT (' || cond || ')' INTO ok;
+		IF ok THEN RETURN true; END IF;
+		PERFORM pg_sleep(0.05);
+	END LOOP;
+	RETURN false;
+END $$;
