@@ -45,6 +45,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "pipeline.h"
 #include "streamguard.h"
 
 PG_FUNCTION_INFO_V1(sg_create_stream);
@@ -793,12 +794,9 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 					 errhint("Drop the consumers with streamguard.drop_consumer, or use force => true.")));
 		}
 
-		/* forced: the stream's pipelines go with it (their workers are fenced) */
-		SPI_execute_with_args("DELETE FROM streamguard.pipeline_dedup d USING streamguard.pipeline p "
-							  "WHERE p.id = d.pipeline_id AND p.stream_id = $1", 1, types, values, NULL, false, 0);
-		SPI_execute_with_args("DELETE FROM streamguard.dead_letter d USING streamguard.pipeline p "
-							  "WHERE p.id = d.pipeline_id AND p.stream_id = $1", 1, types, values, NULL, false, 0);
-		SPI_execute_with_args("DELETE FROM streamguard.pipeline WHERE stream_id = $1", 1, types, values, NULL, false, 0);
+		/* forced: the stream's pipelines go with it, dropped as drop_pipeline does */
+		if (npipelines > 0)
+			PipelineDropForStream(stream_id);
 		SPI_execute_with_args("DELETE FROM streamguard.consumer WHERE stream_id = $1", 1, types, values, NULL, false, 0);
 		SPI_execute_with_args("DELETE FROM streamguard.append_dedup WHERE stream_id = $1", 1, types, values, NULL, false, 0);
 		SPI_execute_with_args("DELETE FROM streamguard.stream_grant WHERE stream_id = $1", 1, types, values, NULL, false, 0);

@@ -31,6 +31,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -1314,18 +1315,18 @@ sg_resume_pipeline(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-Datum
-sg_drop_pipeline(PG_FUNCTION_ARGS)
+/*
+ * Drop one pipeline: fence its worker, settle what it left prepared on its
+ * sink, delete its rows.  `caller` must own it (or act as its owner).
+ */
+static void
+sg_drop_one(const char *name, Oid caller)
 {
-	char	   *name;
 	SgUserSave	save;
-	Oid			caller = GetUserId();
 	SgPipeRow	row;
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		values[2];
 
-	StreamguardCheckLoaded();
-	name = SgTextArg(fcinfo, 0, "pipeline name");
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	SgBecomeDataOwner(&save, true);
@@ -1359,7 +1360,51 @@ sg_drop_pipeline(PG_FUNCTION_ARGS)
 	SgRestoreUser(&save);
 	SPI_finish();
 	sg_notify_change(row.id);
+}
+
+Datum
+sg_drop_pipeline(PG_FUNCTION_ARGS)
+{
+	StreamguardCheckLoaded();
+	sg_drop_one(SgTextArg(fcinfo, 0, "pipeline name"), GetUserId());
 	PG_RETURN_VOID();
+}
+
+/*
+ * drop_stream(force): the pipelines reading the stream go with it, each
+ * dropped the way drop_pipeline drops it (fenced, in-doubt work on its sink
+ * settled), whoever owns them: the stream's owner decided, as DROP ...
+ * CASCADE drops other roles' dependent objects.
+ */
+void
+PipelineDropForStream(int32 stream_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(stream_id)};
+	SgUserSave	save;
+	List	   *names = NIL;
+	ListCell   *lc;
+	uint64		i;
+	MemoryContext caller_cxt = CurrentMemoryContext;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	if (SPI_execute_with_args("SELECT name FROM streamguard.pipeline WHERE stream_id = $1 ORDER BY name",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pipeline list failed");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		MemoryContext spi_cxt = MemoryContextSwitchTo(caller_cxt);
+
+		/* the list and the names outlive SPI_finish */
+		names = lappend(names, pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)));
+		MemoryContextSwitchTo(spi_cxt);
+	}
+	SgRestoreUser(&save);
+	SPI_finish();
+	foreach(lc, names)
+		sg_drop_one(lfirst(lc), BOOTSTRAP_SUPERUSERID);
 }
 
 /*

@@ -106,6 +106,7 @@ extern void PipelineShmemInit(void);
 extern SgPipelineSlot *PipelineSlot(Oid dbid, int32 pipeline_id, bool create);
 extern void PipelineFreeSlot(Oid dbid, int32 pipeline_id);
 extern void PipelineFreeDatabase(Oid dbid);
+extern void PipelineDropForStream(int32 stream_id);
 extern int	PipelineSlotDatabases(Oid *dbids, int max);
 extern void PipelineWakeStream(Oid dbid, int32 stream_id);
 extern void PipelineWakeWorker(SgPipelineSlot *slot);

@@ -57,6 +57,8 @@ CREATE TABLE public.a_sink (n int, who name);
 CREATE TABLE public.r_sink (n bigint);
 GRANT INSERT, SELECT ON public.a_sink TO PUBLIC;
 GRANT INSERT, SELECT ON public.r_sink TO r_loader;
+CREATE TABLE public.streamguard_sink_marker (pipeline text PRIMARY KEY, gid text NOT NULL);
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.streamguard_sink_marker TO r_loader;
 CREATE SERVER self FOREIGN DATA WRAPPER streamguard_remote
 	OPTIONS (host '127.0.0.1', port '$port', dbname 'postgres');
 GRANT USAGE ON FOREIGN SERVER self TO ann;
