@@ -1208,6 +1208,12 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 					 errmsg("pipeline \"%s\" already exists", name)));
 		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
+	/*
+	 * A slot with this id can only be left by an earlier incarnation of the
+	 * extension (DROP + CREATE EXTENSION reuse ids): its backoff and armed
+	 * faults are not this pipeline's.
+	 */
+	PipelineFreeSlot(MyDatabaseId, id);
 	if (new_settings)
 	{
 		/* through the 0.1 signature the catalog is 0.1's, without these columns */
