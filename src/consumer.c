@@ -508,6 +508,7 @@ sg_poll(PG_FUNCTION_ARGS)
 			   *last;
 
 	StreamguardCheckLoaded();
+	SgCheckPrimary("poll");
 	InitMaterializedSRF(fcinfo, 0);
 	name = SgTextArg(fcinfo, 0, "stream name");
 	consumer = SgTextArg(fcinfo, 1, "consumer name");
@@ -668,6 +669,7 @@ sg_seek(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 
 	StreamguardCheckLoaded();
+	SgCheckPrimary("seek");
 	name = SgTextArg(fcinfo, 0, "stream name");
 	consumer = SgTextArg(fcinfo, 1, "consumer name");
 	SgCheckName("consumer", consumer);
@@ -709,6 +711,7 @@ sg_seek_time(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 
 	StreamguardCheckLoaded();
+	SgCheckPrimary("seek");
 	name = SgTextArg(fcinfo, 0, "stream name");
 	consumer = SgTextArg(fcinfo, 1, "consumer name");
 	SgCheckName("consumer", consumer);
@@ -792,6 +795,7 @@ sg_read(PG_FUNCTION_ARGS)
 	Snapshot	snap;
 
 	StreamguardCheckLoaded();
+	SgCheckPrimary("read");
 	InitMaterializedSRF(fcinfo, 0);
 	name = SgTextArg(fcinfo, 0, "stream name");
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))

@@ -147,6 +147,7 @@ typedef enum SgPrivilege
 } SgPrivilege;
 
 extern void StreamguardCheckLoaded(void);
+extern void SgCheckPrimary(const char *function);
 extern void SgCheckName(const char *what, const char *name);
 extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
 
