@@ -571,7 +571,7 @@ sg_seek_prepare(SgStreamMeta *meta, const char *consumer)
 	values[1] = CStringGetTextDatum(consumer);
 	ret = SPI_execute_with_args("INSERT INTO streamguard.consumer (stream_id, name, partition, position) "
 								"SELECT $1, $2, sp.partition, sp.seq_floor FROM streamguard.stream_partition sp "
-								"WHERE sp.stream_id = $1 ON CONFLICT DO NOTHING",
+								"WHERE sp.stream_id OPERATOR(pg_catalog.=) $1 ON CONFLICT DO NOTHING",
 								2, types, values, NULL, false, 0);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "consumer creation failed: %s", SPI_result_code_string(ret));
@@ -608,7 +608,12 @@ ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 s
 
 /*
  * Position a consumer, in every partition, at the first retained event
- * appended at or after `from`.
+ * appended at or after `from`.  The events are searched below the
+ * readable horizon with a snapshot taken after it was read, like a poll,
+ * whatever the caller's snapshot: every event below the horizon is then
+ * visible, and one at or above it may still commit, so the position never
+ * goes past horizon - 1.  Events at or above the horizon are delivered even
+ * if older than `from`; none at or after `from` is skipped.
  */
 void
 ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from)
@@ -622,34 +627,35 @@ ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from)
 	sg_seek_prepare(meta, consumer);
 	for (p = 0; p < meta->nparts; p++)
 	{
+		int64		horizon = HorizonReadable(HorizonStream(meta->ref.slot), p, NULL, NULL);
 		int64		target = -1;
 		int32		seg;
-		int64		next_seq;
+		Snapshot	snap = SgFreshSnapshot();
 
 		for (seg = min_seg; seg <= cur_seg && target < 0; seg++)
 		{
 			char	   *sql;
-			Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
-			Datum		values[2] = {Int32GetDatum(p), TimestampTzGetDatum(from)};
+			Oid			types[3] = {INT4OID, TIMESTAMPTZOID, INT8OID};
+			Datum		values[3] = {Int32GetDatum(p), TimestampTzGetDatum(from), Int64GetDatum(horizon)};
 			bool		isnull;
 			Datum		d;
 
 			if (!StreamSegmentLock(meta->stream_id, seg))
 				continue;
 			sql = psprintf("SELECT pg_catalog.min(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
-						   "AND appended_at OPERATOR(pg_catalog.>=) $2",
+						   "AND appended_at OPERATOR(pg_catalog.>=) $2 AND seq OPERATOR(pg_catalog.<) $3",
 						   StreamSegmentName(meta->stream_id, seg));
-			if (SPI_execute_plan(SgPlanCached(NULL, sql, 2, types), values, NULL, true, 1) != SPI_OK_SELECT)
+			if (SPI_execute_snapshot(SgPlanCached(NULL, sql, 3, types), values, NULL,
+									 snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
 				elog(ERROR, "seek by time failed");
 			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 			if (!isnull)
 				target = DatumGetInt64(d);
+			pfree(sql);
 		}
+		UnregisterSnapshot(snap);
 		if (target < 0)
-		{
-			(void) HorizonReadable(HorizonStream(meta->ref.slot), p, &next_seq, NULL);
-			target = next_seq;
-		}
+			target = horizon;
 		sg_set_position(meta, consumer, p, target - 1);
 	}
 }

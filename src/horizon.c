@@ -519,9 +519,12 @@ HorizonAssignSeqs(SgStreamRef ref, int partition, int count, int32 *segment)
 /*
  * The readable horizon of a partition: every seq below it has committed
  * or aborted.  Also reports next_seq and the number of open appenders.
+ * With skip_mine, the current transaction's own open appends do not hold
+ * it back (they commit together with whatever the caller does, or not at
+ * all).
  */
-int64
-HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
+static int64
+sg_readable(SgStream *st, int partition, int64 *next_seq, int *in_flight, bool skip_mine)
 {
 	int			part_index = st->part_base + partition;
 	SgPartition *part = &sg_parts[part_index];
@@ -544,6 +547,8 @@ HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
 
 		if (n > (uint32) sg_max_xact_partitions)
 			n = sg_max_xact_partitions;
+		if (skip_mine && procno == SG_MY_PROC_INDEX)
+			continue;
 		pg_read_barrier();
 		for (i = 0; i < n; i++)
 		{
@@ -565,6 +570,23 @@ HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
 	if (in_flight)
 		*in_flight = open;
 	return horizon;
+}
+
+int64
+HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
+{
+	return sg_readable(st, partition, next_seq, in_flight, false);
+}
+
+/*
+ * Where a reader created by the current transaction starts when it starts
+ * "at the end": everything below has committed or aborted, or was appended
+ * by this transaction itself.
+ */
+int64
+HorizonReadableOwn(SgStream *st, int partition)
+{
+	return sg_readable(st, partition, NULL, NULL, true);
 }
 
 /*

@@ -794,11 +794,12 @@ sg_remote_fetch(Tuplestorestate *store, int64 *first, int64 *last)
 
 		if (pos[p] < 0)
 		{
-			/* start_from 'end': begin after what the stream holds now */
+			/* start_from 'end': begin at the remote readable horizon */
 			params[0] = def.remote_stream;
 			params[1] = psprintf("%d", p);
-			res = RemoteExec(r, "SELECT coalesce(last_seq, 0) FROM streamguard.stream_partitions "
-							 "WHERE stream = $1 AND partition = $2::int", 2, params);
+			res = RemoteExec(r, "SELECT readable_horizon OPERATOR(pg_catalog.-) 1 FROM streamguard.stream_partitions "
+							 "WHERE stream OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2::int",
+							 2, params);
 			pos[p] = PQntuples(res) == 1 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0;
 			PQclear(res);
 			last[p] = pos[p];
