@@ -31,7 +31,7 @@
  * CONCURRENCY CONTRACT.
  *	- SgShared->lock (LWLock) protects slot allocation: the identity
  *	  fields of SgStream (dbid, stream_id, nparts, part_base, seq_ready),
- *	  SgPartition.owner, and the launcher array.  Appenders never take it
+ *	  SgPartition.owner.  Appenders never take it
  *	  on the hot path.
  *	- SgPartition.mutex (spinlock) protects next_seq.  An appender takes
  *	  it for a handful of instructions: read the current segment, take
@@ -90,9 +90,6 @@ typedef struct SgBackendAppends
 typedef struct SgShared
 {
 	LWLock	   *lock;
-	pid_t		launcher_pid;
-	int			nlauncher_dbs;
-	SgLauncherDb launcher_dbs[SG_LAUNCHER_MAX_DBS];
 } SgShared;
 
 static SgShared *sg_shared = NULL;
@@ -197,25 +194,6 @@ SgStream *
 HorizonStream(int slot)
 {
 	return &sg_streams[slot];
-}
-
-LWLock *
-HorizonLauncherLock(void)
-{
-	return sg_shared->lock;
-}
-
-SgLauncherDb *
-HorizonLauncherDbs(int **n)
-{
-	*n = &sg_shared->nlauncher_dbs;
-	return sg_shared->launcher_dbs;
-}
-
-pid_t *
-HorizonLauncherPid(void)
-{
-	return &sg_shared->launcher_pid;
 }
 
 /*

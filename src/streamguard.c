@@ -47,6 +47,7 @@ sg_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	HorizonShmemRequest();
+	MaintenanceShmemRequest();
 	RequestAddinShmemSpace(PipelineShmemSize());
 	RequestNamedLWLockTranche("streamguard pipelines", 1);
 }
@@ -57,6 +58,7 @@ sg_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	HorizonShmemInit();
+	MaintenanceShmemInit();
 	PipelineShmemInit();
 }
 

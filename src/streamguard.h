@@ -32,7 +32,6 @@
 #define SG_MAX_PARTITIONS_PER_STREAM 1024
 #define SG_DATA_SCHEMA			"streamguard_data"
 #define SG_RATE_BUCKETS			16	/* one-second buckets of committed appends */
-#define SG_LAUNCHER_MAX_DBS		64
 #define SG_RATE_WINDOW			10	/* seconds averaged by append_rate */
 
 /* GUCs (streamguard.c) */
@@ -80,14 +79,6 @@ typedef struct SgStreamRef
 	uint32		incarnation;
 } SgStreamRef;
 
-typedef struct SgLauncherDb
-{
-	Oid			dbid;
-	pid_t		worker_pid;		/* the database's maintenance worker */
-	bool		wanted;			/* a backend asked for a worker here */
-	TimestampTz retry_after;	/* extension absent: probe again then */
-} SgLauncherDb;
-
 extern void HorizonShmemRequest(void);
 extern void HorizonShmemInit(void);
 extern Size HorizonShmemSize(void);
@@ -110,10 +101,10 @@ extern int	HorizonFindSlot(Oid dbid, int32 stream_id);
 extern double HorizonAppendRate(SgStream *st);
 extern bool HorizonSeqBounds(int slot, int64 *bounds, int nparts);
 
-/* launcher bookkeeping (horizon.c holds the array, maintenance.c uses it) */
-extern LWLock *HorizonLauncherLock(void);
-extern SgLauncherDb *HorizonLauncherDbs(int **n);
-extern pid_t *HorizonLauncherPid(void);
+/* launcher and maintenance workers (maintenance.c) */
+extern Size MaintenanceShmemSize(void);
+extern void MaintenanceShmemRequest(void);
+extern void MaintenanceShmemInit(void);
 extern void MaintenanceWakeLauncher(void);
 extern struct BackgroundWorkerHandle *SgStartDynamicWorker(const char *function, const char *type,
 														   const char *name, Datum arg, Oid dbid);
