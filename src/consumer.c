@@ -132,7 +132,7 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 	return found;
 }
 
-/* sealed segments' seq bounds, per backend (they never change) */
+/* sealed segments' seq bounds, per backend (known ones never change) */
 typedef struct SgBoundsKey
 {
 	Oid			catalog_oid;
@@ -143,7 +143,7 @@ typedef struct SgBoundsKey
 typedef struct SgBoundsEntry
 {
 	SgBoundsKey key;
-	int			nparts;			/* 0: unknown, never skip */
+	int			nparts;			/* 0: unknown (dropped at the next look-up) */
 	int64	   *bounds;
 } SgBoundsEntry;
 
@@ -178,6 +178,7 @@ sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
 	e = hash_search(sg_bounds_cache, &key, HASH_ENTER, &found);
 	if (!found)
 	{
+		/* an error below leaves the entry unknown: dropped next time */
 		Oid			types[2] = {INT4OID, INT4OID};
 		Datum		values[2] = {Int32GetDatum(meta->stream_id), Int32GetDatum(seg)};
 		Snapshot	snap = SgFreshSnapshot();
@@ -217,6 +218,15 @@ sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
 				}
 			}
 		}
+	}
+	if (e->nparts == 0)
+	{
+		/*
+		 * Unknown: the bounds are recorded after the rotation, in a later
+		 * transaction.  Do not remember that; ask again next time.
+		 */
+		hash_search(sg_bounds_cache, &key, HASH_REMOVE, NULL);
+		return 0;
 	}
 	if (partition < 0 || partition >= e->nparts)
 		return 0;

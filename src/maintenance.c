@@ -610,31 +610,41 @@ sg_step_rotate(SgStreamTask *task)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
+}
 
-	/*
-	 * Record what the sealed segment can hold, so that readers already past
-	 * it skip it without touching it (and never wait behind its drop).
-	 * Unknown bounds (no counters loaded) just mean no skipping.
-	 */
-	if (slot >= 0)
-	{
-		SgStream   *st = HorizonStream(slot);
-		int			nparts = st->nparts;
-		int64	   *bounds = palloc(sizeof(int64) * nparts);
+/*
+ * Record what sealed segments can hold, so that readers already past one
+ * skip it without touching it (and never wait behind its drop).  Any
+ * next_seq read once appenders have switched to a later segment bounds
+ * the seqs of every earlier one, so segments sealed while the counters
+ * were not loaded (or by a worker that died before this step) get bounds
+ * at a later round.  Unknown bounds just mean no skipping.
+ */
+static void
+sg_step_bounds(SgStreamTask *task)
+{
+	int			slot = HorizonFindSlot(MyDatabaseId, task->id);
+	SgStream   *st;
+	int32		cur;
+	int64	   *bounds;
+	StringInfoData arr;
+	int			p;
 
-		if (HorizonSeqBounds(slot, bounds, nparts))
-		{
-			StringInfoData arr;
-			int			p;
-
-			initStringInfo(&arr);
-			for (p = 0; p < nparts; p++)
-				appendStringInfo(&arr, "%s%lld", p ? "," : "", (long long) bounds[p]);
-			sg_exec(psprintf("UPDATE streamguard.segment SET seq_bounds = '{%s}' "
-							 "WHERE stream_id = %d AND seg = %d", arr.data, task->id, task->current_seg - 1),
-					SPI_OK_UPDATE);
-		}
-	}
+	if (slot < 0)
+		return;
+	st = HorizonStream(slot);
+	cur = (int32) pg_atomic_read_u32(&st->current_seg);
+	pg_memory_barrier();
+	bounds = palloc(sizeof(int64) * st->nparts);
+	if (!HorizonSeqBounds(slot, bounds, st->nparts))
+		return;
+	initStringInfo(&arr);
+	for (p = 0; p < st->nparts; p++)
+		appendStringInfo(&arr, "%s%lld", p ? "," : "", (long long) bounds[p]);
+	sg_exec(psprintf("UPDATE streamguard.segment SET seq_bounds = '{%s}' "
+					 "WHERE stream_id OPERATOR(pg_catalog.=) %d AND seg OPERATOR(pg_catalog.<) %d "
+					 "AND seq_bounds IS NULL", arr.data, task->id, cur),
+			SPI_OK_UPDATE);
 }
 
 /* drop the oldest segment if retention has passed it */
@@ -827,6 +837,8 @@ MaintenanceWorkerMain(Datum arg)
 				if (task->retention_us > 0)
 				{
 					sg_run_step(sg_step_rotate, task, "segment rotation");
+					if (task->current_seg > task->min_seg)
+						sg_run_step(sg_step_bounds, task, "segment bounds");
 					while (task->min_seg < task->current_seg)
 					{
 						int32		before = task->min_seg;
