@@ -294,15 +294,19 @@ sg_launcher_wants(LauncherLocal *l, bool all, TimestampTz now)
 
 	LWLockAcquire(sg_launcher->lock, LW_EXCLUSIVE);
 	e = hash_search(sg_launcher_dbs, &l->dbid, HASH_FIND, NULL);
+	if (e != NULL && e->worker_pid != 0)
+	{
+		/* a worker we did not start (a previous launcher did) still runs */
+		LWLockRelease(sg_launcher->lock);
+		return false;
+	}
 	if (e != NULL)
 	{
+		/* collected: the entry carries nothing more */
 		wanted |= e->wanted;
 		if (e->retry_after != 0)
 			l->retry_after = e->retry_after;
-		e->wanted = false;
-		e->retry_after = 0;
-		if (e->worker_pid == 0)
-			hash_search(sg_launcher_dbs, &l->dbid, HASH_REMOVE, NULL);
+		hash_search(sg_launcher_dbs, &l->dbid, HASH_REMOVE, NULL);
 	}
 	LWLockRelease(sg_launcher->lock);
 	return wanted || l->retry_after <= now;

@@ -12,7 +12,9 @@
 #    getting its worker before it is dropped (WITH (FORCE));
 #  - the server never restarted (same postmaster start time, same launcher,
 #    no process terminated by a signal in the log), and a database created
-#    at the end still gets its worker.
+#    at the end still gets its worker;
+#  - a launcher that is terminated and restarted serves new databases and
+#    does not start a second worker in a database whose worker runs.
 
 use strict;
 use warnings;
@@ -74,6 +76,17 @@ is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $start,
 	'the server never restarted');
 is($node->safe_psql('postgres', $launcher_sql), $launcher, 'the same launcher runs');
 is(count_log($node, qr/terminated by signal/), 0, 'no process was terminated by a signal');
+
+# a restarted launcher does not start a second worker where one runs
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($launcher)");
+ok(wait_for_value($node, qq{SELECT count(*) FROM pg_stat_activity
+	WHERE backend_type = 'streamguard launcher' AND pid <> $launcher}, '1', 30), 'the launcher restarted');
+$node->safe_psql('postgres', 'CREATE DATABASE after_restart');
+with_extension('after_restart');
+ok(wait_for_value($node, workers_in('after_restart'), 1, 30), 'the new launcher serves a new database');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity
+	WHERE backend_type = 'streamguard maintenance' AND datname = 'last'}),
+	'1', 'and leaves the running worker of another database alone');
 
 $node->stop;
 done_testing();
