@@ -30,9 +30,8 @@
  *
  * CONCURRENCY CONTRACT.
  *	- SgShared->lock (LWLock) protects slot allocation: the identity
- *	  fields of SgStream (dbid, stream_id, nparts, part_base, seq_ready),
- *	  SgPartition.owner.  Appenders never take it
- *	  on the hot path.
+ *	  fields of SgStream (dbid, stream_id, nparts, part_base, seq_ready)
+ *	  and SgPartition.owner.  Appenders never take it on the hot path.
  *	- SgPartition.mutex (spinlock) protects next_seq.  An appender takes
  *	  it for a handful of instructions: read the current segment, take
  *	  seqs, publish its entry's first_seq.  Readers take it only to read
