@@ -21,7 +21,7 @@ ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation --outputdir=output_iso \
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
-EXTRA_CLEAN = tmp_check_regress tmp_check_iso output_iso results regression.diffs regression.out log
+EXTRA_CLEAN = tmp_valgrind tmp_check_regress tmp_check_iso output_iso results regression.diffs regression.out log
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -48,3 +48,8 @@ docs/diagrams/%.png: docs/diagrams/%.dot
 .PHONY: mutation
 mutation:
 	PG_CONFIG=$(PG_CONFIG) perl test/mutation/run.pl
+
+# regress and isolation suites with the server under valgrind memcheck
+.PHONY: valgrind
+valgrind:
+	PG_CONFIG=$(PG_CONFIG) test/valgrind.sh

@@ -15,6 +15,7 @@ PACKAGES=(
     libipc-run-perl            # PostgreSQL's TAP test framework
     "postgresql-${PG_MAJOR}-pgq3"         # PgQ, a benchmark baseline
     pgqd
+    valgrind                   # make valgrind (test/valgrind.sh)
 )
 
 sg_is_root || sg_die "install-deps.sh must run as root (it installs Debian packages)"

@@ -244,6 +244,7 @@ sg_append(PG_FUNCTION_ARGS)
 	bool		duplicate = false;
 
 	StreamguardCheckLoaded();
+	SgCheckPrimary("append");
 	name = SgTextArg(fcinfo, 0, "stream name");
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -352,6 +353,7 @@ sg_append_batch(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 
 	StreamguardCheckLoaded();
+	SgCheckPrimary("append_batch");
 	InitMaterializedSRF(fcinfo, 0);
 	name = SgTextArg(fcinfo, 0, "stream name");
 	if (PG_ARGISNULL(1))

@@ -134,7 +134,7 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 	return found;
 }
 
-/* sealed segments' seq bounds, per backend (they never change) */
+/* sealed segments' seq bounds, per backend (known ones never change) */
 typedef struct SgBoundsKey
 {
 	Oid			catalog_oid;
@@ -145,7 +145,7 @@ typedef struct SgBoundsKey
 typedef struct SgBoundsEntry
 {
 	SgBoundsKey key;
-	int			nparts;			/* 0: unknown, never skip */
+	int			nparts;			/* 0: unknown (dropped at the next look-up) */
 	int64	   *bounds;
 } SgBoundsEntry;
 
@@ -180,6 +180,7 @@ sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
 	e = hash_search(sg_bounds_cache, &key, HASH_ENTER, &found);
 	if (!found)
 	{
+		/* an error below leaves the entry unknown: dropped next time */
 		Oid			types[2] = {INT4OID, INT4OID};
 		Datum		values[2] = {Int32GetDatum(meta->stream_id), Int32GetDatum(seg)};
 		Snapshot	snap = SgFreshSnapshot();
@@ -219,6 +220,15 @@ sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
 				}
 			}
 		}
+	}
+	if (e->nparts == 0)
+	{
+		/*
+		 * Unknown: the bounds are recorded after the rotation, in a later
+		 * transaction.  Do not remember that; ask again next time.
+		 */
+		hash_search(sg_bounds_cache, &key, HASH_REMOVE, NULL);
+		return 0;
 	}
 	if (partition < 0 || partition >= e->nparts)
 		return 0;
@@ -512,6 +522,7 @@ sg_poll(PG_FUNCTION_ARGS)
 	TimestampTz deadline;
 
 	StreamguardCheckLoaded();
+	SgCheckPrimary("poll");
 	InitMaterializedSRF(fcinfo, 0);
 	name = SgTextArg(fcinfo, 0, "stream name");
 	consumer = SgTextArg(fcinfo, 1, "consumer name");
@@ -644,7 +655,12 @@ ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 s
 
 /*
  * Position a consumer, in every partition, at the first retained event
- * appended at or after `from`.
+ * appended at or after `from`.  The events are searched below the
+ * readable horizon with a snapshot taken after it was read, like a poll,
+ * whatever the caller's snapshot: every event below the horizon is then
+ * visible, and one at or above it may still commit, so the position never
+ * goes past horizon - 1.  Events at or above the horizon are delivered even
+ * if older than `from`; none at or after `from` is skipped.
  */
 void
 ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from)
@@ -658,34 +674,35 @@ ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from)
 	sg_seek_prepare(meta, consumer);
 	for (p = 0; p < meta->nparts; p++)
 	{
+		int64		horizon = HorizonReadable(HorizonStream(meta->ref.slot), p, NULL, NULL);
 		int64		target = -1;
 		int32		seg;
-		int64		next_seq;
+		Snapshot	snap = SgFreshSnapshot();
 
 		for (seg = min_seg; seg <= cur_seg && target < 0; seg++)
 		{
 			char	   *sql;
-			Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
-			Datum		values[2] = {Int32GetDatum(p), TimestampTzGetDatum(from)};
+			Oid			types[3] = {INT4OID, TIMESTAMPTZOID, INT8OID};
+			Datum		values[3] = {Int32GetDatum(p), TimestampTzGetDatum(from), Int64GetDatum(horizon)};
 			bool		isnull;
 			Datum		d;
 
 			if (!StreamSegmentLock(meta->stream_id, seg))
 				continue;
 			sql = psprintf("SELECT pg_catalog.min(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
-						   "AND appended_at OPERATOR(pg_catalog.>=) $2",
+						   "AND appended_at OPERATOR(pg_catalog.>=) $2 AND seq OPERATOR(pg_catalog.<) $3",
 						   StreamSegmentName(meta->stream_id, seg));
-			if (SPI_execute_plan(SgPlanCached(NULL, sql, 2, types), values, NULL, true, 1) != SPI_OK_SELECT)
+			if (SPI_execute_snapshot(SgPlanCached(NULL, sql, 3, types), values, NULL,
+									 snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
 				elog(ERROR, "seek by time failed");
 			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 			if (!isnull)
 				target = DatumGetInt64(d);
+			pfree(sql);
 		}
+		UnregisterSnapshot(snap);
 		if (target < 0)
-		{
-			(void) HorizonReadable(HorizonStream(meta->ref.slot), p, &next_seq, NULL);
-			target = next_seq;
-		}
+			target = horizon;
 		sg_set_position(meta, consumer, p, target - 1);
 	}
 }
@@ -705,6 +722,7 @@ sg_seek(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 
 	StreamguardCheckLoaded();
+	SgCheckPrimary("seek");
 	name = SgTextArg(fcinfo, 0, "stream name");
 	consumer = SgTextArg(fcinfo, 1, "consumer name");
 	SgCheckName("consumer", consumer);
@@ -746,6 +764,7 @@ sg_seek_time(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 
 	StreamguardCheckLoaded();
+	SgCheckPrimary("seek");
 	name = SgTextArg(fcinfo, 0, "stream name");
 	consumer = SgTextArg(fcinfo, 1, "consumer name");
 	SgCheckName("consumer", consumer);
@@ -831,6 +850,7 @@ sg_read(PG_FUNCTION_ARGS)
 	Snapshot	snap;
 
 	StreamguardCheckLoaded();
+	SgCheckPrimary("read");
 	InitMaterializedSRF(fcinfo, 0);
 	name = SgTextArg(fcinfo, 0, "stream name");
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))

@@ -30,9 +30,8 @@
  *
  * CONCURRENCY CONTRACT.
  *	- SgShared->lock (LWLock) protects slot allocation: the identity
- *	  fields of SgStream (dbid, stream_id, nparts, part_base, seq_ready),
- *	  SgPartition.owner, and the launcher array.  Appenders never take it
- *	  on the hot path.
+ *	  fields of SgStream (dbid, stream_id, nparts, part_base, seq_ready)
+ *	  and SgPartition.owner.  Appenders never take it on the hot path.
  *	- SgPartition.mutex (spinlock) protects next_seq.  An appender takes
  *	  it for a handful of instructions: read the current segment, take
  *	  seqs, publish its entry's first_seq.  Readers take it only to read
@@ -92,9 +91,6 @@ typedef struct SgBackendAppends
 typedef struct SgShared
 {
 	LWLock	   *lock;
-	pid_t		launcher_pid;
-	int			nlauncher_dbs;
-	SgLauncherDb launcher_dbs[SG_LAUNCHER_MAX_DBS];
 } SgShared;
 
 static SgShared *sg_shared = NULL;
@@ -208,25 +204,6 @@ SgStream *
 HorizonStream(int slot)
 {
 	return &sg_streams[slot];
-}
-
-LWLock *
-HorizonLauncherLock(void)
-{
-	return sg_shared->lock;
-}
-
-SgLauncherDb *
-HorizonLauncherDbs(int **n)
-{
-	*n = &sg_shared->nlauncher_dbs;
-	return sg_shared->launcher_dbs;
-}
-
-pid_t *
-HorizonLauncherPid(void)
-{
-	return &sg_shared->launcher_pid;
 }
 
 /*
@@ -577,9 +554,12 @@ HorizonAssignSeqs(SgStreamRef ref, int partition, int count, int32 *segment)
 /*
  * The readable horizon of a partition: every seq below it has committed
  * or aborted.  Also reports next_seq and the number of open appenders.
+ * With skip_mine, the current transaction's own open appends do not hold
+ * it back (they commit together with whatever the caller does, or not at
+ * all).
  */
-int64
-HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
+static int64
+sg_readable(SgStream *st, int partition, int64 *next_seq, int *in_flight, bool skip_mine)
 {
 	int			part_index = st->part_base + partition;
 	SgPartition *part = &sg_parts[part_index];
@@ -602,6 +582,8 @@ HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
 
 		if (n > (uint32) sg_max_xact_partitions)
 			n = sg_max_xact_partitions;
+		if (skip_mine && procno == SG_MY_PROC_INDEX)
+			continue;
 		pg_read_barrier();
 		for (i = 0; i < n; i++)
 		{
@@ -623,6 +605,23 @@ HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
 	if (in_flight)
 		*in_flight = open;
 	return horizon;
+}
+
+int64
+HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
+{
+	return sg_readable(st, partition, next_seq, in_flight, false);
+}
+
+/*
+ * Where a reader created by the current transaction starts when it starts
+ * "at the end": everything below has committed or aborted, or was appended
+ * by this transaction itself.
+ */
+int64
+HorizonReadableOwn(SgStream *st, int partition)
+{
+	return sg_readable(st, partition, NULL, NULL, true);
 }
 
 /*

@@ -10,6 +10,20 @@
  * that finds no streamguard extension in its database exits and the
  * launcher leaves that database alone for a minute unless asked again.
  *
+ * Shared state (MaintenanceShmemInit): the launcher's pid and a hash
+ * table keyed by database OID that serves as a mailbox between the
+ * launcher, backends and maintenance workers: a backend sets `wanted` (at
+ * commit of the call that needs a worker), a worker records its pid while
+ * it runs and, when the extension is absent, when to probe again.  The
+ * launcher collects `wanted` and the probe time into its own backend-local
+ * hash table (one entry per database, pruned against pg_database each
+ * round) and deletes entries that carry nothing, so the shared table holds
+ * about one entry per running worker.  It is sized from
+ * max_worker_processes but may grow into spare shared memory; should an
+ * entry still not fit, the backend sets `all_wanted` and the launcher
+ * probes every database once.  There is no limit on the number of
+ * databases.  SgLauncherShared->lock (LWLock) protects all of it.
+ *
  * A maintenance worker, every streamguard.maintenance_naptime, for each
  * stream of its database, each step in its own short transaction:
  *	- rotation: once the current segment is segment_interval old and holds
@@ -44,9 +58,11 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/shmem.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -63,47 +79,160 @@ PGDLLEXPORT void MaintenanceWorkerMain(Datum arg);
 
 /* ------------------------------------------------------------ launcher */
 
-/*
- * Ask the launcher to make sure this database has a maintenance worker.
- */
-void
-MaintenanceWakeLauncher(void)
+/* the shared mailbox entry of a database */
+typedef struct SgLauncherDb
 {
-	int		   *n,
-				i;
-	SgLauncherDb *dbs;
+	Oid			dbid;			/* hash key */
+	pid_t		worker_pid;		/* the database's maintenance worker, or 0 */
+	bool		wanted;			/* a backend asked for a worker here */
+	TimestampTz retry_after;	/* extension absent: probe again then, or 0 */
+} SgLauncherDb;
+
+typedef struct SgLauncherShared
+{
+	LWLock	   *lock;
+	pid_t		launcher_pid;
+	bool		all_wanted;		/* an entry did not fit: probe every database */
+} SgLauncherShared;
+
+static SgLauncherShared *sg_launcher = NULL;
+static HTAB *sg_launcher_dbs = NULL;
+static bool sg_wake_at_commit = false;
+static bool sg_wake_callback_registered = false;
+
+static int
+sg_launcher_hash_size(void)
+{
+	return max_worker_processes + 64;
+}
+
+Size
+MaintenanceShmemSize(void)
+{
+	return add_size(MAXALIGN(sizeof(SgLauncherShared)),
+					hash_estimate_size(sg_launcher_hash_size(), sizeof(SgLauncherDb)));
+}
+
+void
+MaintenanceShmemRequest(void)
+{
+	RequestAddinShmemSpace(MaintenanceShmemSize());
+	RequestNamedLWLockTranche("streamguard launcher", 1);
+}
+
+void
+MaintenanceShmemInit(void)
+{
+	bool		found;
+	HASHCTL		ctl;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	sg_launcher = ShmemInitStruct("streamguard launcher", sizeof(SgLauncherShared), &found);
+	if (!found)
+	{
+		memset(sg_launcher, 0, sizeof(SgLauncherShared));
+		sg_launcher->lock = &(GetNamedLWLockTranche("streamguard launcher"))->lock;
+	}
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(SgLauncherDb);
+	sg_launcher_dbs = ShmemInitHash("streamguard launcher databases",
+									sg_launcher_hash_size(), sg_launcher_hash_size(),
+									&ctl, HASH_ELEM | HASH_BLOBS);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* The mailbox entry of a database, created if need be; NULL if it cannot be. */
+static SgLauncherDb *
+sg_launcher_entry_locked(Oid dbid)
+{
+	SgLauncherDb *e;
+	bool		found;
+
+	Assert(LWLockHeldByMeInMode(sg_launcher->lock, LW_EXCLUSIVE));
+	e = hash_search(sg_launcher_dbs, &dbid, HASH_ENTER_NULL, &found);
+	if (e == NULL)
+	{
+		sg_launcher->all_wanted = true;
+		return NULL;
+	}
+	if (!found)
+	{
+		e->worker_pid = 0;
+		e->wanted = false;
+		e->retry_after = 0;
+	}
+	return e;
+}
+
+static void
+sg_wake_now(void)
+{
+	SgLauncherDb *e;
 	pid_t		pid;
 	pid_t		db_pid = 0;
 
-	LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
-	dbs = HorizonLauncherDbs(&n);
-	for (i = 0; i < *n; i++)
-		if (dbs[i].dbid == MyDatabaseId)
-			break;
-	if (i == *n && i < SG_LAUNCHER_MAX_DBS)
+	LWLockAcquire(sg_launcher->lock, LW_EXCLUSIVE);
+	e = sg_launcher_entry_locked(MyDatabaseId);
+	if (e != NULL)
 	{
-		dbs[i].dbid = MyDatabaseId;
-		dbs[i].worker_pid = 0;
-		(*n)++;
+		e->wanted = true;
+		e->retry_after = 0;
+		db_pid = e->worker_pid;
 	}
-	if (i < *n)
-	{
-		dbs[i].wanted = true;
-		dbs[i].retry_after = 0;
-		db_pid = dbs[i].worker_pid;
-	}
-	pid = *HorizonLauncherPid();
-	LWLockRelease(HorizonLauncherLock());
+	pid = sg_launcher->launcher_pid;
+	LWLockRelease(sg_launcher->lock);
 	if (db_pid > 0)
 		kill(db_pid, SIGUSR1);	/* the database's worker runs a round now */
 	else if (pid > 0)
 		kill(pid, SIGUSR1);		/* the launcher starts one */
 }
 
+static void
+sg_wake_xact_callback(XactEvent event, void *arg)
+{
+	if (!sg_wake_at_commit)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			sg_wake_at_commit = false;
+			sg_wake_now();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			sg_wake_at_commit = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Ask the launcher to make sure this database has a maintenance worker,
+ * once the current transaction commits: a worker started earlier would
+ * not see what the transaction created (the extension, a stream, a
+ * pipeline) and could conclude there is nothing to do.
+ */
+void
+MaintenanceWakeLauncher(void)
+{
+	if (!sg_wake_callback_registered)
+	{
+		RegisterXactCallback(sg_wake_xact_callback, NULL);
+		sg_wake_callback_registered = true;
+	}
+	sg_wake_at_commit = true;
+}
+
+/* the launcher's own view of a database */
 typedef struct LauncherLocal
 {
-	Oid			dbid;
+	Oid			dbid;			/* hash key */
 	BackgroundWorkerHandle *handle;
+	TimestampTz retry_after;	/* extension absent: probe again then */
+	uint64		round;			/* last round that saw it in pg_database */
 } LauncherLocal;
 
 /*
@@ -185,12 +314,72 @@ sg_prune_dropped_databases(void)
 	}
 }
 
+/*
+ * Decide whether database `dbid` needs a maintenance worker started now,
+ * collecting what backends and workers left in its shared entry.
+ */
+static bool
+sg_launcher_wants(LauncherLocal *l, bool all, TimestampTz now)
+{
+	SgLauncherDb *e;
+	bool		wanted = all;
+
+	LWLockAcquire(sg_launcher->lock, LW_EXCLUSIVE);
+	e = hash_search(sg_launcher_dbs, &l->dbid, HASH_FIND, NULL);
+	if (e != NULL && e->worker_pid != 0)
+	{
+		/* a worker we did not start (a previous launcher did) still runs */
+		LWLockRelease(sg_launcher->lock);
+		return false;
+	}
+	if (e != NULL)
+	{
+		/* collected: the entry carries nothing more */
+		wanted |= e->wanted;
+		if (e->retry_after != 0)
+			l->retry_after = e->retry_after;
+		hash_search(sg_launcher_dbs, &l->dbid, HASH_REMOVE, NULL);
+	}
+	LWLockRelease(sg_launcher->lock);
+	return wanted || l->retry_after <= now;
+}
+
+/*
+ * Forget databases that are gone: local entries not seen this round, and
+ * shared entries of databases the launcher does not know with no worker.
+ */
+static void
+sg_launcher_prune(HTAB *local, uint64 round)
+{
+	HASH_SEQ_STATUS seq;
+	LauncherLocal *l;
+	SgLauncherDb *e;
+
+	hash_seq_init(&seq, local);
+	while ((l = hash_seq_search(&seq)) != NULL)
+	{
+		if (l->round == round)
+			continue;
+		if (l->handle != NULL)
+			pfree(l->handle);
+		hash_search(local, &l->dbid, HASH_REMOVE, NULL);
+	}
+
+	LWLockAcquire(sg_launcher->lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, sg_launcher_dbs);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		if (e->worker_pid == 0 && hash_search(local, &e->dbid, HASH_FIND, NULL) == NULL)
+			hash_search(sg_launcher_dbs, &e->dbid, HASH_REMOVE, NULL);
+	LWLockRelease(sg_launcher->lock);
+}
+
 void
 MaintenanceLauncherMain(Datum arg)
 {
-	LauncherLocal *local;
-	int			nlocal = 0;
-	int			max_local = 64;
+	HTAB	   *local;
+	HASHCTL		ctl;
+	MemoryContext round_cxt;
+	uint64		round = 0;
 
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -198,19 +387,25 @@ MaintenanceLauncherMain(Datum arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("streamguard launcher");
 
-	local = MemoryContextAllocZero(TopMemoryContext, sizeof(LauncherLocal) * max_local);
-	LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
-	*HorizonLauncherPid() = MyProcPid;
-	LWLockRelease(HorizonLauncherLock());
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(LauncherLocal);
+	ctl.hcxt = TopMemoryContext;
+	local = hash_create("streamguard launcher databases", 64, &ctl,
+						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	round_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard launcher round",
+									  ALLOCSET_DEFAULT_SIZES);
+	LWLockAcquire(sg_launcher->lock, LW_EXCLUSIVE);
+	sg_launcher->launcher_pid = MyProcPid;
+	LWLockRelease(sg_launcher->lock);
 
 	for (;;)
 	{
 		Relation	rel;
 		TableScanDesc scan;
 		HeapTuple	tup;
-		Oid		   *dbs = NULL;
-		int			ndbs = 0,
-					i;
+		List	   *dbs = NIL;
+		ListCell   *lc;
+		bool		all;
 		TimestampTz now = GetCurrentTimestamp();
 
 		CHECK_FOR_INTERRUPTS();
@@ -219,20 +414,26 @@ MaintenanceLauncherMain(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		MemoryContextReset(round_cxt);
+		round++;
 
 		/* the databases that accept connections */
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		dbs = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * max_local);
 		rel = table_open(DatabaseRelationId, AccessShareLock);
 		scan = table_beginscan_catalog(rel, 0, NULL);
 		while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
 		{
 			Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
 
-			if (db->datallowconn && !db->datistemplate && ndbs < max_local)
-				dbs[ndbs++] = db->oid;
+			if (db->datallowconn && !db->datistemplate)
+			{
+				MemoryContext old = MemoryContextSwitchTo(round_cxt);
+
+				dbs = lappend_oid(dbs, db->oid);
+				MemoryContextSwitchTo(old);
+			}
 		}
 		table_endscan(scan);
 		table_close(rel, AccessShareLock);
@@ -240,58 +441,41 @@ MaintenanceLauncherMain(Datum arg)
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 
-		for (i = 0; i < ndbs; i++)
+		LWLockAcquire(sg_launcher->lock, LW_EXCLUSIVE);
+		all = sg_launcher->all_wanted;
+		sg_launcher->all_wanted = false;
+		LWLockRelease(sg_launcher->lock);
+
+		foreach(lc, dbs)
 		{
-			int			j,
-						k;
-			bool		start = false;
-			SgLauncherDb *shared;
-			int		   *nshared;
+			Oid			dbid = lfirst_oid(lc);
+			LauncherLocal *l;
+			bool		found;
 			pid_t		pid;
 
-			for (j = 0; j < nlocal; j++)
-				if (local[j].dbid == dbs[i])
-					break;
-			if (j == nlocal)
+			CHECK_FOR_INTERRUPTS();
+			l = hash_search(local, &dbid, HASH_ENTER, &found);
+			if (!found)
 			{
-				local[nlocal].dbid = dbs[i];
-				local[nlocal].handle = NULL;
-				nlocal++;
+				l->handle = NULL;
+				l->retry_after = 0;
 			}
-			if (local[j].handle != NULL &&
-				GetBackgroundWorkerPid(local[j].handle, &pid) != BGWH_STOPPED)
+			l->round = round;
+			if (l->handle != NULL &&
+				GetBackgroundWorkerPid(l->handle, &pid) != BGWH_STOPPED)
 				continue;		/* running or starting */
-			if (local[j].handle != NULL)
+			if (l->handle != NULL)
 			{
-				pfree(local[j].handle);
-				local[j].handle = NULL;
+				pfree(l->handle);
+				l->handle = NULL;
 			}
-
-			LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
-			shared = HorizonLauncherDbs(&nshared);
-			for (k = 0; k < *nshared; k++)
-				if (shared[k].dbid == dbs[i])
-					break;
-			if (k == *nshared && k < SG_LAUNCHER_MAX_DBS)
+			if (sg_launcher_wants(l, all, now))
 			{
-				shared[k].dbid = dbs[i];
-				shared[k].wanted = true;
-				shared[k].retry_after = 0;
-				shared[k].worker_pid = 0;
-				(*nshared)++;
+				l->retry_after = 0;
+				sg_launch_worker(dbid, &l->handle);
 			}
-			if (k == *nshared)
-				start = true;	/* table full: just keep probing */
-			else
-			{
-				start = shared[k].wanted || shared[k].retry_after <= now;
-				shared[k].wanted = false;
-			}
-			LWLockRelease(HorizonLauncherLock());
-			if (start)
-				sg_launch_worker(dbs[i], &local[j].handle);
 		}
-		pfree(dbs);
+		sg_launcher_prune(local, round);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 sg_launcher_naptime_ms, PG_WAIT_EXTENSION);
@@ -463,31 +647,41 @@ sg_step_rotate(SgStreamTask *task)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
+}
 
-	/*
-	 * Record what the sealed segment can hold, so that readers already past
-	 * it skip it without touching it (and never wait behind its drop).
-	 * Unknown bounds (no counters loaded) just mean no skipping.
-	 */
-	if (slot >= 0)
-	{
-		SgStream   *st = HorizonStream(slot);
-		int			nparts = st->nparts;
-		int64	   *bounds = palloc(sizeof(int64) * nparts);
+/*
+ * Record what sealed segments can hold, so that readers already past one
+ * skip it without touching it (and never wait behind its drop).  Any
+ * next_seq read once appenders have switched to a later segment bounds
+ * the seqs of every earlier one, so segments sealed while the counters
+ * were not loaded (or by a worker that died before this step) get bounds
+ * at a later round.  Unknown bounds just mean no skipping.
+ */
+static void
+sg_step_bounds(SgStreamTask *task)
+{
+	int			slot = HorizonFindSlot(MyDatabaseId, task->id);
+	SgStream   *st;
+	int32		cur;
+	int64	   *bounds;
+	StringInfoData arr;
+	int			p;
 
-		if (HorizonSeqBounds(slot, bounds, nparts))
-		{
-			StringInfoData arr;
-			int			p;
-
-			initStringInfo(&arr);
-			for (p = 0; p < nparts; p++)
-				appendStringInfo(&arr, "%s%lld", p ? "," : "", (long long) bounds[p]);
-			sg_exec(psprintf("UPDATE streamguard.segment SET seq_bounds = '{%s}' "
-							 "WHERE stream_id = %d AND seg = %d", arr.data, task->id, task->current_seg - 1),
-					SPI_OK_UPDATE);
-		}
-	}
+	if (slot < 0)
+		return;
+	st = HorizonStream(slot);
+	cur = (int32) pg_atomic_read_u32(&st->current_seg);
+	pg_memory_barrier();
+	bounds = palloc(sizeof(int64) * st->nparts);
+	if (!HorizonSeqBounds(slot, bounds, st->nparts))
+		return;
+	initStringInfo(&arr);
+	for (p = 0; p < st->nparts; p++)
+		appendStringInfo(&arr, "%s%lld", p ? "," : "", (long long) bounds[p]);
+	sg_exec(psprintf("UPDATE streamguard.segment SET seq_bounds = '{%s}' "
+					 "WHERE stream_id OPERATOR(pg_catalog.=) %d AND seg OPERATOR(pg_catalog.<) %d "
+					 "AND seq_bounds IS NULL", arr.data, task->id, cur),
+			SPI_OK_UPDATE);
 }
 
 /* drop the oldest segment if retention has passed it */
@@ -639,31 +833,28 @@ sg_step_check_extension(SgStreamTask *unused)
 static void
 sg_mark_absent(void)
 {
-	int		   *n,
-				i;
-	SgLauncherDb *dbs;
+	SgLauncherDb *e;
 
-	LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
-	dbs = HorizonLauncherDbs(&n);
-	for (i = 0; i < *n; i++)
-		if (dbs[i].dbid == MyDatabaseId && !dbs[i].wanted)
-			dbs[i].retry_after = GetCurrentTimestamp() + SG_ABSENT_RETRY_MS * (int64) 1000;
-	LWLockRelease(HorizonLauncherLock());
+	LWLockAcquire(sg_launcher->lock, LW_EXCLUSIVE);
+	e = sg_launcher_entry_locked(MyDatabaseId);
+	if (e != NULL && !e->wanted)
+		e->retry_after = GetCurrentTimestamp() + SG_ABSENT_RETRY_MS * (int64) 1000;
+	LWLockRelease(sg_launcher->lock);
 }
 
 static void
 sg_register_db_worker(pid_t pid)
 {
-	int		   *n,
-				i;
-	SgLauncherDb *dbs;
+	SgLauncherDb *e;
 
-	LWLockAcquire(HorizonLauncherLock(), LW_EXCLUSIVE);
-	dbs = HorizonLauncherDbs(&n);
-	for (i = 0; i < *n; i++)
-		if (dbs[i].dbid == MyDatabaseId)
-			dbs[i].worker_pid = pid;
-	LWLockRelease(HorizonLauncherLock());
+	LWLockAcquire(sg_launcher->lock, LW_EXCLUSIVE);
+	if (pid != 0)
+		e = sg_launcher_entry_locked(MyDatabaseId);
+	else
+		e = hash_search(sg_launcher_dbs, &MyDatabaseId, HASH_FIND, NULL);
+	if (e != NULL && (pid != 0 || e->worker_pid == MyProcPid))
+		e->worker_pid = pid;
+	LWLockRelease(sg_launcher->lock);
 }
 
 static void
@@ -725,6 +916,8 @@ MaintenanceWorkerMain(Datum arg)
 				if (task->retention_us > 0)
 				{
 					sg_run_step(sg_step_rotate, task, "segment rotation");
+					if (task->current_seg > task->min_seg)
+						sg_run_step(sg_step_bounds, task, "segment bounds");
 					while (task->min_seg < task->current_seg)
 					{
 						int32		before = task->min_seg;

@@ -1244,14 +1244,15 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		{
 			int			p;
 
+			/*
+			 * The end is the readable horizon (Kafka's last stable offset),
+			 * not next_seq: other transactions' appends still in flight are
+			 * delivered when they commit.  Ours commit with the pipeline.
+			 */
+			HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 			for (p = 0; p < meta->nparts; p++)
-			{
-				int64		next_seq;
-
-				HorizonEnsureSeqReady(meta->ref, meta->stream_id);
-				(void) HorizonReadable(HorizonStream(meta->ref.slot), p, &next_seq, NULL);
-				ConsumerSeekSeq(meta, cname, p, next_seq);
-			}
+				ConsumerSeekSeq(meta, cname, p,
+								HorizonReadableOwn(HorizonStream(meta->ref.slot), p));
 		}
 		else
 			ConsumerSeekSeq(meta, cname, -1, 0);

@@ -14,6 +14,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
@@ -55,6 +56,7 @@ sg_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	HorizonShmemRequest();
+	MaintenanceShmemRequest();
 	RequestAddinShmemSpace(PipelineShmemSize());
 	RequestNamedLWLockTranche("streamguard pipelines", 1);
 }
@@ -65,6 +67,7 @@ sg_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	HorizonShmemInit();
+	MaintenanceShmemInit();
 	PipelineShmemInit();
 }
 
@@ -201,6 +204,22 @@ StreamguardCheckLoaded(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("streamguard must be loaded via shared_preload_libraries"),
 				 errhint("Add streamguard to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+/*
+ * Reading, seeking and appending need the registry of in-flight appends,
+ * which only the primary has: a standby would load its counters once from
+ * replayed data and read past appends still open on the primary.
+ */
+void
+SgCheckPrimary(const char *function)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("streamguard.%s() cannot run on a hot standby", function),
+				 errdetail("A standby cannot tell which appends are still in flight on the primary."),
+				 errhint("Run it on the primary.")));
 }
 
 /*

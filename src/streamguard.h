@@ -34,7 +34,6 @@
 #define SG_MAX_PARTITIONS_PER_STREAM 1024
 #define SG_DATA_SCHEMA			"streamguard_data"
 #define SG_RATE_BUCKETS			16	/* one-second buckets of committed appends */
-#define SG_LAUNCHER_MAX_DBS		64
 #define SG_RATE_WINDOW			10	/* seconds averaged by append_rate */
 #define SG_MAX_POLL_WAIT_US		(3600 * USECS_PER_SEC)	/* longest poll(wait) */
 
@@ -104,14 +103,6 @@ typedef struct SgStreamRef
 	uint32		incarnation;
 } SgStreamRef;
 
-typedef struct SgLauncherDb
-{
-	Oid			dbid;
-	pid_t		worker_pid;		/* the database's maintenance worker */
-	bool		wanted;			/* a backend asked for a worker here */
-	TimestampTz retry_after;	/* extension absent: probe again then */
-} SgLauncherDb;
-
 extern void HorizonShmemRequest(void);
 extern void HorizonShmemInit(void);
 extern Size HorizonShmemSize(void);
@@ -142,6 +133,7 @@ extern int64 HorizonAssignSeqs(SgStreamRef ref, int partition, int count,
 							   int32 *segment);
 extern int64 HorizonReadable(SgStream *st, int partition, int64 *next_seq,
 							 int *in_flight);
+extern int64 HorizonReadableOwn(SgStream *st, int partition);
 extern void HorizonBumpGenerationAtCommit(int32 stream_id);
 extern void HorizonFreeAtCommit(int32 stream_id);
 extern void HorizonFreeStream(Oid dbid, int32 stream_id);
@@ -150,10 +142,10 @@ extern double HorizonAppendRate(SgStream *st);
 extern void HorizonMakeDurable(void);
 extern bool HorizonSeqBounds(int slot, int64 *bounds, int nparts);
 
-/* launcher bookkeeping (horizon.c holds the array, maintenance.c uses it) */
-extern LWLock *HorizonLauncherLock(void);
-extern SgLauncherDb *HorizonLauncherDbs(int **n);
-extern pid_t *HorizonLauncherPid(void);
+/* launcher and maintenance workers (maintenance.c) */
+extern Size MaintenanceShmemSize(void);
+extern void MaintenanceShmemRequest(void);
+extern void MaintenanceShmemInit(void);
 extern void MaintenanceWakeLauncher(void);
 extern struct BackgroundWorkerHandle *SgStartDynamicWorker(const char *function, const char *type,
 														   const char *name, Datum arg, Oid dbid);
@@ -188,6 +180,7 @@ typedef enum SgPrivilege
 } SgPrivilege;
 
 extern void StreamguardCheckLoaded(void);
+extern void SgCheckPrimary(const char *function);
 extern void SgCheckName(const char *what, const char *name);
 extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern int64 SgIntervalUsecs(Interval *iv);

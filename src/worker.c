@@ -478,6 +478,39 @@ sg_run_isolated(Tuplestorestate *store)
 	return rows;
 }
 
+static void
+sg_end_store(void *arg)
+{
+	tuplestore_end((Tuplestorestate *) arg);
+}
+
+/*
+ * A store for the batch, in batch_cxt (SPI calls leave CurrentMemoryContext
+ * in SPI's procedure context, which dies with the transaction).
+ * at_most_once reads the batch in a second transaction, so there the
+ * store's temp files must not belong to the first one's resource owner
+ * either (they would be closed at its commit); they are closed when
+ * batch_cxt is reset instead.
+ */
+static Tuplestorestate *
+sg_batch_store(int max_kbytes)
+{
+	bool		inter_xact = def.guarantee == SG_AT_MOST_ONCE;
+	MemoryContext oldcxt = MemoryContextSwitchTo(batch_cxt);
+	Tuplestorestate *ts = tuplestore_begin_heap(false, inter_xact, max_kbytes);
+
+	if (inter_xact)
+	{
+		MemoryContextCallback *cb = palloc(sizeof(MemoryContextCallback));
+
+		cb->func = sg_end_store;
+		cb->arg = ts;
+		MemoryContextRegisterResetCallback(batch_cxt, cb);
+	}
+	MemoryContextSwitchTo(oldcxt);
+	return ts;
+}
+
 /*
  * Pipeline-level dedup: drop events whose dedup_key this pipeline already
  * processed within its window (and repeats inside the batch), recording
@@ -544,7 +577,7 @@ sg_dedup_filter(Tuplestorestate *store, int *n)
 	}
 
 	/* keep events without a key, and the first event of each fresh key */
-	out = tuplestore_begin_heap(false, false, work_mem);
+	out = sg_batch_store(work_mem);
 	*n = 0;
 	tuplestore_rescan(store);
 	while (tuplestore_gettupleslot(store, true, false, ev))
@@ -1235,7 +1268,7 @@ sg_batch(bool isolate)
 	}
 
 	oldcxt = MemoryContextSwitchTo(batch_cxt);
-	store = tuplestore_begin_heap(false, false, Max(work_mem, 64 * 1024));
+	store = sg_batch_store(Max(work_mem, 64 * 1024));
 	first = palloc(sizeof(int64) * nparts);
 	last = palloc(sizeof(int64) * nparts);
 	MemoryContextSwitchTo(oldcxt);
