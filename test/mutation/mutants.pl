@@ -145,7 +145,7 @@
 		edits => [ [ 'src/worker.c',
 			"\"WHERE o.position < CASE excluded.partition%s END RETURNING 1\", firsts.data);",
 			"\"WHERE true OR o.position < CASE excluded.partition%s END RETURNING 1\", firsts.data);" ] ],
-		tests => [ 'tap:070_remote_sink.pl' ],
+		tests => [ 'tap:086_offsets_forward.pl', 'tap:070_remote_sink.pl' ],
 	},
 	{
 		name => 'seq_floor_ignored',
@@ -153,6 +153,6 @@
 		edits => [ [ 'src/catalog.c',
 			"\" SELECT seq_floor AS x FROM streamguard.stream_partition \"",
 			"\" SELECT 0::bigint AS x FROM streamguard.stream_partition \"" ] ],
-		tests => [ 'tap:040_retention.pl' ],
+		tests => [ 'tap:041_seq_floor.pl', 'tap:040_retention.pl' ],
 	},
 );
