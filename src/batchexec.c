@@ -26,7 +26,9 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "commands/portalcmds.h"
+#include "funcapi.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
@@ -34,6 +36,41 @@
 
 #include "pipeline.h"
 #include "streamguard.h"
+
+/* the columns of relation "batch" (and of streamguard.event) */
+TupleDesc
+SgEventTupleDesc(void)
+{
+	TupleDesc	desc = CreateTemplateTupleDesc(6);
+
+	TupleDescInitEntry(desc, 1, "partition", INT4OID, -1, 0);
+	TupleDescInitEntry(desc, 2, "seq", INT8OID, -1, 0);
+	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 4, "payload", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 5, "dedup_key", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 6, "appended_at", TIMESTAMPTZOID, -1, 0);
+	return BlessTupleDesc(desc);
+}
+
+/*
+ * Make the batch visible to the SPI connection as the relation "batch".
+ */
+void
+PipelineRegisterBatch(Tuplestorestate *store, TupleDesc desc, int64 ntuples)
+{
+	EphemeralNamedRelation enr = palloc0(sizeof(EphemeralNamedRelationData));
+	int			ret;
+
+	enr->md.name = "batch";
+	enr->md.reliddesc = InvalidOid;
+	enr->md.tupdesc = desc;
+	enr->md.enrtype = ENR_NAMED_TUPLESTORE;
+	enr->md.enrtuples = (double) ntuples;
+	enr->reldata = store;
+	ret = SPI_register_relation(enr);
+	if (ret != SPI_OK_REL_REGISTER)
+		elog(ERROR, "could not register the batch relation: %s", SPI_result_code_string(ret));
+}
 
 void
 BatchEnterOwner(SgOwnerContext *ctx, Oid owner, const char *search_path, int timeout_ms,

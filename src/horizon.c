@@ -68,10 +68,18 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "pipeline.h"
 #include "streamguard.h"
 
 #define SG_NO_SEQ	0			/* seqs start at 1 */
+
+/*
+ * What this layer needs from the layers above, installed by _PG_init so
+ * that shared memory calls no one above it: who to wake when appends to a
+ * stream commit (pipeline workers), and how to load a partition's highest
+ * seq from storage (the catalog).
+ */
+HorizonWakeFn HorizonCommitWake = NULL;
+HorizonSeqLoaderFn HorizonSeqLoader = NULL;
 
 typedef struct SgOpenAppend
 {
@@ -402,7 +410,7 @@ HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id)
 	cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
 	maxima = palloc(sizeof(int64) * st->nparts);
 	for (p = 0; p < st->nparts; p++)
-		maxima[p] = StreamMaxSeq(stream_id, p, min_seg, cur_seg);
+		maxima[p] = HorizonSeqLoader(stream_id, p, min_seg, cur_seg);
 
 	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
 	if (pg_atomic_read_u32(&st->incarnation) == ref.incarnation && !st->seq_ready)
@@ -797,7 +805,8 @@ sg_release_open_appends(bool committed)
 			continue;
 		if (nwoken < (int) lengthof(woken))
 			woken[nwoken++] = slot;
-		PipelineWakeStream(sg_streams[slot].dbid, sg_streams[slot].stream_id);
+		if (HorizonCommitWake)
+			HorizonCommitWake(sg_streams[slot].dbid, sg_streams[slot].stream_id);
 		ConditionVariableBroadcast(&sg_streams[slot].readable);
 	}
 }

@@ -235,52 +235,6 @@ typedef struct LauncherLocal
 	uint64		round;			/* last round that saw it in pg_database */
 } LauncherLocal;
 
-/*
- * Start a dynamic worker of ours that connects to the current or a given
- * database; its handle lives in TopMemoryContext (it outlives transactions).
- * Returns NULL, having logged why, when no worker slot is free.
- */
-BackgroundWorkerHandle *
-SgStartDynamicWorker(const char *function, const char *type, const char *name,
-					 Datum arg, Oid dbid)
-{
-	BackgroundWorker worker;
-	BackgroundWorkerHandle *handle;
-	MemoryContext oldcxt;
-	bool		ok;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "streamguard");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", type);
-	worker.bgw_main_arg = arg;
-	memcpy(worker.bgw_extra, &dbid, sizeof(Oid));
-	worker.bgw_notify_pid = MyProcPid;
-	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-	ok = RegisterDynamicBackgroundWorker(&worker, &handle);
-	MemoryContextSwitchTo(oldcxt);
-	if (!ok)
-	{
-		/* retried every round: say so once a minute, not every round */
-		static TimestampTz last_report = 0;
-		TimestampTz now = GetCurrentTimestamp();
-
-		if (last_report == 0 ||
-			TimestampDifferenceExceeds(last_report, now, 60 * 1000))
-		{
-			last_report = now;
-			ereport(LOG,
-					(errmsg("%s could not be started: no background worker slot is free", name),
-					 errhint("Raise max_worker_processes; each database with streamguard needs one worker slot and each running pipeline one more.")));
-		}
-		return NULL;
-	}
-	return handle;
-}
 
 static void
 sg_launch_worker(Oid dbid, BackgroundWorkerHandle **handle)

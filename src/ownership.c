@@ -57,37 +57,6 @@ extern Datum sg_drop_stream(PG_FUNCTION_ARGS);
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
-/* ---------------------------------------------------------------- quotas */
-
-/*
- * Serialize creations for one role, and against DROP ROLE of it.  Fails if
- * the role was dropped meanwhile.
- */
-void
-SgLockRoleForCreate(Oid roleid)
-{
-	LockSharedObject(AuthIdRelationId, roleid, 0, ShareUpdateExclusiveLock);
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(roleid)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("role with OID %u does not exist", roleid)));
-}
-
-void
-SgCheckRoleQuota(const char *what, Oid roleid, int64 have, int64 adding, int limit,
-				 const char *guc)
-{
-	if (limit < 0 || superuser_arg(roleid) || have + adding <= limit)
-		return;
-	ereport(ERROR,
-			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("role \"%s\" may own at most %d %s in this database",
-					GetUserNameFromId(roleid, false), limit, what),
-			 errdetail("The role owns %lld; this would add %lld.",
-					   (long long) have, (long long) adding),
-			 errhint("A superuser can raise %s for the role with ALTER ROLE ... SET.", guc)));
-}
-
 /* ------------------------------------------------------------- the hook */
 
 static bool

@@ -447,8 +447,9 @@ typedef struct SgPipeRow
  * that the caller may change it: 42704 if there is none, 42501 if the
  * caller is not its owner, a member, or a superuser.
  */
-static void
-sg_find_pipeline(const char *sql, const char *name, bool read_only, Oid caller, SgPipeRow *row)
+static bool
+sg_find_pipeline(const char *sql, const char *name, bool read_only, Oid caller, SgPipeRow *row,
+				 bool missing_ok)
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(name)};
@@ -459,15 +460,20 @@ sg_find_pipeline(const char *sql, const char *name, bool read_only, Oid caller, 
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pipeline lookup failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
+	{
+		if (missing_ok)
+			return false;
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pipeline \"%s\" does not exist", name)));
+	}
 	row->id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	row->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	if (!superuser_arg(caller) && !has_privs_of_role(caller, row->owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of pipeline \"%s\"", name)));
+	return true;
 }
 
 /*
@@ -475,7 +481,7 @@ sg_find_pipeline(const char *sql, const char *name, bool read_only, Oid caller, 
  * SPI connected, running as the data owner.
  */
 static SgPipeRow
-sg_lock_pipeline(const char *name, Oid caller, bool fence)
+sg_lock_pipeline_ext(const char *name, Oid caller, bool fence, bool missing_ok)
 {
 	SgPipeRow	row;
 	bool		isnull;
@@ -484,8 +490,11 @@ sg_lock_pipeline(const char *name, Oid caller, bool fence)
 	SgCheckName("pipeline", name);
 
 	/* who may touch it: checked before anything else happens */
-	sg_find_pipeline("SELECT id, owner FROM streamguard.pipeline "
-					 "WHERE name OPERATOR(pg_catalog.=) $1", name, true, caller, &row);
+	memset(&row, 0, sizeof(row));
+	/* not read-only: a fresh snapshot, for callers that waited for a lock */
+	if (!sg_find_pipeline("SELECT id, owner FROM streamguard.pipeline "
+						  "WHERE name OPERATOR(pg_catalog.=) $1", name, false, caller, &row, missing_ok))
+		return row;				/* id 0: gone, and the caller said that is fine */
 	if (row.id == SgRunningPipelineId)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -524,14 +533,25 @@ sg_lock_pipeline(const char *name, Oid caller, bool fence)
 		}
 	}
 	/* the owner may have changed while we waited: checked again */
-	sg_find_pipeline("SELECT p.id, p.owner, s.name, p.state, p.epoch "
-					 "FROM streamguard.pipeline p LEFT JOIN streamguard.stream s "
-					 "ON s.id OPERATOR(pg_catalog.=) p.stream_id "
-					 "WHERE p.name OPERATOR(pg_catalog.=) $1 FOR UPDATE OF p", name, false, caller, &row);
+	if (!sg_find_pipeline("SELECT p.id, p.owner, s.name, p.state, p.epoch "
+						  "FROM streamguard.pipeline p LEFT JOIN streamguard.stream s "
+						  "ON s.id OPERATOR(pg_catalog.=) p.stream_id "
+						  "WHERE p.name OPERATOR(pg_catalog.=) $1 FOR UPDATE OF p", name, false, caller, &row,
+						  missing_ok))
+	{
+		row.id = 0;
+		return row;
+	}
 	row.stream = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
 	row.state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 	row.epoch = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
 	return row;
+}
+
+static SgPipeRow
+sg_lock_pipeline(const char *name, Oid caller, bool fence)
+{
+	return sg_lock_pipeline_ext(name, caller, fence, false);
 }
 
 static void
@@ -561,39 +581,6 @@ PipelineConsumerName(const char *pipeline)
 	return psprintf("pipeline:%s", pipeline);
 }
 
-TupleDesc
-SgEventTupleDesc(void)
-{
-	TupleDesc	desc = CreateTemplateTupleDesc(6);
-
-	TupleDescInitEntry(desc, 1, "partition", INT4OID, -1, 0);
-	TupleDescInitEntry(desc, 2, "seq", INT8OID, -1, 0);
-	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
-	TupleDescInitEntry(desc, 4, "payload", JSONBOID, -1, 0);
-	TupleDescInitEntry(desc, 5, "dedup_key", TEXTOID, -1, 0);
-	TupleDescInitEntry(desc, 6, "appended_at", TIMESTAMPTZOID, -1, 0);
-	return BlessTupleDesc(desc);
-}
-
-/*
- * Make the batch visible to the SPI connection as the relation "batch".
- */
-void
-PipelineRegisterBatch(Tuplestorestate *store, TupleDesc desc, int64 ntuples)
-{
-	EphemeralNamedRelation enr = palloc0(sizeof(EphemeralNamedRelationData));
-	int			ret;
-
-	enr->md.name = "batch";
-	enr->md.reliddesc = InvalidOid;
-	enr->md.tupdesc = desc;
-	enr->md.enrtype = ENR_NAMED_TUPLESTORE;
-	enr->md.enrtuples = (double) ntuples;
-	enr->reldata = store;
-	ret = SPI_register_relation(enr);
-	if (ret != SPI_OK_REL_REGISTER)
-		elog(ERROR, "could not register the batch relation: %s", SPI_result_code_string(ret));
-}
 
 /*
  * Statements that can never run in a pipeline's batch: the worker commits
@@ -1327,7 +1314,7 @@ sg_resume_pipeline(PG_FUNCTION_ARGS)
  * sink, delete its rows.  `caller` must own it (or act as its owner).
  */
 static void
-sg_drop_one(const char *name, Oid caller)
+sg_drop_one(const char *name, Oid caller, bool missing_ok)
 {
 	SgUserSave	save;
 	SgPipeRow	row;
@@ -1337,7 +1324,14 @@ sg_drop_one(const char *name, Oid caller)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	SgBecomeDataOwner(&save, true);
-	row = sg_lock_pipeline(name, caller, true);
+	row = sg_lock_pipeline_ext(name, caller, true, missing_ok);
+	if (row.id == 0)
+	{
+		/* dropped meanwhile by someone else */
+		SgRestoreUser(&save);
+		SPI_finish();
+		return;
+	}
 	values[0] = Int32GetDatum(row.id);
 	values[1] = CStringGetTextDatum(PipelineConsumerName(name));
 
@@ -1373,7 +1367,7 @@ Datum
 sg_drop_pipeline(PG_FUNCTION_ARGS)
 {
 	StreamguardCheckLoaded();
-	sg_drop_one(SgTextArg(fcinfo, 0, "pipeline name"), GetUserId());
+	sg_drop_one(SgTextArg(fcinfo, 0, "pipeline name"), GetUserId(), false);
 	PG_RETURN_VOID();
 }
 
@@ -1397,8 +1391,13 @@ PipelineDropForStream(int32 stream_id)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	SgBecomeDataOwner(&save, true);
+	/*
+	 * A statement snapshot taken now (not read-only): it sees every pipeline
+	 * committed while the caller waited for the stream's row lock, and none
+	 * can be created on the stream until the caller's transaction ends.
+	 */
 	if (SPI_execute_with_args("SELECT name FROM streamguard.pipeline WHERE stream_id = $1 ORDER BY name",
-							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pipeline list failed");
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -1411,7 +1410,7 @@ PipelineDropForStream(int32 stream_id)
 	SgRestoreUser(&save);
 	SPI_finish();
 	foreach(lc, names)
-		sg_drop_one(lfirst(lc), BOOTSTRAP_SUPERUSERID);
+		sg_drop_one(lfirst(lc), BOOTSTRAP_SUPERUSERID, true);
 }
 
 /*

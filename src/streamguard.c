@@ -44,7 +44,7 @@ int32		SgRunningPipelineId = 0;
 int32		SgRunningSourceStream = 0;
 bool		SgRunningAllowSourceAppend = false;
 
-static bool sg_loaded = false;
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -75,6 +75,10 @@ void
 _PG_init(void)
 {
 	BackgroundWorker worker;
+
+	/* the shared-memory layer's callbacks into the layers above it */
+	HorizonCommitWake = PipelineWakeStream;
+	HorizonSeqLoader = StreamMaxSeq;
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;
@@ -153,136 +157,5 @@ _PG_init(void)
 	snprintf(worker.bgw_type, BGW_MAXLEN, "streamguard launcher");
 	RegisterBackgroundWorker(&worker);
 
-	sg_loaded = true;
-}
-
-/*
- * Settings that our own SQL must not take from anybody else.  A background
- * worker of ours connects as the bootstrap superuser and picks up the
- * database's and role's settings (ALTER DATABASE ... SET, which a database
- * owner may run): a search_path naming a schema of theirs would let their
- * functions and operators stand in for built-in ones in our statements.
- * Session-level values outrank those, and everything a pipeline's SQL sets
- * is rolled back after each batch (worker.c), so these hold for the life
- * of the worker.
- */
-void
-SgHardenWorkerSession(void)
-{
-	static const char *const settings[][2] = {
-		{"search_path", "pg_catalog, pg_temp"},
-		{"default_table_access_method", "heap"},
-		{"default_tablespace", ""},
-		{"temp_tablespaces", ""},
-		{"default_transaction_isolation", "read committed"},
-		{"default_transaction_read_only", "off"},
-		{"default_transaction_deferrable", "off"},
-		{"transform_null_equals", "off"},
-		{"statement_timeout", "0"},
-		{"lock_timeout", "0"},
-		{"idle_in_transaction_session_timeout", "0"},
-		{"datestyle", "ISO, MDY"},
-		{"intervalstyle", "postgres"},
-		{"extra_float_digits", "3"},
-		{"row_security", "on"},
-		{"check_function_bodies", "on"},
-	};
-	int			i;
-
-	for (i = 0; i < lengthof(settings); i++)
-		SetConfigOption(settings[i][0], settings[i][1], PGC_SUSET, PGC_S_SESSION);
-}
-
-/*
- * Every SQL entry point calls this first.
- */
-void
-StreamguardCheckLoaded(void)
-{
-	if (!sg_loaded)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("streamguard must be loaded via shared_preload_libraries"),
-				 errhint("Add streamguard to shared_preload_libraries in postgresql.conf and restart the server.")));
-}
-
-/*
- * Reading, seeking and appending need the registry of in-flight appends,
- * which only the primary has: a standby would load its counters once from
- * replayed data and read past appends still open on the primary.
- */
-void
-SgCheckPrimary(const char *function)
-{
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("streamguard.%s() cannot run on a hot standby", function),
-				 errdetail("A standby cannot tell which appends are still in flight on the primary."),
-				 errhint("Run it on the primary.")));
-}
-
-/*
- * Names of streams and consumers: 1..63 bytes of letters, digits, '_' and
- * '-', starting with a letter or '_'.  They are only ever used as values,
- * but a strict alphabet keeps them safe to print and to quote.
- */
-void
-SgCheckName(const char *what, const char *name)
-{
-	size_t		len = strlen(name);
-	const char *c;
-
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("%s name must not be empty", what)));
-	if (len > SG_MAX_NAME_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("%s name \"%s\" is too long", what, name),
-				 errdetail("The name is %zu bytes; the limit is %d.", len, SG_MAX_NAME_LEN)));
-	for (c = name; *c; c++)
-	{
-		bool		ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-			*c == '_' || (c != name && ((*c >= '0' && *c <= '9') || *c == '-'));
-
-		if (!ok)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_NAME),
-					 errmsg("invalid %s name \"%s\"", what, name),
-					 errdetail("Names may contain letters, digits, \"_\" and \"-\", and must start with a letter or \"_\".")));
-	}
-}
-
-/*
- * A required text argument: NULL is refused with the parameter's name.
- */
-char *
-SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", what)));
-	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
-}
-
-/*
- * Add a valid OID to a set kept as an array of at most `max` (no repeats);
- * returns the new count.
- */
-int
-SgAddOid(Oid *set, int n, int max, Oid oid)
-{
-	int			i;
-
-	if (!OidIsValid(oid))
-		return n;
-	for (i = 0; i < n; i++)
-		if (set[i] == oid)
-			return n;
-	if (n < max)
-		set[n++] = oid;
-	return n;
+	SgLoaded = true;
 }

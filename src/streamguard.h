@@ -53,14 +53,16 @@ extern int32 SgRunningPipelineId;
 extern int32 SgRunningSourceStream;
 extern bool SgRunningAllowSourceAppend;
 
+/* util.c */
+extern bool SgLoaded;
 extern void SgHardenWorkerSession(void);
 extern int	SgAddOid(Oid *set, int n, int max, Oid oid);
-
-/* ownership.c */
-extern void OwnershipInstallHooks(void);
 extern void SgLockRoleForCreate(Oid roleid);
 extern void SgCheckRoleQuota(const char *what, Oid roleid, int64 have, int64 adding, int limit,
 							 const char *guc);
+
+/* ownership.c */
+extern void OwnershipInstallHooks(void);
 
 /* ----------------------------------------------------------------
  * Shared memory (horizon.c owns it; see the banner there for locking)
@@ -103,6 +105,10 @@ typedef struct SgStreamRef
 	uint32		incarnation;
 } SgStreamRef;
 
+typedef void (*HorizonWakeFn) (Oid dbid, int32 stream_id);
+typedef int64 (*HorizonSeqLoaderFn) (int32 stream_id, int partition, int32 min_seg, int32 cur_seg);
+extern HorizonWakeFn HorizonCommitWake;
+extern HorizonSeqLoaderFn HorizonSeqLoader;
 extern void HorizonShmemRequest(void);
 extern void HorizonShmemInit(void);
 extern Size HorizonShmemSize(void);

@@ -1,0 +1,243 @@
+/*-------------------------------------------------------------------------
+ *
+ * util.c
+ *		Small helpers every module uses, at the bottom of the layers (they
+ *		call no other file of ours): the entry checks of the SQL functions,
+ *		name and argument checks, the worker session's pinned settings, and
+ *		starting a dynamic background worker of ours.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "catalog/pg_authid.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "streamguard.h"
+
+/* set by _PG_init when loaded through shared_preload_libraries */
+bool		SgLoaded = false;
+
+/*
+ * Settings that our own SQL must not take from anybody else.  A background
+ * worker of ours connects as the bootstrap superuser and picks up the
+ * database's and role's settings (ALTER DATABASE ... SET, which a database
+ * owner may run): a search_path naming a schema of theirs would let their
+ * functions and operators stand in for built-in ones in our statements.
+ * Session-level values outrank those, and everything a pipeline's SQL sets
+ * is rolled back after each batch (worker.c), so these hold for the life
+ * of the worker.
+ */
+void
+SgHardenWorkerSession(void)
+{
+	static const char *const settings[][2] = {
+		{"search_path", "pg_catalog, pg_temp"},
+		{"default_table_access_method", "heap"},
+		{"default_tablespace", ""},
+		{"temp_tablespaces", ""},
+		{"default_transaction_isolation", "read committed"},
+		{"default_transaction_read_only", "off"},
+		{"default_transaction_deferrable", "off"},
+		{"transform_null_equals", "off"},
+		{"statement_timeout", "0"},
+		{"lock_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+		{"datestyle", "ISO, MDY"},
+		{"intervalstyle", "postgres"},
+		{"extra_float_digits", "3"},
+		{"row_security", "on"},
+		{"check_function_bodies", "on"},
+	};
+	int			i;
+
+	for (i = 0; i < lengthof(settings); i++)
+		SetConfigOption(settings[i][0], settings[i][1], PGC_SUSET, PGC_S_SESSION);
+}
+
+/*
+ * Every SQL entry point calls this first.
+ */
+void
+StreamguardCheckLoaded(void)
+{
+	if (!SgLoaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("streamguard must be loaded via shared_preload_libraries"),
+				 errhint("Add streamguard to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+/*
+ * Reading, seeking and appending need the registry of in-flight appends,
+ * which only the primary has: a standby would load its counters once from
+ * replayed data and read past appends still open on the primary.
+ */
+void
+SgCheckPrimary(const char *function)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("streamguard.%s() cannot run on a hot standby", function),
+				 errdetail("A standby cannot tell which appends are still in flight on the primary."),
+				 errhint("Run it on the primary.")));
+}
+
+/*
+ * Names of streams and consumers: 1..63 bytes of letters, digits, '_' and
+ * '-', starting with a letter or '_'.  They are only ever used as values,
+ * but a strict alphabet keeps them safe to print and to quote.
+ */
+void
+SgCheckName(const char *what, const char *name)
+{
+	size_t		len = strlen(name);
+	const char *c;
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("%s name must not be empty", what)));
+	if (len > SG_MAX_NAME_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("%s name \"%s\" is too long", what, name),
+				 errdetail("The name is %zu bytes; the limit is %d.", len, SG_MAX_NAME_LEN)));
+	for (c = name; *c; c++)
+	{
+		bool		ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+			*c == '_' || (c != name && ((*c >= '0' && *c <= '9') || *c == '-'));
+
+		if (!ok)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_NAME),
+					 errmsg("invalid %s name \"%s\"", what, name),
+					 errdetail("Names may contain letters, digits, \"_\" and \"-\", and must start with a letter or \"_\".")));
+	}
+}
+
+/*
+ * A required text argument: NULL is refused with the parameter's name.
+ */
+char *
+SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", what)));
+	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
+}
+
+/*
+ * Add a valid OID to a set kept as an array of at most `max` (no repeats);
+ * returns the new count.
+ */
+int
+SgAddOid(Oid *set, int n, int max, Oid oid)
+{
+	int			i;
+
+	if (!OidIsValid(oid))
+		return n;
+	for (i = 0; i < n; i++)
+		if (set[i] == oid)
+			return n;
+	if (n < max)
+		set[n++] = oid;
+	return n;
+}
+
+/*
+ * Start a dynamic worker of ours that connects to the current or a given
+ * database; its handle lives in TopMemoryContext (it outlives transactions).
+ * Returns NULL, having logged why, when no worker slot is free.
+ */
+BackgroundWorkerHandle *
+SgStartDynamicWorker(const char *function, const char *type, const char *name,
+					 Datum arg, Oid dbid)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+	MemoryContext oldcxt;
+	bool		ok;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "streamguard");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", type);
+	worker.bgw_main_arg = arg;
+	memcpy(worker.bgw_extra, &dbid, sizeof(Oid));
+	worker.bgw_notify_pid = MyProcPid;
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	ok = RegisterDynamicBackgroundWorker(&worker, &handle);
+	MemoryContextSwitchTo(oldcxt);
+	if (!ok)
+	{
+		/* retried every round: say so once a minute, not every round */
+		static TimestampTz last_report = 0;
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (last_report == 0 ||
+			TimestampDifferenceExceeds(last_report, now, 60 * 1000))
+		{
+			last_report = now;
+			ereport(LOG,
+					(errmsg("%s could not be started: no background worker slot is free", name),
+					 errhint("Raise max_worker_processes; each database with streamguard needs one worker slot and each running pipeline one more.")));
+		}
+		return NULL;
+	}
+	return handle;
+}
+
+/* --------------------------------------------------------------- quotas */
+
+/*
+ * Creating a stream or pipeline: see ownership.c for why a create takes a
+ * self-conflicting lock on the owning role.
+ */
+
+/*
+ * Serialize creations for one role, and against DROP ROLE of it.  Fails if
+ * the role was dropped meanwhile.
+ */
+void
+SgLockRoleForCreate(Oid roleid)
+{
+	LockSharedObject(AuthIdRelationId, roleid, 0, ShareUpdateExclusiveLock);
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(roleid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", roleid)));
+}
+
+void
+SgCheckRoleQuota(const char *what, Oid roleid, int64 have, int64 adding, int limit,
+				 const char *guc)
+{
+	if (limit < 0 || superuser_arg(roleid) || have + adding <= limit)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("role \"%s\" may own at most %d %s in this database",
+					GetUserNameFromId(roleid, false), limit, what),
+			 errdetail("The role owns %lld; this would add %lld.",
+					   (long long) have, (long long) adding),
+			 errhint("A superuser can raise %s for the role with ALTER ROLE ... SET.", guc)));
+}
