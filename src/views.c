@@ -2,7 +2,8 @@
  *
  * views.c
  *		Set-returning functions behind the progress views
- *		(streamguard.streams, stream_partitions, consumers).
+ *		(streamguard.streams, stream_partitions, consumers, horizon_holders),
+ *		and the predicates the views filter rows with (_is_member, _can_read).
  *
  * Counters and horizons come from shared memory; first/last seqs are
  * index probes on the retained segments.  Nothing here scans a stream.
@@ -15,8 +16,10 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "streamguard.h"
 
@@ -234,4 +237,71 @@ sg_open_appends(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* ------------------------------------------------------ view predicates */
+
+PG_FUNCTION_INFO_V1(sg_is_member);
+PG_FUNCTION_INFO_V1(sg_can_read);
+
+/* the current role acts as `role`: superuser, the role, or a member */
+static bool
+sg_acts_as(Oid role)
+{
+	if (superuser())
+		return true;
+	/* a role dropped from another database: nobody is its member */
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		return false;
+	return has_privs_of_role(GetUserId(), role);
+}
+
+/*
+ * _is_member(role) -> whether the current role may see what `role` owns.
+ * Never fails for a role that no longer exists.
+ */
+Datum
+sg_is_member(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sg_acts_as(PG_GETARG_OID(0)));
+}
+
+/*
+ * _can_read(stream_id) -> whether the current role may read the stream
+ * (owner, member of the owner, or a read grant to a role it acts as).
+ * Reads the catalog directly, so a view using it works even when shared
+ * memory has no room for the stream.
+ */
+Datum
+sg_can_read(PG_FUNCTION_ARGS)
+{
+	int32		stream_id = PG_GETARG_INT32(0);
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(stream_id)};
+	SgUserSave	save;
+	bool		result = false;
+	uint64		i;
+
+	if (superuser())
+		PG_RETURN_BOOL(true);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(&save, true);
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "SELECT owner FROM streamguard.stream WHERE id OPERATOR(pg_catalog.=) $1 "
+									  "UNION ALL SELECT grantee FROM streamguard.stream_grant "
+									  "WHERE stream_id OPERATOR(pg_catalog.=) $1 AND can_read",
+									  1, types),
+						 values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "stream privilege lookup failed");
+	SgRestoreUser(&save);
+	for (i = 0; i < SPI_processed && !result; i++)
+	{
+		bool		isnull;
+
+		result = sg_acts_as(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	SPI_finish();
+	PG_RETURN_BOOL(result);
 }

@@ -1,0 +1,598 @@
+/*-------------------------------------------------------------------------
+ *
+ * pipeline_slots.c
+ *		Pipelines in shared memory: their slots, the wake-ups, the batch
+ *		history and duration histogram, the runtime views that read them,
+ *		and the supervisor that keeps one worker per running pipeline (run
+ *		by each database's maintenance worker).
+ *
+ * One SgPipelineSlot per pipeline (streamguard.max_pipelines of them),
+ * found by (database, pipeline id).  The slot array's identity fields are
+ * protected by the "streamguard pipelines" LWLock; each slot's runtime
+ * fields by its spinlock.  Slots hold what must be cheap to read (worker
+ * pid, rates, the recent batches) or must not survive a crash (fault
+ * injection); durable counters live in the pipeline row.
+ *
+ * This file calls nothing above it: the pipeline SQL API (pipeline.c), the
+ * worker (worker.c) and the maintenance worker call into it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "pipeline.h"
+#include "streamguard.h"
+
+PG_FUNCTION_INFO_V1(sg_pipeline_runtime);
+PG_FUNCTION_INFO_V1(sg_pipeline_batches);
+PG_FUNCTION_INFO_V1(sg_pipeline_histogram);
+PG_FUNCTION_INFO_V1(sg_remote_runtime);
+
+int			sg_max_pipelines = 64;
+
+typedef struct SgPipelineShared
+{
+	LWLock	   *lock;
+	SgPipelineSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} SgPipelineShared;
+
+static SgPipelineShared *sg_pipes = NULL;
+
+/* ------------------------------------------------------- shared memory */
+
+Size
+PipelineShmemSize(void)
+{
+	return add_size(offsetof(SgPipelineShared, slots),
+					mul_size(sg_max_pipelines, sizeof(SgPipelineSlot)));
+}
+
+void
+PipelineShmemInit(void)
+{
+	bool		found;
+	int			i;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	sg_pipes = ShmemInitStruct("streamguard pipelines", PipelineShmemSize(), &found);
+	if (!found)
+	{
+		memset(sg_pipes, 0, PipelineShmemSize());
+		sg_pipes->lock = &(GetNamedLWLockTranche("streamguard pipelines"))->lock;
+		for (i = 0; i < sg_max_pipelines; i++)
+		{
+			SpinLockInit(&sg_pipes->slots[i].mutex);
+			sg_pipes->slots[i].worker_procno = -1;
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+SgPipelineSlot *
+PipelineSlot(Oid dbid, int32 pipeline_id, bool create)
+{
+	int			i,
+				free_slot = -1;
+	SgPipelineSlot *slot = NULL;
+
+	LWLockAcquire(sg_pipes->lock, create ? LW_EXCLUSIVE : LW_SHARED);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid == dbid && s->pipeline_id == pipeline_id)
+		{
+			slot = s;
+			break;
+		}
+		if (s->dbid == InvalidOid && free_slot < 0)
+			free_slot = i;
+	}
+	if (slot == NULL && create)
+	{
+		if (free_slot < 0)
+		{
+			LWLockRelease(sg_pipes->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many pipelines"),
+					 errdetail("All %d pipeline slots in shared memory are in use.", sg_max_pipelines),
+					 errhint("Raise streamguard.max_pipelines and restart the server.")));
+		}
+		slot = &sg_pipes->slots[free_slot];
+		SpinLockAcquire(&slot->mutex);
+		slot->dbid = dbid;
+		slot->pipeline_id = pipeline_id;
+		slot->stream_id = 0;
+		slot->worker_pid = 0;
+		slot->worker_procno = -1;
+		slot->clean_exit = false;
+		slot->fence_requested = false;
+		slot->no_worker_slot = false;
+		slot->failures = 0;
+		slot->next_start = 0;
+		slot->events_per_sec = 0;
+		slot->last_batch_end = 0;
+		slot->nhistory = 0;
+		memset(slot->hist_counts, 0, sizeof(slot->hist_counts));
+		slot->hist_sum = 0;
+		memset(slot->remote, 0, sizeof(slot->remote));
+		slot->fault_point = SG_FAULT_NONE;
+		slot->fault_count = 0;
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(sg_pipes->lock);
+	return slot;
+}
+
+void
+PipelineFreeSlot(Oid dbid, int32 pipeline_id)
+{
+	int			i;
+
+	LWLockAcquire(sg_pipes->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid == dbid && s->pipeline_id == pipeline_id)
+		{
+			PipelineWakeWorker(s);
+			s->dbid = InvalidOid;
+			s->pipeline_id = 0;
+		}
+	}
+	LWLockRelease(sg_pipes->lock);
+}
+
+/* Free every pipeline slot of a database (dropped, or its extension). */
+void
+PipelineFreeDatabase(Oid dbid)
+{
+	int			i;
+
+	LWLockAcquire(sg_pipes->lock, LW_EXCLUSIVE);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid == dbid)
+		{
+			s->dbid = InvalidOid;
+			s->pipeline_id = 0;
+		}
+	}
+	LWLockRelease(sg_pipes->lock);
+}
+
+/* databases that hold pipeline slots, added to dbids[] (no repeats) */
+int
+PipelineSlotDatabases(Oid *dbids, int max)
+{
+	int			i,
+				n = 0;
+
+	LWLockAcquire(sg_pipes->lock, LW_SHARED);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		n = SgAddOid(dbids, n, max, sg_pipes->slots[i].dbid);
+	}
+	LWLockRelease(sg_pipes->lock);
+	return n;
+}
+
+void
+PipelineWakeWorker(SgPipelineSlot *slot)
+{
+	int			procno;
+
+	SpinLockAcquire(&slot->mutex);
+	procno = slot->worker_procno;
+	SpinLockRelease(&slot->mutex);
+	if (procno >= 0)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * An append to this stream committed: wake the pipelines reading it.
+ * Called from the commit callback, so it must not fail.
+ */
+void
+PipelineWakeStream(Oid dbid, int32 stream_id)
+{
+	int			i;
+
+	if (sg_pipes == NULL)
+		return;
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid == dbid && s->stream_id == stream_id && s->worker_procno >= 0)
+			PipelineWakeWorker(s);
+	}
+}
+
+/* upper bounds (seconds) of the batch-duration histogram's buckets */
+const double SgHistBounds[SG_HIST_BUCKETS] = {
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10
+};
+
+/* count one committed batch of `seconds` (caller holds slot->mutex) */
+void
+PipelineCountDuration(SgPipelineSlot *slot, double seconds)
+{
+	int			b;
+
+	for (b = 0; b < SG_HIST_BUCKETS; b++)
+		if (seconds <= SgHistBounds[b])
+		{
+			slot->hist_counts[b]++;
+			break;
+		}
+	slot->hist_sum += seconds;
+}
+
+const char *
+GuaranteeName(SgGuarantee g)
+{
+	switch (g)
+	{
+		case SG_EXACTLY_ONCE:
+			return "exactly_once";
+		case SG_AT_LEAST_ONCE:
+			return "at_least_once";
+		case SG_AT_MOST_ONCE:
+			return "at_most_once";
+	}
+	return "?";
+}
+
+/* ------------------------------------------------------------- views */
+
+/*
+ * _pipeline_runtime() -> (pipeline_id, worker_pid, events_per_sec,
+ *		last_batch_ms, last_fetch_ms, last_process_ms, last_commit_ms)
+ */
+Datum
+sg_pipeline_runtime(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+		Datum		values[8];
+		bool		nulls[8] = {false};
+		bool		no_slot;
+		TimestampTz next_start;
+		SgBatchRecord last;
+		int64		n;
+		pid_t		pid;
+		double		eps;
+
+		if (s->dbid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&s->mutex);
+		n = s->nhistory;
+		if (n > 0)
+			last = s->history[(n - 1) % SG_BATCH_HISTORY];
+		pid = s->worker_pid;
+		eps = s->events_per_sec;
+		no_slot = s->no_worker_slot;
+		next_start = s->next_start;
+		SpinLockRelease(&s->mutex);
+
+		values[0] = Int32GetDatum(s->pipeline_id);
+		values[1] = Int32GetDatum(pid);
+		nulls[1] = (pid == 0);
+		values[2] = Float8GetDatum(eps);
+		if (n > 0)
+		{
+			values[3] = Float8GetDatum((last.fetch_us + last.process_us + last.commit_us) / 1000.0);
+			values[4] = Float8GetDatum(last.fetch_us / 1000.0);
+			values[5] = Float8GetDatum(last.process_us / 1000.0);
+			values[6] = Float8GetDatum(last.commit_us / 1000.0);
+		}
+		else
+			nulls[3] = nulls[4] = nulls[5] = nulls[6] = true;
+		values[7] = CStringGetTextDatum(pid != 0 ? "running" :
+										no_slot ? "waiting for a worker slot" :
+										next_start > GetCurrentTimestamp() ? "backing off after a failure" :
+										"starting");
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * _pipeline_batches() -> the checkpoint log held in shared memory
+ */
+Datum
+sg_pipeline_batches(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+		SgBatchRecord *copy;
+		int64		n,
+					k,
+					from;
+		int32		id;
+
+		if (s->dbid != MyDatabaseId)
+			continue;
+		copy = palloc(sizeof(SgBatchRecord) * SG_BATCH_HISTORY);
+		SpinLockAcquire(&s->mutex);
+		id = s->pipeline_id;
+		n = s->nhistory;
+		memcpy(copy, s->history, sizeof(SgBatchRecord) * SG_BATCH_HISTORY);
+		SpinLockRelease(&s->mutex);
+		from = Max(0, n - SG_BATCH_HISTORY);
+		for (k = from; k < n; k++)
+		{
+			SgBatchRecord *r = &copy[k % SG_BATCH_HISTORY];
+			Datum		values[12];
+			bool		nulls[12] = {false};
+
+			values[0] = Int32GetDatum(id);
+			values[1] = Int64GetDatum(r->batch_id);
+			values[2] = Int64GetDatum(r->epoch);
+			values[3] = TimestampTzGetDatum(r->committed_at);
+			values[4] = Int32GetDatum(r->events_in);
+			values[5] = Int64GetDatum(r->rows_out);
+			values[6] = Int32GetDatum(r->partitions);
+			values[7] = Int64GetDatum(r->first_seq);
+			values[8] = Int64GetDatum(r->last_seq);
+			values[9] = Float8GetDatum(r->fetch_us / 1000.0);
+			values[10] = Float8GetDatum(r->process_us / 1000.0);
+			values[11] = Float8GetDatum(r->commit_us / 1000.0);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		pfree(copy);
+	}
+	return (Datum) 0;
+}
+
+/* -------------------------------------------------------- supervisor */
+
+typedef struct SgSupervised
+{
+	int32		pipeline_id;
+	BackgroundWorkerHandle *handle;
+	bool		seen;
+} SgSupervised;
+
+static SgSupervised *sg_supervised = NULL;
+static int	sg_nsupervised = 0;
+
+static void
+sg_start_worker(int32 pipeline_id, SgSupervised *sup, SgPipelineSlot *slot)
+{
+	char		name[BGW_MAXLEN];
+
+	snprintf(name, sizeof(name), "streamguard pipeline %d", pipeline_id);
+	sup->handle = SgStartDynamicWorker("PipelineWorkerMain", "streamguard pipeline", name,
+									   Int32GetDatum(pipeline_id), MyDatabaseId);
+	/* shown in the pipelines view; retried every maintenance round */
+	SpinLockAcquire(&slot->mutex);
+	slot->no_worker_slot = (sup->handle == NULL);
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * Keep one worker per running pipeline of this database; restart crashed
+ * workers with exponential backoff.  Runs in the maintenance worker, in a
+ * transaction with SPI connected.
+ */
+void
+PipelineSupervise(void)
+{
+	uint64		i;
+	int			j;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (SPI_execute("SELECT id, state, stream_id FROM streamguard.pipeline", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pipeline list failed");
+	if (sg_supervised == NULL)
+		sg_supervised = MemoryContextAllocZero(TopMemoryContext, sizeof(SgSupervised) * sg_max_pipelines);
+	for (j = 0; j < sg_nsupervised; j++)
+		sg_supervised[j].seen = false;
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int32		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		char	   *state = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		int32		stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
+		SgSupervised *sup = NULL;
+		SgPipelineSlot *slot;
+		pid_t		pid;
+		bool		alive;
+
+		for (j = 0; j < sg_nsupervised; j++)
+			if (sg_supervised[j].pipeline_id == id)
+				sup = &sg_supervised[j];
+		if (sup == NULL)
+		{
+			if (sg_nsupervised >= sg_max_pipelines)
+				continue;
+			sup = &sg_supervised[sg_nsupervised++];
+			sup->pipeline_id = id;
+			sup->handle = NULL;
+		}
+		sup->seen = true;
+		slot = PipelineSlot(MyDatabaseId, id, true);
+		slot->stream_id = stream_id;
+
+		alive = sup->handle != NULL &&
+			GetBackgroundWorkerPid(sup->handle, &pid) != BGWH_STOPPED;
+		if (alive)
+		{
+			if (strcmp(state, "running") != 0)
+				PipelineWakeWorker(slot);	/* it will see the fence and exit */
+			continue;
+		}
+		if (sup->handle != NULL)
+		{
+			/* the worker is gone: was that on purpose? */
+			SpinLockAcquire(&slot->mutex);
+			if (!slot->clean_exit)
+			{
+				slot->failures++;
+				slot->next_start = now + Min((int64) 250000 << Min(slot->failures, 7), 30 * USECS_PER_SEC);
+			}
+			slot->worker_pid = 0;
+			slot->worker_procno = -1;
+			SpinLockRelease(&slot->mutex);
+			pfree(sup->handle);
+			sup->handle = NULL;
+		}
+		if (strcmp(state, "running") != 0)
+			continue;
+		if (slot->next_start > now)
+			continue;			/* backing off after a crash */
+		SpinLockAcquire(&slot->mutex);
+		slot->clean_exit = false;
+		SpinLockRelease(&slot->mutex);
+		sg_start_worker(id, sup, slot);
+	}
+
+	/* pipelines that were dropped */
+	for (j = 0; j < sg_nsupervised; j++)
+	{
+		if (sg_supervised[j].seen)
+			continue;
+		if (sg_supervised[j].handle)
+		{
+			pid_t		pid;
+
+			if (GetBackgroundWorkerPid(sg_supervised[j].handle, &pid) != BGWH_STOPPED)
+			{
+				TerminateBackgroundWorker(sg_supervised[j].handle);
+				continue;
+			}
+			pfree(sg_supervised[j].handle);
+		}
+		PipelineFreeSlot(MyDatabaseId, sg_supervised[j].pipeline_id);
+		sg_supervised[j] = sg_supervised[--sg_nsupervised];
+		j--;
+	}
+}
+
+/*
+ * _remote_runtime() -> (pipeline_id, side, server, connected, rtt_ms, last_error)
+ */
+Datum
+sg_remote_runtime(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i,
+				side;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+		SgRemoteStatus copy[2];
+		int32		id;
+
+		if (s->dbid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&s->mutex);
+		id = s->pipeline_id;
+		memcpy(copy, s->remote, sizeof(copy));
+		SpinLockRelease(&s->mutex);
+		for (side = 0; side < 2; side++)
+		{
+			Datum		values[6];
+			bool		nulls[6] = {false};
+
+			if (copy[side].server[0] == '\0')
+				continue;
+			values[0] = Int32GetDatum(id);
+			values[1] = CStringGetTextDatum(side == 0 ? "source" : "sink");
+			values[2] = CStringGetTextDatum(copy[side].server);
+			values[3] = BoolGetDatum(copy[side].connected);
+			values[4] = Float8GetDatum(copy[side].rtt_us / 1000.0);
+			nulls[4] = copy[side].rtt_us == 0;
+			values[5] = CStringGetTextDatum(copy[side].last_error);
+			nulls[5] = copy[side].last_error[0] == '\0';
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	return (Datum) 0;
+}
+
+/*
+ * _pipeline_histogram() -> (pipeline_id, le, count, sum_seconds, total):
+ * cumulative counts of committed batches by duration (fetch to commit),
+ * since the pipeline's slot was created (a server restart starts over,
+ * as monitoring systems expect of counters).
+ */
+Datum
+sg_pipeline_histogram(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+		int64		counts[SG_HIST_BUCKETS];
+		int64		total;
+		int64		cum = 0;
+		double		sum;
+		int32		id;
+		int			b;
+
+		if (s->dbid != MyDatabaseId)
+			continue;
+		SpinLockAcquire(&s->mutex);
+		id = s->pipeline_id;
+		memcpy(counts, s->hist_counts, sizeof(counts));
+		sum = s->hist_sum;
+		total = s->nhistory;
+		SpinLockRelease(&s->mutex);
+		for (b = 0; b <= SG_HIST_BUCKETS; b++)
+		{
+			Datum		values[5];
+			bool		nulls[5] = {false};
+
+			if (b < SG_HIST_BUCKETS)
+				cum += counts[b];
+			values[0] = Int32GetDatum(id);
+			values[1] = CStringGetTextDatum(b < SG_HIST_BUCKETS ?
+											psprintf("%g", SgHistBounds[b]) : "+Inf");
+			values[2] = Int64GetDatum(b < SG_HIST_BUCKETS ? cum : total);
+			values[3] = Float8GetDatum(sum);
+			values[4] = Int64GetDatum(total);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	return (Datum) 0;
+}
