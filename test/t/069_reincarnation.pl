@@ -15,7 +15,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SgPipeTest;
 
-my $node = sg_node('reinc', "streamguard.max_streams = 4\n");
+my $node = sg_node('reinc', "streamguard.max_streams = 4\nstreamguard.launcher_naptime = '500ms'\n");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
 SELECT streamguard.create_stream('old_s', 2);
@@ -62,6 +62,25 @@ SELECT streamguard.create_stream(n, 1) FROM (VALUES ('x1'), ('x2'), ('x3')) v(n)
 my ($ok, $out, $err) = try_psql($node, q{
 SELECT count(*) FROM (SELECT streamguard.append(n, '{}') FROM (VALUES ('x1'), ('x2'), ('x3')) v(n)) a});
 ok($ok && $out eq '3', 'the dropped incarnation left no stream slot taken') or diag($err);
+
+# DROP DATABASE runs no code of ours: the launcher frees the slots of a
+# database that no longer exists.  Shared memory is full (4 streams); a
+# second database takes the slot x3 gives up, then is dropped; a new stream
+# here gets that slot only if the launcher reclaimed it.
+$node->safe_psql('postgres', q{SELECT streamguard.drop_stream('x3')});
+$node->safe_psql('postgres', 'CREATE DATABASE other_db');
+$node->safe_psql('other_db', q{
+CREATE EXTENSION streamguard;
+SELECT streamguard.create_stream('elsewhere', 1);
+SELECT count(*) FROM streamguard.append('elsewhere', '{}');
+});
+($ok, $out, $err) = try_psql($node, q{SELECT streamguard.create_stream('y', 1);
+	SELECT count(*) FROM streamguard.append('y', '{}')});
+ok(!$ok && $err =~ /53400|too many active streams/, 'shared memory is full while the other database holds a slot')
+  or diag("ok=$ok out=$out err=$err");
+$node->safe_psql('postgres', 'DROP DATABASE other_db WITH (FORCE)');
+ok(wait_for_value($node, q{SELECT count(*) FROM streamguard.append('y', '{}')}, '1', 30),
+	'after DROP DATABASE the launcher reclaimed its slot: a stream here can use it');
 
 $node->stop;
 done_testing();
