@@ -15,8 +15,10 @@
  *	- in its own GUC nest level, with the search_path of the SQL's
  *	  definition; everything it sets, even without LOCAL, is rolled back
  *	  on the way out (AtEOXact_GUC(false, ...));
- *	- with its deferred triggers fired before we leave, still as the owner
- *	  (at COMMIT they would run as whoever commits);
+ *	- without commit-time code of its own: PostgreSQL refuses, inside a
+ *	  security-restricted operation, to queue deferred trigger events and
+ *	  to declare cursors WITH HOLD (either would run at COMMIT as whoever
+ *	  commits: the worker's superuser, or redrive's caller);
  *	- under a timeout, armed here because a background worker has no
  *	  statement timeout of its own;
  *	- in a nested SPI connection that sees the events as the ephemeral
@@ -27,7 +29,6 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "commands/portalcmds.h"
 #include "funcapi.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -96,19 +97,12 @@ BatchEnterOwner(SgOwnerContext *ctx, Oid owner, const char *search_path, int tim
 }
 
 /*
- * Leave the owner's context.  close_portals: also close every cursor of
- * the session (the worker's session has none of its own; a caller's
- * session does, so redrive leaves them alone — the restricted operation
- * already refuses cursors WITH HOLD, the only kind that outlives COMMIT).
+ * Leave the owner's context: the timeout disarmed, the SQL's settings
+ * rolled back, the user id restored.
  */
 void
-BatchLeaveOwner(SgOwnerContext *ctx, bool close_portals)
+BatchLeaveOwner(SgOwnerContext *ctx)
 {
-	/* still as the owner: nothing of theirs may run later as someone else */
-	if (SPI_execute("SET CONSTRAINTS ALL IMMEDIATE", false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not fire deferred triggers");
-	if (close_portals)
-		PerformPortalClose(NULL);
 	if (ctx->timeout_ms > 0)
 		disable_timeout(STATEMENT_TIMEOUT, false);
 	SPI_finish();

@@ -1577,7 +1577,7 @@ sg_redrive_dead_letters(PG_FUNCTION_ARGS)
 		ret = SPI_execute(sql, false, 0);
 		if (ret < 0)
 			elog(ERROR, "the SQL of pipeline \"%s\" failed: %s", name, SPI_result_code_string(ret));
-		BatchLeaveOwner(&ctx, false);
+		BatchLeaveOwner(&ctx);
 
 		SgBecomeDataOwner(&save, true);
 		{

@@ -135,7 +135,7 @@ typedef struct SgOwnerContext
 
 extern void BatchEnterOwner(SgOwnerContext *ctx, Oid owner, const char *search_path, int timeout_ms,
 							Tuplestorestate *store, TupleDesc desc, int64 n);
-extern void BatchLeaveOwner(SgOwnerContext *ctx, bool close_portals);
+extern void BatchLeaveOwner(SgOwnerContext *ctx);
 
 /* worker.c */
 extern PGDLLEXPORT void PipelineWorkerMain(Datum arg);

@@ -354,7 +354,7 @@ sg_owner_enter(SgOwnerContext *ctx, Tuplestorestate *store, int64 n)
 static void
 sg_owner_exit(SgOwnerContext *ctx)
 {
-	BatchLeaveOwner(ctx, true);
+	BatchLeaveOwner(ctx);
 }
 
 /*
