@@ -1,6 +1,6 @@
 
 # Crash safety of appends, the readable horizon and consumer positions
-# (SPEC section 4 invariants 2, 3, 4, 5, 6; section 5: kill -9 of a backend
+# (docs/guarantees.md invariants 2, 3, 4, 5, 6 and its failure model: kill -9 of a backend
 # mid-append, immediate shutdown and crash recovery).
 #
 # Phase 1 kills -9 one backend that is inside a statement appending in a loop,

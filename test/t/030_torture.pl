@@ -1,5 +1,5 @@
 
-# Concurrent producers and consumers (SPEC section 4 invariants 1-5).
+# Concurrent producers and consumers (docs/guarantees.md invariants 1-5).
 #
 # Four pgbench producer clients append to a 4-partition stream, mixing single
 # appends (by key, by explicit partition, spread), released and rolled-back

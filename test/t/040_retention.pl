@@ -1,5 +1,5 @@
 
-# Retention (SPEC sections 2-3; docs/sql-reference.md create_stream and the
+# Retention (docs/sql-reference.md create_stream and the
 # consumers view).
 #
 # A stream with retention '2 seconds' and maintenance every second:

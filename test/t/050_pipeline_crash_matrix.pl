@@ -1,5 +1,5 @@
 
-# Pipeline crash-test matrix (SPEC sections 4 and 5, invariants 1-7), in
+# Pipeline crash-test matrix (docs/guarantees.md, invariants 1-7), in
 # the style of Kafka's transactions_test / the Kafka Streams EOS driver.
 #
 # One stream `src` with 4 partitions.  Three concurrent producers (forked

@@ -1,5 +1,5 @@
 
-# Pipeline runtime behaviour, end to end (SPEC sections 3, 4, 5 and 6;
+# Pipeline runtime behaviour, end to end (docs/guarantees.md and docs/sql-reference.md;
 # docs/sql-reference.md "Pipelines"):
 #  (a) latency: an idle pipeline processes a single appended event well within
 #      1 s of the append's commit (the commit wakes the worker; no polling);

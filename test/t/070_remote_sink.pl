@@ -1,5 +1,5 @@
 
-# Remote sinks under failure (SPEC sections 4-5; SQL reference "Remote
+# Remote sinks under failure (docs/guarantees.md; SQL reference "Remote
 # servers"): a crash matrix with two servers.
 #
 # "local" holds the stream `src` (4 partitions) and the producers; "remote"

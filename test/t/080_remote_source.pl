@@ -1,5 +1,5 @@
 
-# Remote sources under failure (SPEC sections 4-5; SQL reference "Remote
+# Remote sources under failure (docs/guarantees.md; SQL reference "Remote
 # servers", remote source and streamguard.read).
 #
 # "remote" holds the stream `rsrc` (4 partitions) and the producers; "local"

@@ -1,5 +1,5 @@
 
-# Remote servers: the security model (SPEC section 6; SQL reference "Remote
+# Remote servers: the security model (docs/security.md; SQL reference "Remote
 # servers"): credentials live only in user mappings, a pipeline connects
 # with its owner's mapping and needs USAGE on the server, and a
 # non-superuser must authenticate to the remote with a password the remote

@@ -1,7 +1,7 @@
 
 # Security attack suite, part 1: a pipeline's own SQL must not leak settings
-# into streamguard's SQL (SPEC section 6, "Code that runs on behalf of
-# another role is hostile territory").
+# into streamguard's SQL (docs/security.md, "How the workers run" and
+# "streamguard's own SQL").
 #
 # Threat: the pipeline worker connects as the bootstrap superuser and runs
 # the pipeline's SQL as its owner.  An ordinary role owns a pipeline whose

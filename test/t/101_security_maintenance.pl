@@ -1,9 +1,9 @@
 
 # Security attack suite, part 2: database- and role-level settings must not
-# reach streamguard's own SQL (SPEC section 6: "every statement streamguard
-# itself runs — in workers, and after switching to the data owner —
-# resolves only pg_catalog objects ... whatever the database-, role- or
-# session-level settings").
+# reach streamguard's own SQL: every statement streamguard runs, in workers
+# and after switching to the data owner, resolves only pg_catalog objects
+# whatever the database-, role- or session-level settings (docs/security.md,
+# "streamguard's own SQL").
 #
 # Threats:
 #  (a) the owner of a database (an ordinary role) sets the database's

@@ -1,8 +1,6 @@
 
 # Security attack suite, part 3: quotas and exhaustion of shared resources
-# (SPEC section 6: "shared resources (partition, stream, pipeline and
-# worker slots) have per-role or per-database quotas and are reclaimed on
-# abort").
+# (docs/security.md, "Limits: nobody exhausts what others need").
 #
 # Threats and cases:
 #  (quota)  one ordinary role takes every stream / partition / pipeline

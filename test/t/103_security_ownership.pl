@@ -1,6 +1,6 @@
 
 # Security attack suite, part 4: what other roles may see and do, and what
-# happens to streamguard objects when their owner goes (SPEC section 6).
+# happens to streamguard objects when their owner goes (docs/security.md).
 #
 # Threats and cases:
 #  (3) leaks through the views.  ann's pipeline fails on an event whose

@@ -1,7 +1,6 @@
 
 # Security attack suite, part 5: bounded work and misuse of pipelines
-# (SPEC section 6: "work is bounded: batches have a timeout, control calls
-# never wait behind a running batch"; section 7, bad input).
+# (docs/security.md, "Bounded work" and "Refused at creation").
 #
 # Threats and cases (alice is an ordinary role owning every pipeline here):
 #  (timeout)  a batch that never ends holds a worker slot and the

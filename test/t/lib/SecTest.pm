@@ -1,6 +1,6 @@
 
-# Shared helpers of the security attack suite (10x_security_*.pl, SPEC
-# section 6): an attacker's toolkit of "evil" look-alikes of built-in
+# Shared helpers of the security attack suite (10x_security_*.pl;
+# docs/security.md): an attacker's toolkit of "evil" look-alikes of built-in
 # operators and functions, and the checks that none of them ever ran as
 # anyone but the attacker.
 #
