@@ -43,7 +43,6 @@
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
-#include "commands/portalcmds.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
@@ -604,13 +603,17 @@ sg_dedup_filter(Tuplestorestate *store, int *n)
 
 /*
  * Drop the events named by skip_event, counting them as skipped and
- * forgetting the requests in the batch's transaction.
+ * forgetting the requests in the batch's transaction (one statement per
+ * batch, however many of them it met).
  */
 static Tuplestorestate *
 sg_skip_filter(Tuplestorestate *store, int *n)
 {
 	TupleTableSlot *ev = MakeSingleTupleTableSlot(event_desc, &TTSOpsMinimalTuple);
-	Tuplestorestate *out = tuplestore_begin_heap(false, false, work_mem);
+	Tuplestorestate *out = sg_batch_store(work_mem);
+	Datum	   *parts = palloc(sizeof(Datum) * nskips);
+	Datum	   *seqs = palloc(sizeof(Datum) * nskips);
+	int			nmet = 0;
 	bool		isnull;
 	int			i;
 
@@ -624,26 +627,37 @@ sg_skip_filter(Tuplestorestate *store, int *n)
 		for (i = 0; i < nskips; i++)
 			if (skips[i].partition == p && skips[i].seq == seq)
 				break;
-		if (i < nskips)
+		if (i < nskips && nmet < nskips)
 		{
-			Oid			types[3] = {INT4OID, INT4OID, INT8OID};
-			Datum		values[3] = {Int32GetDatum(def.id), Int32GetDatum(p), Int64GetDatum(seq)};
-			SgUserSave	save;
-
-			SgBecomeDataOwner(&save, false);
-			if (SPI_execute_with_args("DELETE FROM streamguard.pipeline_skip "
-									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
-									  "AND partition OPERATOR(pg_catalog.=) $2 AND seq OPERATOR(pg_catalog.=) $3",
-									  3, types, values, NULL, false, 0) != SPI_OK_DELETE)
-				elog(ERROR, "could not forget a skipped event");
-			SgRestoreUser(&save);
-			batch_skipped++;
+			parts[nmet] = Int32GetDatum(p);
+			seqs[nmet++] = Int64GetDatum(seq);
 			continue;
 		}
 		tuplestore_puttupleslot(out, ev);
 		(*n)++;
 	}
 	ExecDropSingleTupleTableSlot(ev);
+
+	if (nmet > 0)
+	{
+		Oid			types[3] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID};
+		Datum		values[3];
+		SgUserSave	save;
+
+		values[0] = Int32GetDatum(def.id);
+		values[1] = PointerGetDatum(construct_array(parts, nmet, INT4OID, 4, true, TYPALIGN_INT));
+		values[2] = PointerGetDatum(construct_array(seqs, nmet, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		SgBecomeDataOwner(&save, false);
+		if (SPI_execute_with_args("DELETE FROM streamguard.pipeline_skip s "
+								  "USING ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS m(p, q) "
+								  "WHERE s.pipeline_id OPERATOR(pg_catalog.=) $1 "
+								  "AND s.partition OPERATOR(pg_catalog.=) m.p "
+								  "AND s.seq OPERATOR(pg_catalog.=) m.q",
+								  3, types, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not forget the skipped events");
+		SgRestoreUser(&save);
+		batch_skipped += nmet;
+	}
 	return out;
 }
 
