@@ -84,6 +84,41 @@ SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_batch', '');
 DROP VIEW streamguard.dead_letters, streamguard.pipeline_batches, streamguard.remote_status,
 	streamguard.pipelines, streamguard.consumers, streamguard.streams,
 	streamguard.stream_partitions;
+-- the closed vocabularies become enum types (the views above depended on
+-- the columns); child tables get foreign keys that cascade
+CREATE TYPE streamguard.guarantee AS ENUM ('exactly_once', 'at_least_once', 'at_most_once');
+CREATE TYPE streamguard.error_policy AS ENUM ('stop', 'skip', 'dead_letter');
+CREATE TYPE streamguard.pipeline_state AS ENUM ('running', 'paused', 'failed');
+CREATE TYPE streamguard.sink_mode AS ENUM ('two_phase', 'offsets');
+ALTER TABLE streamguard.pipeline
+	DROP CONSTRAINT pipeline_guarantee_check,
+	DROP CONSTRAINT pipeline_error_policy_check,
+	DROP CONSTRAINT pipeline_state_check,
+	DROP CONSTRAINT pipeline_sink_mode_check,
+	ALTER COLUMN state DROP DEFAULT;
+ALTER TABLE streamguard.pipeline
+	ALTER COLUMN guarantee TYPE streamguard.guarantee USING guarantee::streamguard.guarantee,
+	ALTER COLUMN error_policy TYPE streamguard.error_policy USING error_policy::streamguard.error_policy,
+	ALTER COLUMN state TYPE streamguard.pipeline_state USING state::streamguard.pipeline_state,
+	ALTER COLUMN sink_mode TYPE streamguard.sink_mode USING sink_mode::streamguard.sink_mode,
+	ALTER COLUMN state SET DEFAULT 'running';
+
+-- rows a 0.1 drop may have left behind cannot hold a foreign key
+DELETE FROM streamguard.stream_partition c WHERE NOT EXISTS (SELECT FROM streamguard.stream s WHERE s.id = c.stream_id);
+DELETE FROM streamguard.segment c WHERE NOT EXISTS (SELECT FROM streamguard.stream s WHERE s.id = c.stream_id);
+DELETE FROM streamguard.stream_grant c WHERE NOT EXISTS (SELECT FROM streamguard.stream s WHERE s.id = c.stream_id);
+DELETE FROM streamguard.consumer c WHERE NOT EXISTS (SELECT FROM streamguard.stream s WHERE s.id = c.stream_id);
+DELETE FROM streamguard.remote_position c WHERE NOT EXISTS (SELECT FROM streamguard.pipeline p WHERE p.id = c.pipeline_id);
+DELETE FROM streamguard.remote_prepared c WHERE NOT EXISTS (SELECT FROM streamguard.pipeline p WHERE p.id = c.pipeline_id);
+DELETE FROM streamguard.dead_letter c WHERE NOT EXISTS (SELECT FROM streamguard.pipeline p WHERE p.id = c.pipeline_id);
+ALTER TABLE streamguard.stream_partition ADD FOREIGN KEY (stream_id) REFERENCES streamguard.stream (id) ON DELETE CASCADE;
+ALTER TABLE streamguard.segment ADD FOREIGN KEY (stream_id) REFERENCES streamguard.stream (id) ON DELETE CASCADE;
+ALTER TABLE streamguard.stream_grant ADD FOREIGN KEY (stream_id) REFERENCES streamguard.stream (id) ON DELETE CASCADE;
+ALTER TABLE streamguard.consumer ADD FOREIGN KEY (stream_id) REFERENCES streamguard.stream (id) ON DELETE CASCADE;
+ALTER TABLE streamguard.remote_position ADD FOREIGN KEY (pipeline_id) REFERENCES streamguard.pipeline (id) ON DELETE CASCADE;
+ALTER TABLE streamguard.remote_prepared ADD FOREIGN KEY (pipeline_id) REFERENCES streamguard.pipeline (id) ON DELETE CASCADE;
+ALTER TABLE streamguard.dead_letter ADD FOREIGN KEY (pipeline_id) REFERENCES streamguard.pipeline (id) ON DELETE CASCADE;
+
 DROP FUNCTION streamguard._pipeline_runtime();
 DROP FUNCTION streamguard._pipeline_batches();
 DROP FUNCTION streamguard._remote_runtime();
@@ -204,12 +239,12 @@ SELECT p.name AS pipeline,
 	   coalesce(s.name, p.source_server || ':' || p.remote_stream) AS source,
 	   p.sink_server,
 	   p.sink_table,
-	   p.state,
-	   p.guarantee,
+	   p.state::text AS state,
+	   p.guarantee::text AS guarantee,
 	   p.owner::regrole AS owner,
 	   r.worker_pid,
 	   p.batch_size,
-	   p.error_policy,
+	   p.error_policy::text AS error_policy,
 	   p.batches,
 	   p.events_in,
 	   p.rows_out,

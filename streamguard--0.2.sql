@@ -32,14 +32,14 @@ CREATE TABLE streamguard.stream (
 );
 
 CREATE TABLE streamguard.stream_partition (
-	stream_id int NOT NULL,
+	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
 	partition int NOT NULL,
 	seq_floor bigint NOT NULL DEFAULT 0,	-- highest seq dropped by retention
 	PRIMARY KEY (stream_id, partition)
 );
 
 CREATE TABLE streamguard.segment (
-	stream_id int NOT NULL,
+	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
 	seg int NOT NULL,
 	created_at timestamptz NOT NULL,
 	sealed_at timestamptz,					-- when the next segment took over
@@ -48,15 +48,18 @@ CREATE TABLE streamguard.segment (
 );
 
 CREATE TABLE streamguard.stream_grant (
-	stream_id int NOT NULL,
+	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
 	grantee oid NOT NULL,
 	can_append boolean NOT NULL,
 	can_read boolean NOT NULL,
 	PRIMARY KEY (stream_id, grantee)
 );
 
+-- a position update leaves the key alone, so the foreign key costs nothing
+-- on the hot path; append_dedup and pipeline_dedup (a row per event) have
+-- none and are deleted explicitly
 CREATE TABLE streamguard.consumer (
-	stream_id int NOT NULL,
+	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
 	name text NOT NULL,
 	partition int NOT NULL,
 	position bigint NOT NULL,				-- last consumed seq
@@ -75,21 +78,25 @@ CREATE TABLE streamguard.append_dedup (
 );
 CREATE INDEX append_dedup_expiry ON streamguard.append_dedup (stream_id, appended_at);
 
+-- the closed vocabularies of a pipeline
+CREATE TYPE streamguard.guarantee AS ENUM ('exactly_once', 'at_least_once', 'at_most_once');
+CREATE TYPE streamguard.error_policy AS ENUM ('stop', 'skip', 'dead_letter');
+CREATE TYPE streamguard.pipeline_state AS ENUM ('running', 'paused', 'failed');
+CREATE TYPE streamguard.sink_mode AS ENUM ('two_phase', 'offsets');
+
 CREATE TABLE streamguard.pipeline (
 	id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	name text NOT NULL UNIQUE,
 	stream_id int NOT NULL,
 	sql text NOT NULL,
-	guarantee text NOT NULL
-		CHECK (guarantee IN ('exactly_once', 'at_least_once', 'at_most_once')),
+	guarantee streamguard.guarantee NOT NULL,
 	batch_size int NOT NULL,
-	error_policy text NOT NULL CHECK (error_policy IN ('stop', 'skip', 'dead_letter')),
+	error_policy streamguard.error_policy NOT NULL,
 	dedup boolean NOT NULL,
 	dedup_window interval NOT NULL,
 	owner oid NOT NULL,
 	search_path text NOT NULL,				-- in force when the SQL was defined
-	state text NOT NULL DEFAULT 'running'
-		CHECK (state IN ('running', 'paused', 'failed')),
+	state streamguard.pipeline_state NOT NULL DEFAULT 'running',
 	epoch bigint NOT NULL DEFAULT 1,		-- fencing generation
 	started_once boolean NOT NULL DEFAULT false,
 	restarts int NOT NULL DEFAULT 0,
@@ -105,7 +112,7 @@ CREATE TABLE streamguard.pipeline (
 	remote_stream text,						-- the stream on that server
 	sink_server text,						-- remote sink: foreign server name
 	sink_table text,						-- table on that server
-	sink_mode text CHECK (sink_mode IN ('two_phase', 'offsets')),
+	sink_mode streamguard.sink_mode,
 	created_at timestamptz NOT NULL DEFAULT now(),
 	batch_timeout interval NOT NULL DEFAULT '5 min',	-- bound on each run of the SQL
 	allow_source_append boolean NOT NULL DEFAULT false,
@@ -116,7 +123,7 @@ CREATE TABLE streamguard.pipeline (
 
 -- positions of pipelines whose source is a stream on a remote server
 CREATE TABLE streamguard.remote_position (
-	pipeline_id int NOT NULL,
+	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
 	partition int NOT NULL,
 	position bigint NOT NULL,
 	updated_at timestamptz NOT NULL DEFAULT now(),
@@ -136,7 +143,7 @@ INSERT INTO streamguard.installation DEFAULT VALUES;
 
 -- remote transactions PREPAREd by a batch whose local transaction committed
 CREATE TABLE streamguard.remote_prepared (
-	pipeline_id int NOT NULL,
+	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
 	gid text NOT NULL,
 	server text NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now(),
@@ -179,7 +186,7 @@ CREATE TABLE streamguard.pipeline_dedup (
 );
 
 CREATE TABLE streamguard.dead_letter (
-	pipeline_id int NOT NULL,
+	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
 	pipeline text NOT NULL,
 	partition int NOT NULL,
 	seq bigint NOT NULL,
@@ -488,12 +495,12 @@ SELECT p.name AS pipeline,
 	   coalesce(s.name, p.source_server || ':' || p.remote_stream) AS source,
 	   p.sink_server,
 	   p.sink_table,
-	   p.state,
-	   p.guarantee,
+	   p.state::text AS state,
+	   p.guarantee::text AS guarantee,
 	   p.owner::regrole AS owner,
 	   r.worker_pid,
 	   p.batch_size,
-	   p.error_policy,
+	   p.error_policy::text AS error_policy,
 	   p.batches,
 	   p.events_in,
 	   p.rows_out,

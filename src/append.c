@@ -73,13 +73,13 @@ sg_choose_partition(SgStreamMeta *meta, bool has_part, int32 part,
 }
 
 /*
- * Claim dedup keys.  keys[i] (NULL = no key) took (parts[i], seqs[i]).
- * On return dup[i] is true for keys already appended within the window,
- * with parts[i]/seqs[i] replaced by the original position.
+ * Claim the dedup keys of the events with claim[i] set (each has a key and
+ * took its partition and seq).  On return those whose key was appended
+ * within the window already are marked duplicate, with partition and seq
+ * replaced by the original position.
  */
 static void
-sg_claim_dedup(SgStreamMeta *meta, int n, Datum *keys, bool *keynulls,
-			   int32 *parts, int64 *seqs, bool *dup, TimestampTz now)
+sg_claim_dedup(SgStreamMeta *meta, SgEventRow *ev, int n, const bool *claim, TimestampTz now)
 {
 	Oid			types[6] = {INT4OID, TEXTARRAYOID, INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		values[6];
@@ -96,12 +96,11 @@ sg_claim_dedup(SgStreamMeta *meta, int n, Datum *keys, bool *keynulls,
 
 	for (i = 0; i < n; i++)
 	{
-		dup[i] = false;
-		if (keynulls[i])
+		if (!claim[i])
 			continue;
-		k[m] = keys[i];
-		p[m] = Int32GetDatum(parts[i]);
-		s[m] = Int64GetDatum(seqs[i]);
+		k[m] = ev[i].dedup_key;
+		p[m] = Int32GetDatum(ev[i].partition);
+		s[m] = Int64GetDatum(ev[i].seq);
 		idx[m] = i;
 		m++;
 	}
@@ -205,11 +204,23 @@ sg_claim_dedup(SgStreamMeta *meta, int n, Datum *keys, bool *keynulls,
 								hk, meta->name),
 						 errdetail("The key was appended by a transaction this snapshot cannot see."),
 						 errhint("Retry the transaction.")));
-			dup[idx[i]] = true;
-			parts[idx[i]] = e->part;
-			seqs[idx[i]] = e->seq;
+			ev[idx[i]].duplicate = true;
+			ev[idx[i]].partition = e->part;
+			ev[idx[i]].seq = e->seq;
 		}
 	}
+}
+
+/* write events that all belong in segment `seg` */
+static void
+sg_store(SgStreamMeta *meta, int32 seg, const SgEventRow *ev, int n, TimestampTz now)
+{
+	if (meta->write_seg != seg)
+	{
+		meta->write_seg = seg;
+		meta->write_relid = InvalidOid;
+	}
+	StreamStoreInsert(meta->stream_id, seg, &meta->write_relid, ev, n, now);
 }
 
 static void
@@ -241,7 +252,7 @@ sg_append(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Datum		result[2];
 	bool		rnulls[2] = {false, false};
-	bool		duplicate = false;
+	SgEventRow	ev;
 
 	StreamguardCheckLoaded();
 	SgCheckPrimary("append");
@@ -269,35 +280,28 @@ sg_append(PG_FUNCTION_ARGS)
 	seq = HorizonAssignSeqs(meta->ref, part, 1, &seg);
 	now = GetCurrentTimestamp();
 
-	if (!PG_ARGISNULL(3))
+	ev.partition = part;
+	ev.seq = seq;
+	ev.key_null = (key == NULL);
+	ev.key = key ? PointerGetDatum(key) : (Datum) 0;
+	ev.payload = PG_GETARG_DATUM(1);
+	ev.dedup_null = PG_ARGISNULL(3);
+	ev.dedup_key = ev.dedup_null ? (Datum) 0 : PG_GETARG_DATUM(3);
+	ev.duplicate = false;
+	if (!ev.dedup_null)
 	{
-		Datum		dk = PG_GETARG_DATUM(3);
-		bool		dknull = false;
+		bool		claim = true;
 
 		SgBecomeDataOwner(&save, false);
-		sg_claim_dedup(meta, 1, &dk, &dknull, &part, &seq, &duplicate, now);
+		sg_claim_dedup(meta, &ev, 1, &claim, now);
 		SgRestoreUser(&save);
 	}
-	if (!duplicate)
-	{
-		Datum		payload = PG_GETARG_DATUM(1);
-		Datum		keyd = key ? PointerGetDatum(key) : (Datum) 0;
-		bool		keynull = (key == NULL);
-		Datum		dkd = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
-		bool		dknull = PG_ARGISNULL(3);
-
-		if (meta->write_seg != seg)
-		{
-			meta->write_seg = seg;
-			meta->write_relid = InvalidOid;
-		}
-		StreamStoreInsert(meta->stream_id, seg, &meta->write_relid, 1, &part, &seq,
-						  &keyd, &keynull, &payload, &dkd, &dknull, now);
-	}
+	if (!ev.duplicate)
+		sg_store(meta, seg, &ev, 1, now);
 	SPI_finish();
 
-	result[0] = Int32GetDatum(part);
-	result[1] = Int64GetDatum(seq);
+	result[0] = Int32GetDatum(ev.partition);
+	result[1] = Int64GetDatum(ev.seq);
 	tupdesc = BlessTupleDesc(tupdesc);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, result, rnulls)));
 }
@@ -342,10 +346,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 	int			n,
 				nk,
 				i;
-	int32	   *parts;
-	int64	   *seqs;
+	SgEventRow *ev;
 	int32	   *segs;
-	bool	   *dup;
 	int		   *per_part;
 	int64	   *next_in_part;
 	int32	   *seg_of_part;
@@ -388,10 +390,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 	}
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 
-	parts = palloc(sizeof(int32) * n);
-	seqs = palloc(sizeof(int64) * n);
+	ev = palloc0(sizeof(SgEventRow) * n);
 	segs = palloc(sizeof(int32) * n);
-	dup = palloc0(sizeof(bool) * n);
 	per_part = palloc0(sizeof(int) * meta->nparts);
 	next_in_part = palloc0(sizeof(int64) * meta->nparts);
 	seg_of_part = palloc0(sizeof(int32) * meta->nparts);
@@ -401,17 +401,22 @@ sg_append_batch(PG_FUNCTION_ARGS)
 		char	   *k = NULL;
 		int			klen = 0;
 
-		if (keys && !knulls[i])
+		ev[i].payload = payloads[i];
+		ev[i].key_null = (keys == NULL || knulls[i]);
+		ev[i].key = ev[i].key_null ? (Datum) 0 : keys[i];
+		ev[i].dedup_null = (dkeys == NULL || dnulls[i]);
+		ev[i].dedup_key = ev[i].dedup_null ? (Datum) 0 : dkeys[i];
+		if (!ev[i].key_null)
 		{
-			text	   *t = DatumGetTextPP(keys[i]);
+			text	   *t = DatumGetTextPP(ev[i].key);
 
 			k = VARDATA_ANY(t);
 			klen = VARSIZE_ANY_EXHDR(t);
 		}
-		parts[i] = sg_choose_partition(meta, pin && !pinnulls[i],
-									   (pin && !pinnulls[i]) ? DatumGetInt32(pin[i]) : 0,
-									   k, klen);
-		per_part[parts[i]]++;
+		ev[i].partition = sg_choose_partition(meta, pin && !pinnulls[i],
+											  (pin && !pinnulls[i]) ? DatumGetInt32(pin[i]) : 0,
+											  k, klen);
+		per_part[ev[i].partition]++;
 	}
 	/* one seq range per partition */
 	for (i = 0; i < meta->nparts; i++)
@@ -419,8 +424,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 			next_in_part[i] = HorizonAssignSeqs(meta->ref, i, per_part[i], &seg_of_part[i]);
 	for (i = 0; i < n; i++)
 	{
-		seqs[i] = next_in_part[parts[i]]++;
-		segs[i] = seg_of_part[parts[i]];
+		ev[i].seq = next_in_part[ev[i].partition]++;
+		segs[i] = seg_of_part[ev[i].partition];
 	}
 	now = GetCurrentTimestamp();
 
@@ -428,7 +433,7 @@ sg_append_batch(PG_FUNCTION_ARGS)
 	{
 		HTAB	   *seen;
 		HASHCTL		ctl;
-		bool	   *claim_nulls = palloc(sizeof(bool) * n);
+		bool	   *claim = palloc(sizeof(bool) * n);
 		int		   *first_of = palloc(sizeof(int) * n);
 
 		/* duplicates inside the batch point at their first occurrence */
@@ -444,42 +449,36 @@ sg_append_batch(PG_FUNCTION_ARGS)
 			bool		found;
 
 			first_of[i] = -1;
-			claim_nulls[i] = dnulls[i];
-			if (dnulls[i])
+			claim[i] = !ev[i].dedup_null;
+			if (ev[i].dedup_null)
 				continue;
 			memset(hk, 0, sizeof(hk));
-			strlcpy(hk, TextDatumGetCString(dkeys[i]), sizeof(hk));
+			strlcpy(hk, TextDatumGetCString(ev[i].dedup_key), sizeof(hk));
 			e = hash_search(seen, hk, HASH_ENTER, &found);
 			if (found)
 			{
 				first_of[i] = e->index;
-				claim_nulls[i] = true;
+				claim[i] = false;
 			}
 			else
 				e->index = i;
 		}
 		SgBecomeDataOwner(&save, false);
-		sg_claim_dedup(meta, n, dkeys, claim_nulls, parts, seqs, dup, now);
+		sg_claim_dedup(meta, ev, n, claim, now);
 		SgRestoreUser(&save);
 		for (i = 0; i < n; i++)
 			if (first_of[i] >= 0)
 			{
-				dup[i] = true;
-				parts[i] = parts[first_of[i]];
-				seqs[i] = seqs[first_of[i]];
+				ev[i].duplicate = true;
+				ev[i].partition = ev[first_of[i]].partition;
+				ev[i].seq = ev[first_of[i]].seq;
 			}
 	}
 
 	/* write the new events, grouped by the segment they belong in */
 	{
 		bool	   *done = palloc0(sizeof(bool) * n);
-		int32	   *gp = palloc(sizeof(int32) * n);
-		int64	   *gs = palloc(sizeof(int64) * n);
-		Datum	   *gk = palloc(sizeof(Datum) * n);
-		bool	   *gkn = palloc(sizeof(bool) * n);
-		Datum	   *gj = palloc(sizeof(Datum) * n);
-		Datum	   *gd = palloc(sizeof(Datum) * n);
-		bool	   *gdn = palloc(sizeof(bool) * n);
+		SgEventRow *group = palloc(sizeof(SgEventRow) * n);
 
 		for (;;)
 		{
@@ -488,38 +487,25 @@ sg_append_batch(PG_FUNCTION_ARGS)
 
 			for (i = 0; i < n; i++)
 			{
-				if (done[i] || dup[i])
+				if (done[i] || ev[i].duplicate)
 					continue;
 				if (seg < 0)
 					seg = segs[i];
 				if (segs[i] != seg)
 					continue;
 				done[i] = true;
-				gp[m] = parts[i];
-				gs[m] = seqs[i];
-				gk[m] = keys ? keys[i] : (Datum) 0;
-				gkn[m] = keys ? knulls[i] : true;
-				gj[m] = payloads[i];
-				gd[m] = dkeys ? dkeys[i] : (Datum) 0;
-				gdn[m] = dkeys ? dnulls[i] : true;
-				m++;
+				group[m++] = ev[i];
 			}
 			if (m == 0)
 				break;
-			if (meta->write_seg != seg)
-			{
-				meta->write_seg = seg;
-				meta->write_relid = InvalidOid;
-			}
-			StreamStoreInsert(meta->stream_id, seg, &meta->write_relid, m, gp, gs,
-							  gk, gkn, gj, gd, gdn, now);
+			sg_store(meta, seg, group, m, now);
 		}
 	}
 
 	/* results go to the tuplestore before SPI_finish frees our arrays */
 	for (i = 0; i < n; i++)
 	{
-		Datum		values[2] = {Int32GetDatum(parts[i]), Int64GetDatum(seqs[i])};
+		Datum		values[2] = {Int32GetDatum(ev[i].partition), Int64GetDatum(ev[i].seq)};
 		bool		nulls[2] = {false, false};
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -28,15 +28,14 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
 #include "funcapi.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
-#include "utils/guc.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/timeout.h"
+#include "utils/timestamp.h"
 
-#include "pipeline.h"
-#include "streamguard.h"
+#include "worker.h"
 
 /* the columns of relation "batch" (and of streamguard.event) */
 TupleDesc
@@ -109,3 +108,329 @@ BatchLeaveOwner(SgOwnerContext *ctx)
 	AtEOXact_GUC(false, ctx->nest);
 	SetUserIdAndSecContext(ctx->save_user, ctx->save_sec);
 }
+/*
+ * Enter the owner's context for the pipeline's SQL (batchexec.c) and
+ * return the prepared (and kept) plan.
+ */
+SPIPlanPtr
+BatchOwnerEnter(SgWorker *w, SgOwnerContext *ctx, Tuplestorestate *store, int64 n)
+{
+	BatchEnterOwner(ctx, w->def.owner, w->def.search_path, w->def.batch_timeout_ms, store, w->event_desc, n);
+	if (w->user_plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(w->def.sql, 0, NULL);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare the SQL of pipeline \"%s\": %s", w->def.name,
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		w->user_plan = plan;
+	}
+	return w->user_plan;
+}
+
+/*
+ * Run the pipeline's SQL over `store` as the owner.  Returns rows out.
+ */
+int64
+BatchRunSql(SgWorker *w, Tuplestorestate *store, int64 n)
+{
+	SgOwnerContext ctx;
+	SPIPlanPtr	plan = BatchOwnerEnter(w, &ctx, store, n);
+	int			ret;
+	int64		rows;
+
+	ret = SPI_execute_plan(plan, NULL, NULL, false, 0);
+	if (ret < 0)
+		elog(ERROR, "the SQL of pipeline \"%s\" failed: %s", w->def.name, SPI_result_code_string(ret));
+	rows = (int64) SPI_processed;
+	BatchLeaveOwner(&ctx);
+	return rows;
+}
+
+static void
+sg_dead_letter(SgWorker *w, TupleTableSlot *ev, ErrorData *edata)
+{
+	Oid			types[9] = {INT4OID, TEXTOID, INT4OID, INT8OID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[10];
+	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			types10[10];
+	bool		isnull;
+	int			i;
+	SgUserSave	save;
+
+	values[0] = Int32GetDatum(w->def.id);
+	values[1] = CStringGetTextDatum(w->def.name);
+	for (i = 0; i < 6; i++)
+	{
+		values[2 + i] = slot_getattr(ev, i + 1, &isnull);
+		if (isnull)
+			nulls[2 + i] = 'n';
+	}
+	values[8] = CStringGetTextDatum(edata->message ? edata->message : "unknown error");
+	values[9] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
+	memcpy(types10, types, sizeof(types));
+	types10[9] = TEXTOID;
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "INSERT INTO streamguard.dead_letter (pipeline_id, pipeline, partition, seq, key, "
+									  "payload, dedup_key, appended_at, error, sqlstate) "
+									  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+									  10, types10),
+						 values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record a dead letter");
+	SgRestoreUser(&save);
+}
+
+/*
+ * Isolation: run the SQL event by event, each in a subtransaction, and
+ * apply the error policy to the ones that fail.  Returns rows out, or -1
+ * when the policy is stop and an event failed (w->stop_error is set).
+ */
+int64
+BatchRunIsolated(SgWorker *w, Tuplestorestate *store)
+{
+	TupleTableSlot *ev = MakeSingleTupleTableSlot(w->event_desc, &TTSOpsMinimalTuple);
+	int64		rows = 0;
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+
+	tuplestore_rescan(store);
+	while (tuplestore_gettupleslot(store, true, false, ev))
+	{
+		Tuplestorestate *one = tuplestore_begin_heap(false, false, work_mem);
+		ErrorData  *edata = NULL;
+
+		tuplestore_puttupleslot(one, ev);
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(oldcxt);
+		PG_TRY();
+		{
+			rows += BatchRunSql(w, one, 1);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(oldcxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+		}
+		PG_END_TRY();
+		tuplestore_end(one);
+
+		if (edata == NULL)
+			continue;
+		if (w->def.policy == SG_POLICY_STOP)
+		{
+			bool		isnull;
+
+			w->stop_error = MemoryContextStrdup(TopMemoryContext,
+											 psprintf("event (partition %d, seq %lld): %s",
+													  DatumGetInt32(slot_getattr(ev, 1, &isnull)),
+													  (long long) DatumGetInt64(slot_getattr(ev, 2, &isnull)),
+													  edata->message));
+			ExecDropSingleTupleTableSlot(ev);
+			return -1;
+		}
+		if (w->def.policy == SG_POLICY_DEAD_LETTER)
+		{
+			sg_dead_letter(w, ev, edata);
+			w->batch_dead++;
+		}
+		else
+			w->batch_skipped++;
+		FreeErrorData(edata);
+	}
+	ExecDropSingleTupleTableSlot(ev);
+	return rows;
+}
+
+static void
+sg_end_store(void *arg)
+{
+	tuplestore_end((Tuplestorestate *) arg);
+}
+
+/*
+ * A store for the batch, in batch_cxt (SPI calls leave CurrentMemoryContext
+ * in SPI's procedure context, which dies with the transaction).
+ * at_most_once reads the batch in a second transaction, so there the
+ * store's temp files must not belong to the first one's resource owner
+ * either (they would be closed at its commit); they are closed when
+ * w->batch_cxt is reset instead.
+ */
+Tuplestorestate *
+BatchStore(SgWorker *w, int max_kbytes)
+{
+	bool		inter_xact = w->def.guarantee == SG_AT_MOST_ONCE;
+	MemoryContext oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+	Tuplestorestate *ts = tuplestore_begin_heap(false, inter_xact, max_kbytes);
+
+	if (inter_xact)
+	{
+		MemoryContextCallback *cb = palloc(sizeof(MemoryContextCallback));
+
+		cb->func = sg_end_store;
+		cb->arg = ts;
+		MemoryContextRegisterResetCallback(w->batch_cxt, cb);
+	}
+	MemoryContextSwitchTo(oldcxt);
+	return ts;
+}
+
+/*
+ * Pipeline-level dedup: drop events whose dedup_key this pipeline already
+ * processed within its window (and repeats inside the batch), recording
+ * the new keys in the same transaction.  Returns the filtered store.
+ */
+Tuplestorestate *
+BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n)
+{
+	TupleTableSlot *ev = MakeSingleTupleTableSlot(w->event_desc, &TTSOpsMinimalTuple);
+	Datum	   *keys = palloc(sizeof(Datum) * (*n));
+	int			nk = 0,
+				i;
+	Tuplestorestate *out;
+	HTAB	   *fresh;
+	HASHCTL		ctl;
+	SgUserSave	save;
+	bool		isnull;
+
+	tuplestore_rescan(store);
+	while (tuplestore_gettupleslot(store, true, false, ev))
+	{
+		Datum		k = slot_getattr(ev, 5, &isnull);
+
+		if (!isnull)
+			keys[nk++] = datumCopy(k, false, -1);
+	}
+	if (nk == 0)
+	{
+		ExecDropSingleTupleTableSlot(ev);
+		return store;
+	}
+
+	ctl.keysize = NAMEDATALEN * 4;
+	ctl.entrysize = NAMEDATALEN * 4;
+	ctl.hcxt = CurrentMemoryContext;
+	fresh = hash_create("streamguard pipeline keys", nk, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	{
+		Oid			types[4] = {INT4OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+		Datum		values[4];
+		TimestampTz now = GetCurrentTimestamp();
+
+		values[0] = Int32GetDatum(w->def.id);
+		values[1] = PointerGetDatum(construct_array(keys, nk, TEXTOID, -1, false, TYPALIGN_INT));
+		values[2] = TimestampTzGetDatum(now);
+		values[3] = TimestampTzGetDatum(now - w->def.dedup_window_us);
+		SgBecomeDataOwner(&save, false);
+		if (SPI_execute_plan(SgPlanCached(NULL,
+										  "INSERT INTO streamguard.pipeline_dedup AS d (pipeline_id, dedup_key, seen_at) "
+										  "SELECT DISTINCT $1, k, $3 FROM pg_catalog.unnest($2) AS k "
+										  "ON CONFLICT (pipeline_id, dedup_key) DO UPDATE SET seen_at = excluded.seen_at "
+										  "WHERE d.seen_at OPERATOR(pg_catalog.<) $4 RETURNING d.dedup_key",
+										  4, types),
+							 values, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "pipeline dedup failed");
+		for (i = 0; i < (int) SPI_processed; i++)
+		{
+			char		hk[NAMEDATALEN * 4];
+
+			memset(hk, 0, sizeof(hk));
+			strlcpy(hk, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1), sizeof(hk));
+			hash_search(fresh, hk, HASH_ENTER, NULL);
+		}
+		SgRestoreUser(&save);
+	}
+
+	/* keep events without a key, and the first event of each fresh key */
+	out = BatchStore(w, work_mem);
+	*n = 0;
+	tuplestore_rescan(store);
+	while (tuplestore_gettupleslot(store, true, false, ev))
+	{
+		Datum		k = slot_getattr(ev, 5, &isnull);
+		char		hk[NAMEDATALEN * 4];
+
+		if (!isnull)
+		{
+			bool		found;
+
+			memset(hk, 0, sizeof(hk));
+			strlcpy(hk, TextDatumGetCString(k), sizeof(hk));
+			if (hash_search(fresh, hk, HASH_FIND, NULL) == NULL)
+				continue;		/* seen before */
+			hash_search(fresh, hk, HASH_REMOVE, &found);	/* later repeats drop */
+		}
+		tuplestore_puttupleslot(out, ev);
+		(*n)++;
+	}
+	ExecDropSingleTupleTableSlot(ev);
+	return out;
+}
+
+/*
+ * Drop the events named by skip_event, counting them as skipped and
+ * forgetting the requests in the batch's transaction (one statement per
+ * batch, however many of them it met).
+ */
+Tuplestorestate *
+BatchSkipFilter(SgWorker *w, Tuplestorestate *store, int *n)
+{
+	TupleTableSlot *ev = MakeSingleTupleTableSlot(w->event_desc, &TTSOpsMinimalTuple);
+	Tuplestorestate *out = BatchStore(w, work_mem);
+	Datum	   *parts = palloc(sizeof(Datum) * w->nskips);
+	Datum	   *seqs = palloc(sizeof(Datum) * w->nskips);
+	int			nmet = 0;
+	bool		isnull;
+	int			i;
+
+	*n = 0;
+	tuplestore_rescan(store);
+	while (tuplestore_gettupleslot(store, true, false, ev))
+	{
+		int32		p = DatumGetInt32(slot_getattr(ev, 1, &isnull));
+		int64		seq = DatumGetInt64(slot_getattr(ev, 2, &isnull));
+
+		for (i = 0; i < w->nskips; i++)
+			if (w->skips[i].partition == p && w->skips[i].seq == seq)
+				break;
+		if (i < w->nskips && nmet < w->nskips)
+		{
+			parts[nmet] = Int32GetDatum(p);
+			seqs[nmet++] = Int64GetDatum(seq);
+			continue;
+		}
+		tuplestore_puttupleslot(out, ev);
+		(*n)++;
+	}
+	ExecDropSingleTupleTableSlot(ev);
+
+	if (nmet > 0)
+	{
+		Oid			types[3] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID};
+		Datum		values[3];
+		SgUserSave	save;
+
+		values[0] = Int32GetDatum(w->def.id);
+		values[1] = PointerGetDatum(construct_array(parts, nmet, INT4OID, 4, true, TYPALIGN_INT));
+		values[2] = PointerGetDatum(construct_array(seqs, nmet, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		SgBecomeDataOwner(&save, false);
+		if (SPI_execute_with_args("DELETE FROM streamguard.pipeline_skip s "
+								  "USING ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS m(p, q) "
+								  "WHERE s.pipeline_id OPERATOR(pg_catalog.=) $1 "
+								  "AND s.partition OPERATOR(pg_catalog.=) m.p "
+								  "AND s.seq OPERATOR(pg_catalog.=) m.q",
+								  3, types, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not forget the skipped events");
+		SgRestoreUser(&save);
+		w->batch_skipped += nmet;
+	}
+	return out;
+}
+

@@ -121,6 +121,27 @@ SgRestoreUser(SgUserSave *save)
 	SetUserIdAndSecContext(save->userid, save->sec_context);
 }
 
+/*
+ * The way in and out of an entry point that works on our catalog: an SPI
+ * connection, the storage owner's identity in a security-restricted
+ * operation and search_path pinned to pg_catalog (see SgBecomeDataOwner).
+ * Leave in reverse order; an ERROR in between unwinds both.
+ */
+void
+SgEnterCatalog(SgUserSave *save)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	SgBecomeDataOwner(save, true);
+}
+
+void
+SgLeaveCatalog(SgUserSave *save)
+{
+	SgRestoreUser(save);
+	SPI_finish();
+}
+
 char *
 StreamSegmentName(int32 stream_id, int32 seg)
 {
@@ -141,6 +162,87 @@ StreamSegmentLock(int32 stream_id, int32 seg)
 							 AccessShareLock, true);
 	pfree(relname);
 	return OidIsValid(relid);
+}
+
+/*
+ * The one way to visit a stream's segment tables: from `first` to `last`
+ * (either direction), each segment locked for reading as it is opened and
+ * skipped if retention dropped it meanwhile, the statement built from a
+ * format with one %s for the table and planned once per backend.
+ */
+void
+StreamSegmentScanBegin(SgSegmentScan *scan, int32 stream_id, int32 first, int32 last)
+{
+	scan->stream_id = stream_id;
+	scan->last = last;
+	scan->step = first <= last ? 1 : -1;
+	scan->seg = first - scan->step;
+}
+
+/* advance to the next segment number; false past the last */
+bool
+StreamSegmentScanNext(SgSegmentScan *scan)
+{
+	if (scan->seg == scan->last)
+		return false;
+	scan->seg += scan->step;
+	return true;
+}
+
+/*
+ * Lock the current segment and return the cached plan of `fmt` over it,
+ * or NULL if the segment is gone.  SPI connected.
+ */
+SPIPlanPtr
+StreamSegmentScanPlan(SgSegmentScan *scan, const char *fmt, int nargs, Oid *types)
+{
+	char	   *sql;
+	SPIPlanPtr	plan;
+
+	if (!StreamSegmentLock(scan->stream_id, scan->seg))
+		return NULL;
+	sql = psprintf(fmt, StreamSegmentName(scan->stream_id, scan->seg));
+	plan = SgPlanCached(NULL, sql, nargs, types);
+	pfree(sql);
+	return plan;
+}
+
+/*
+ * Run a one-row, one-column query (`fmt`, see above) over the segments
+ * from `first` to `last` and return the first non-NULL value it gives, in
+ * *result (a pass-by-value type); false if none does.  With a snapshot the
+ * query runs under it.  SPI connected.
+ */
+bool
+StreamSegmentProbe(int32 stream_id, int32 first, int32 last, const char *fmt,
+				   int nargs, Oid *types, Datum *values, Snapshot snap, Datum *result)
+{
+	SgSegmentScan scan;
+
+	StreamSegmentScanBegin(&scan, stream_id, first, last);
+	while (StreamSegmentScanNext(&scan))
+	{
+		SPIPlanPtr	plan = StreamSegmentScanPlan(&scan, fmt, nargs, types);
+		int			ret;
+		bool		isnull;
+		Datum		d;
+
+		if (plan == NULL)
+			continue;
+		ret = snap ? SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1) :
+			SPI_execute_plan(plan, values, NULL, true, 1);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "segment probe failed: %s", SPI_result_code_string(ret));
+		if (SPI_processed == 0)
+			continue;
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+		{
+			*result = d;
+			return true;
+		}
+	}
+	return false;
 }
 
 /*
@@ -472,7 +574,6 @@ int64
 StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
 {
 	int64		result = 0;
-	int32		seg;
 	SgUserSave	save;
 	Snapshot	snap;
 	bool		isnull;
@@ -500,27 +601,16 @@ StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
 				result = DatumGetInt64(d);
 		}
 	}
-	for (seg = cur_seg; seg >= min_seg; seg--)
 	{
-		char	   *relname = StreamSegmentName(stream_id, seg);
-		char	   *sql;
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(partition)};
-		SPIPlanPtr	plan;
 
-		if (!StreamSegmentLock(stream_id, seg))
-			continue;
-		sql = psprintf("SELECT pg_catalog.max(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1", relname);
-		plan = SgPlanCached(NULL, sql, 1, types);
-		if (SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "max(seq) lookup failed");
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		if (!isnull)
-		{
-			if (DatumGetInt64(d) > result)
-				result = DatumGetInt64(d);
-			break;
-		}
+		/* the newest segment holding the partition has its highest seq */
+		if (StreamSegmentProbe(stream_id, cur_seg, min_seg,
+							   "SELECT pg_catalog.max(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1",
+							   1, types, values, snap, &d) &&
+			DatumGetInt64(d) > result)
+			result = DatumGetInt64(d);
 	}
 	UnregisterSnapshot(snap);
 	SgRestoreUser(&save);

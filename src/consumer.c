@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * consumer.c
- *		SQL consumers: poll(), seek(), drop_consumer().
+ *		SQL consumers: poll() and read(), and ConsumerFetch, the read path
+ *		pipelines share.  Moving a consumer (seek, drop) is in seek.c.
  *
  * A consumer is a row per (stream, name, partition) in streamguard.consumer
  * holding the last consumed seq.  poll() reads events past that position
@@ -43,9 +44,6 @@
 #include "streamguard.h"
 
 PG_FUNCTION_INFO_V1(sg_poll);
-PG_FUNCTION_INFO_V1(sg_seek);
-PG_FUNCTION_INFO_V1(sg_seek_time);
-PG_FUNCTION_INFO_V1(sg_drop_consumer);
 PG_FUNCTION_INFO_V1(sg_read);
 
 #define SG_MAX_POLL 100000
@@ -295,8 +293,8 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 				  int64 *last, int64 *first)
 {
 	int32		min_seg,
-				cur_seg,
-				seg;
+				cur_seg;
+	SgSegmentScan scan;
 	int			got = 0;
 	Oid			types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
 	SgEventReceiver recv;
@@ -328,10 +326,12 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 
 	StreamSegmentRange(meta, &min_seg, &cur_seg);
 	PushActiveSnapshot(snap);
-	for (seg = min_seg; seg <= cur_seg && got < limit; seg++)
+	StreamSegmentScanBegin(&scan, meta->stream_id, min_seg, cur_seg);
+	while (got < limit && StreamSegmentScanNext(&scan))
 	{
-		char	   *sql;
+		SPIPlanPtr	plan;
 		int			ret;
+		int32		seg = scan.seg;
 
 		/* a sealed segment that ends below our position holds nothing for us */
 		if (seg < cur_seg)
@@ -341,20 +341,19 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 			if (bound > 0 && after >= bound - 1)
 				continue;
 		}
-		if (!StreamSegmentLock(meta->stream_id, seg))
-			continue;
-		sql = psprintf("SELECT partition, seq, key, payload, dedup_key, appended_at FROM %s "
-					   "WHERE partition OPERATOR(pg_catalog.=) $1 "
-					   "AND seq OPERATOR(pg_catalog.>) $2 AND seq OPERATOR(pg_catalog.<) $3 "
-					   "ORDER BY seq LIMIT $4",
-					   StreamSegmentName(meta->stream_id, seg));
+		plan = StreamSegmentScanPlan(&scan,
+									 "SELECT partition, seq, key, payload, dedup_key, appended_at FROM %s "
+									 "WHERE partition OPERATOR(pg_catalog.=) $1 "
+									 "AND seq OPERATOR(pg_catalog.>) $2 AND seq OPERATOR(pg_catalog.<) $3 "
+									 "ORDER BY seq LIMIT $4", 4, types);
+		if (plan == NULL)
+			continue;			/* dropped by retention */
 		params->params[0].value = Int32GetDatum(partition);
 		params->params[1].value = Int64GetDatum(after);
 		params->params[2].value = Int64GetDatum(before);
 		params->params[3].value = Int64GetDatum(limit - got);
 		recv.count = 0;
-		ret = SPI_execute_plan_extended(SgPlanCached(NULL, sql, 4, types), &options);
-		pfree(sql);
+		ret = SPI_execute_plan_extended(plan, &options);
 		/* with our own receiver SPI reports a SELECT as SPI_OK_UTILITY */
 		if (ret < 0)
 			elog(ERROR, "event read failed: %s", SPI_result_code_string(ret));
@@ -521,12 +520,8 @@ sg_poll(PG_FUNCTION_ARGS)
 	long		wait_ms = 0;
 	TimestampTz deadline;
 
-	StreamguardCheckLoaded();
-	SgCheckPrimary("poll");
+	SgConsumerArgs(fcinfo, "poll", &name, &consumer);
 	InitMaterializedSRF(fcinfo, 0);
-	name = SgTextArg(fcinfo, 0, "stream name");
-	consumer = SgTextArg(fcinfo, 1, "consumer name");
-	SgCheckName("consumer", consumer);
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -580,250 +575,6 @@ sg_poll(PG_FUNCTION_ARGS)
 	ConditionVariableCancelSleep();
 	SPI_finish();
 	return (Datum) 0;
-}
-
-static void
-sg_set_position(SgStreamMeta *meta, const char *consumer, int partition, int64 position)
-{
-	Oid			types[4] = {INT4OID, TEXTOID, INT4OID, INT8OID};
-	Datum		values[4];
-	int			ret;
-
-	values[0] = Int32GetDatum(meta->stream_id);
-	values[1] = CStringGetTextDatum(consumer);
-	values[2] = Int32GetDatum(partition);
-	values[3] = Int64GetDatum(position);
-	ret = SPI_execute_with_args("INSERT INTO streamguard.consumer AS c (stream_id, name, partition, position) "
-								"VALUES ($1, $2, $3, $4) "
-								"ON CONFLICT (stream_id, name, partition) DO UPDATE SET "
-								"position = excluded.position, updated_at = pg_catalog.now()",
-								4, types, values, NULL, false, 0);
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "seek failed: %s", SPI_result_code_string(ret));
-}
-
-/*
- * Make sure every partition has a position row, so that a seek of one
- * partition does not leave the consumer half-created.
- */
-static void
-sg_seek_prepare(SgStreamMeta *meta, const char *consumer)
-{
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2];
-	int			ret;
-
-	StreamLockShare(meta);
-	values[0] = Int32GetDatum(meta->stream_id);
-	values[1] = CStringGetTextDatum(consumer);
-	ret = SPI_execute_with_args("INSERT INTO streamguard.consumer (stream_id, name, partition, position) "
-								"SELECT $1, $2, sp.partition, sp.seq_floor FROM streamguard.stream_partition sp "
-								"WHERE sp.stream_id OPERATOR(pg_catalog.=) $1 ON CONFLICT DO NOTHING",
-								2, types, values, NULL, false, 0);
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "consumer creation failed: %s", SPI_result_code_string(ret));
-}
-
-/*
- * Position a consumer so that its next read of `partition` (every
- * partition when partition < 0) starts at seq.  seq 0 means the beginning
- * of the retained stream.  Runs as the data owner, SPI connected.
- */
-void
-ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 seq)
-{
-	int			p;
-
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
-	sg_seek_prepare(meta, consumer);
-	for (p = 0; p < meta->nparts; p++)
-	{
-		int64		next_seq;
-
-		if (partition >= 0 && p != partition)
-			continue;
-		(void) HorizonReadable(HorizonStream(meta->ref.slot), p, &next_seq, NULL);
-		if (seq < 0 || seq > next_seq)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("seq %lld is out of range for partition %d of stream \"%s\"",
-							(long long) seq, p, meta->name),
-					 errdetail("Valid seqs are 1 to %lld.", (long long) next_seq)));
-		sg_set_position(meta, consumer, p, seq > 0 ? seq - 1 : 0);
-	}
-}
-
-/*
- * Position a consumer, in every partition, at the first retained event
- * appended at or after `from`.  The events are searched below the
- * readable horizon with a snapshot taken after it was read, like a poll,
- * whatever the caller's snapshot: every event below the horizon is then
- * visible, and one at or above it may still commit, so the position never
- * goes past horizon - 1.  Events at or above the horizon are delivered even
- * if older than `from`; none at or after `from` is skipped.
- */
-void
-ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from)
-{
-	int			p;
-	int32		min_seg,
-				cur_seg;
-
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
-	StreamSegmentRange(meta, &min_seg, &cur_seg);
-	sg_seek_prepare(meta, consumer);
-	for (p = 0; p < meta->nparts; p++)
-	{
-		int64		horizon = HorizonReadable(HorizonStream(meta->ref.slot), p, NULL, NULL);
-		int64		target = -1;
-		int32		seg;
-		Snapshot	snap = SgFreshSnapshot();
-
-		for (seg = min_seg; seg <= cur_seg && target < 0; seg++)
-		{
-			char	   *sql;
-			Oid			types[3] = {INT4OID, TIMESTAMPTZOID, INT8OID};
-			Datum		values[3] = {Int32GetDatum(p), TimestampTzGetDatum(from), Int64GetDatum(horizon)};
-			bool		isnull;
-			Datum		d;
-
-			if (!StreamSegmentLock(meta->stream_id, seg))
-				continue;
-			sql = psprintf("SELECT pg_catalog.min(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
-						   "AND appended_at OPERATOR(pg_catalog.>=) $2 AND seq OPERATOR(pg_catalog.<) $3",
-						   StreamSegmentName(meta->stream_id, seg));
-			if (SPI_execute_snapshot(SgPlanCached(NULL, sql, 3, types), values, NULL,
-									 snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
-				elog(ERROR, "seek by time failed");
-			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-			if (!isnull)
-				target = DatumGetInt64(d);
-			pfree(sql);
-		}
-		UnregisterSnapshot(snap);
-		if (target < 0)
-			target = horizon;
-		sg_set_position(meta, consumer, p, target - 1);
-	}
-}
-
-/*
- * seek(stream, consumer, partition, seq): the next poll of the partition
- * returns events with seq >= seq.
- */
-Datum
-sg_seek(PG_FUNCTION_ARGS)
-{
-	char	   *name;
-	char	   *consumer;
-	int32		partition;
-	int64		seq;
-	SgStreamMeta *meta;
-	SgUserSave	save;
-
-	StreamguardCheckLoaded();
-	SgCheckPrimary("seek");
-	name = SgTextArg(fcinfo, 0, "stream name");
-	consumer = SgTextArg(fcinfo, 1, "consumer name");
-	SgCheckName("consumer", consumer);
-	if (PG_ARGISNULL(2) || PG_ARGISNULL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", PG_ARGISNULL(2) ? "partition" : "seq")));
-	partition = PG_GETARG_INT32(2);
-	seq = PG_GETARG_INT64(3);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	meta = StreamLookup(name, SG_PRIV_READ);
-	StreamCheckPartition(meta, partition);
-	if (seq < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("seq %lld is out of range for partition %d of stream \"%s\"",
-						(long long) seq, partition, name),
-				 errdetail("Seqs start at 1.")));
-	SgBecomeDataOwner(&save, true);
-	ConsumerSeekSeq(meta, consumer, partition, seq);
-	SgRestoreUser(&save);
-	SPI_finish();
-	PG_RETURN_VOID();
-}
-
-/*
- * seek(stream, consumer, from_time): every partition restarts at its first
- * retained event appended at or after from_time.
- */
-Datum
-sg_seek_time(PG_FUNCTION_ARGS)
-{
-	char	   *name;
-	char	   *consumer;
-	TimestampTz from;
-	SgStreamMeta *meta;
-	SgUserSave	save;
-
-	StreamguardCheckLoaded();
-	SgCheckPrimary("seek");
-	name = SgTextArg(fcinfo, 0, "stream name");
-	consumer = SgTextArg(fcinfo, 1, "consumer name");
-	SgCheckName("consumer", consumer);
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("from_time must not be NULL")));
-	from = PG_GETARG_TIMESTAMPTZ(2);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	meta = StreamLookup(name, SG_PRIV_READ);
-	SgBecomeDataOwner(&save, true);
-	ConsumerSeekTime(meta, consumer, from);
-	SgRestoreUser(&save);
-	SPI_finish();
-	PG_RETURN_VOID();
-}
-
-/*
- * drop_consumer(stream, consumer)
- */
-Datum
-sg_drop_consumer(PG_FUNCTION_ARGS)
-{
-	char	   *name;
-	char	   *consumer;
-	SgStreamMeta *meta;
-	SgUserSave	save;
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2];
-	int			ret;
-
-	StreamguardCheckLoaded();
-	name = SgTextArg(fcinfo, 0, "stream name");
-	consumer = SgTextArg(fcinfo, 1, "consumer name");
-	SgCheckName("consumer", consumer);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	meta = StreamLookup(name, SG_PRIV_READ);
-	SgBecomeDataOwner(&save, true);
-	values[0] = Int32GetDatum(meta->stream_id);
-	values[1] = CStringGetTextDatum(consumer);
-	ret = SPI_execute_with_args("DELETE FROM streamguard.consumer WHERE stream_id OPERATOR(pg_catalog.=) $1 "
-								"AND name OPERATOR(pg_catalog.=) $2",
-								2, types, values, NULL, false, 0);
-	if (ret != SPI_OK_DELETE)
-		elog(ERROR, "drop_consumer failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed == 0)
-	{
-		SgRestoreUser(&save);
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("consumer \"%s\" of stream \"%s\" does not exist", consumer, name)));
-	}
-	SgRestoreUser(&save);
-	SPI_finish();
-	PG_RETURN_VOID();
 }
 
 /*

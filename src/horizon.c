@@ -53,6 +53,14 @@
  * first use from max(seq) in its retained segments and the floor recorded
  * when segments were dropped (so seqs are never reused).
  *
+ * WHY ONE FILE (about 1,000 lines).  Everything here reads or writes the
+ * structures of the contract above, and the contract is only checkable
+ * when the code that publishes an entry, the code that computes the
+ * horizon from it and the transaction callbacks that clear it sit side by
+ * side; split, each half would have to restate the ordering rules of the
+ * other.  What is not part of it lives elsewhere: metadata and storage in
+ * catalog.c and store.c, the views' use of the horizon in views.c.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -234,6 +242,7 @@ sg_find_slot_locked(Oid dbid, int32 stream_id)
 {
 	int			i;
 
+	Assert(LWLockHeldByMe(sg_shared->lock));
 	for (i = 0; i < sg_max_streams; i++)
 		if (sg_streams[i].dbid == dbid && sg_streams[i].stream_id == stream_id)
 			return i;
@@ -844,6 +853,7 @@ sg_free_slot_locked(int slot)
 	SgStream   *st = &sg_streams[slot];
 	int			i;
 
+	Assert(LWLockHeldByMeInMode(sg_shared->lock, LW_EXCLUSIVE));
 	for (i = st->part_base; i < st->part_base + st->nparts; i++)
 		sg_parts[i].owner = -1;
 	pg_atomic_fetch_add_u32(&st->incarnation, 1);

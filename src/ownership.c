@@ -149,16 +149,13 @@ sg_remove_grants(List *oids)
 	SgUserSave	save;
 
 	values[0] = sg_oid_array(oids);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	SgBecomeDataOwner(&save, true);
+	SgEnterCatalog(&save);
 	if (SPI_execute_with_args("DELETE FROM streamguard.stream_grant "
 							  "WHERE grantee OPERATOR(pg_catalog.=) ANY ($1) RETURNING stream_id",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "grant cleanup failed");
 	sg_bump_result_streams();
-	SgRestoreUser(&save);
-	SPI_finish();
+	SgLeaveCatalog(&save);
 }
 
 static void
@@ -170,9 +167,7 @@ sg_reassign_owned(List *oids, Oid newrole)
 
 	values[0] = sg_oid_array(oids);
 	values[1] = ObjectIdGetDatum(newrole);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	SgBecomeDataOwner(&save, true);
+	SgEnterCatalog(&save);
 	if (SPI_execute_with_args("UPDATE streamguard.stream SET owner = $2 "
 							  "WHERE owner OPERATOR(pg_catalog.=) ANY ($1) RETURNING id",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
@@ -184,9 +179,8 @@ sg_reassign_owned(List *oids, Oid newrole)
 							  "WHERE owner OPERATOR(pg_catalog.=) ANY ($1)",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "pipeline reassignment failed");
-	SgRestoreUser(&save);
-	SPI_finish();
-	MaintenanceWakeLauncher();
+	SgLeaveCatalog(&save);
+	LauncherWake();
 }
 
 static List *
@@ -200,9 +194,7 @@ sg_owned_names(const char *sql, List *oids)
 	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	values[0] = sg_oid_array(oids);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	SgBecomeDataOwner(&save, true);
+	SgEnterCatalog(&save);
 	if (SPI_execute_with_args(sql, 1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "ownership lookup failed");
 	SgRestoreUser(&save);

@@ -15,6 +15,8 @@
 #include "storage/spin.h"
 #include "utils/tuplestore.h"
 
+#include "streamguard.h"
+
 #define SG_BATCH_HISTORY	64	/* checkpoint log entries per pipeline */
 #define SG_HIST_BUCKETS		12	/* batch-duration histogram (metrics) */
 
@@ -24,6 +26,31 @@ typedef enum SgGuarantee
 	SG_AT_LEAST_ONCE,
 	SG_AT_MOST_ONCE
 } SgGuarantee;
+
+typedef enum SgErrorPolicy
+{
+	SG_POLICY_STOP,
+	SG_POLICY_SKIP,
+	SG_POLICY_DEAD_LETTER
+} SgErrorPolicy;
+
+typedef enum SgSinkMode
+{
+	SG_SINK_TWO_PHASE,
+	SG_SINK_OFFSETS
+} SgSinkMode;
+
+typedef enum SgStartFrom
+{
+	SG_START_BEGINNING,
+	SG_START_END
+} SgStartFrom;
+
+/* the words of each, in enum order (pipeline_slots.c) */
+extern const SgWordList SgGuaranteeWords;
+extern const SgWordList SgErrorPolicyWords;
+extern const SgWordList SgSinkModeWords;
+extern const SgWordList SgStartFromWords;
 
 /* deterministic fault-injection points (test-only; see inject_fault) */
 typedef enum SgFaultPoint
@@ -102,6 +129,7 @@ typedef struct SgPipelineSlot
 extern int	sg_max_pipelines;
 
 extern Size PipelineShmemSize(void);
+extern void PipelineShmemRequest(void);
 extern void PipelineShmemInit(void);
 extern SgPipelineSlot *PipelineSlot(Oid dbid, int32 pipeline_id, bool create);
 extern void PipelineFreeSlot(Oid dbid, int32 pipeline_id);
@@ -111,18 +139,44 @@ extern int	PipelineSlotDatabases(Oid *dbids, int max);
 extern void PipelineWakeStream(Oid dbid, int32 stream_id);
 extern void PipelineWakeWorker(SgPipelineSlot *slot);
 
-extern const char *GuaranteeName(SgGuarantee g);
 extern const double SgHistBounds[SG_HIST_BUCKETS];
 extern void PipelineCountDuration(SgPipelineSlot *slot, double seconds);
 
+/* twophase.c */
 struct SgRemote;
 extern char *PipelineGidPrefix(int32 pipeline_id);
 extern char *PipelineSinkKey(int32 pipeline_id);
 extern void PipelineSinkMarker(struct SgRemote *r, int32 pipeline_id, const char *gid);
 extern char *PipelineResolveInDoubt(struct SgRemote *r, int32 pipeline_id, const char *name);
 
-/* supervisor (runs in the maintenance worker) */
-extern void PipelineSupervise(void);
+
+/* pipeline.c: a pipeline row as the control calls see it */
+typedef struct SgPipeRow
+{
+	int32		id;
+	Oid			owner;
+	char	   *stream;
+	char	   *state;
+	int64		epoch;
+} SgPipeRow;
+extern SgPipeRow PipelineLockExt(const char *name, Oid caller, bool fence, bool missing_ok);
+extern SgPipeRow PipelineLock(const char *name, Oid caller, bool fence);
+extern void PipelineExec(const char *sql, int nargs, Oid *types, Datum *values, int expect);
+extern void PipelineSetState(int32 id, const char *state, bool bump_epoch);
+extern void PipelineNotifyChange(int32 pipeline_id);
+extern char *PipelineConsumerName(const char *pipeline);
+
+/* pipeline_validate.c */
+extern void PipelineValidateSql(const char *sql);
+extern char *PipelineValidateSelect(const char *sql);
+extern char *PipelineOutputColumns(const char *sql);
+extern char *PipelineQuoteTable(const char *name);
+extern void PipelineCheckRemoteSink(const char *server, const char *table, const char *cols, const char *mode);
+extern int	PipelineCheckRemoteSource(const char *server, const char *stream);
+extern void PipelineCheckRemoteReset(int32 pipeline_id, Oid owner, int32 partition, int64 seq);
+extern void PipelineCheckBatchSize(int32 n);
+extern void PipelineCheckRetry(int32 max_attempts, Interval *backoff, Interval *max_backoff);
+extern void PipelineCheckBatchTimeout(Interval *iv);
 
 /* batchexec.c: a pipeline's SQL as its owner */
 typedef struct SgOwnerContext

@@ -61,6 +61,13 @@ PipelineShmemSize(void)
 }
 
 void
+PipelineShmemRequest(void)
+{
+	RequestAddinShmemSpace(PipelineShmemSize());
+	RequestNamedLWLockTranche("streamguard pipelines", 1);
+}
+
+void
 PipelineShmemInit(void)
 {
 	bool		found;
@@ -246,22 +253,38 @@ PipelineCountDuration(SgPipelineSlot *slot, double seconds)
 	slot->hist_sum += seconds;
 }
 
-const char *
-GuaranteeName(SgGuarantee g)
-{
-	switch (g)
-	{
-		case SG_EXACTLY_ONCE:
-			return "exactly_once";
-		case SG_AT_LEAST_ONCE:
-			return "at_least_once";
-		case SG_AT_MOST_ONCE:
-			return "at_most_once";
-	}
-	return "?";
-}
+const SgWordList SgGuaranteeWords = {
+	"guarantee", "guarantees", {"exactly_once", "at_least_once", "at_most_once", NULL}
+};
+const SgWordList SgErrorPolicyWords = {
+	"error policy", "error policies", {"stop", "skip", "dead_letter", NULL}
+};
+const SgWordList SgSinkModeWords = {
+	"sink_mode", "sink modes", {"two_phase", "offsets", NULL}
+};
+const SgWordList SgStartFromWords = {
+	"start_from", "values", {"beginning", "end", NULL}
+};
 
 /* ------------------------------------------------------------- views */
+
+/*
+ * The views read a slot through a copy taken under its spinlock, so that
+ * what they show of one pipeline is consistent.  False for a slot of
+ * another database or a free one.
+ */
+static bool
+sg_copy_slot(int i, SgPipelineSlot *copy)
+{
+	SgPipelineSlot *s = &sg_pipes->slots[i];
+
+	if (s->dbid != MyDatabaseId)
+		return false;
+	SpinLockAcquire(&s->mutex);
+	memcpy(copy, s, sizeof(SgPipelineSlot));
+	SpinLockRelease(&s->mutex);
+	return copy->dbid == MyDatabaseId;
+}
 
 /*
  * _pipeline_runtime() -> (pipeline_id, worker_pid, events_per_sec,
@@ -271,13 +294,13 @@ Datum
 sg_pipeline_runtime(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SgPipelineSlot *s = palloc(sizeof(SgPipelineSlot));
 	int			i;
 
 	StreamguardCheckLoaded();
 	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < sg_max_pipelines; i++)
 	{
-		SgPipelineSlot *s = &sg_pipes->slots[i];
 		Datum		values[8];
 		bool		nulls[8] = {false};
 		bool		no_slot;
@@ -287,9 +310,8 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 		pid_t		pid;
 		double		eps;
 
-		if (s->dbid != MyDatabaseId)
+		if (!sg_copy_slot(i, s))
 			continue;
-		SpinLockAcquire(&s->mutex);
 		n = s->nhistory;
 		if (n > 0)
 			last = s->history[(n - 1) % SG_BATCH_HISTORY];
@@ -297,7 +319,6 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 		eps = s->events_per_sec;
 		no_slot = s->no_worker_slot;
 		next_start = s->next_start;
-		SpinLockRelease(&s->mutex);
 
 		values[0] = Int32GetDatum(s->pipeline_id);
 		values[1] = Int32GetDatum(pid);
@@ -328,27 +349,24 @@ Datum
 sg_pipeline_batches(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SgPipelineSlot *s = palloc(sizeof(SgPipelineSlot));
 	int			i;
 
 	StreamguardCheckLoaded();
 	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < sg_max_pipelines; i++)
 	{
-		SgPipelineSlot *s = &sg_pipes->slots[i];
 		SgBatchRecord *copy;
 		int64		n,
 					k,
 					from;
 		int32		id;
 
-		if (s->dbid != MyDatabaseId)
+		if (!sg_copy_slot(i, s))
 			continue;
-		copy = palloc(sizeof(SgBatchRecord) * SG_BATCH_HISTORY);
-		SpinLockAcquire(&s->mutex);
+		copy = s->history;
 		id = s->pipeline_id;
 		n = s->nhistory;
-		memcpy(copy, s->history, sizeof(SgBatchRecord) * SG_BATCH_HISTORY);
-		SpinLockRelease(&s->mutex);
 		from = Max(0, n - SG_BATCH_HISTORY);
 		for (k = from; k < n; k++)
 		{
@@ -370,135 +388,8 @@ sg_pipeline_batches(PG_FUNCTION_ARGS)
 			values[11] = Float8GetDatum(r->commit_us / 1000.0);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
-		pfree(copy);
 	}
 	return (Datum) 0;
-}
-
-/* -------------------------------------------------------- supervisor */
-
-typedef struct SgSupervised
-{
-	int32		pipeline_id;
-	BackgroundWorkerHandle *handle;
-	bool		seen;
-} SgSupervised;
-
-static SgSupervised *sg_supervised = NULL;
-static int	sg_nsupervised = 0;
-
-static void
-sg_start_worker(int32 pipeline_id, SgSupervised *sup, SgPipelineSlot *slot)
-{
-	char		name[BGW_MAXLEN];
-
-	snprintf(name, sizeof(name), "streamguard pipeline %d", pipeline_id);
-	sup->handle = SgStartDynamicWorker("PipelineWorkerMain", "streamguard pipeline", name,
-									   Int32GetDatum(pipeline_id), MyDatabaseId);
-	/* shown in the pipelines view; retried every maintenance round */
-	SpinLockAcquire(&slot->mutex);
-	slot->no_worker_slot = (sup->handle == NULL);
-	SpinLockRelease(&slot->mutex);
-}
-
-/*
- * Keep one worker per running pipeline of this database; restart crashed
- * workers with exponential backoff.  Runs in the maintenance worker, in a
- * transaction with SPI connected.
- */
-void
-PipelineSupervise(void)
-{
-	uint64		i;
-	int			j;
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (SPI_execute("SELECT id, state, stream_id FROM streamguard.pipeline", true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "pipeline list failed");
-	if (sg_supervised == NULL)
-		sg_supervised = MemoryContextAllocZero(TopMemoryContext, sizeof(SgSupervised) * sg_max_pipelines);
-	for (j = 0; j < sg_nsupervised; j++)
-		sg_supervised[j].seen = false;
-
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		int32		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		char	   *state = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
-		int32		stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
-		SgSupervised *sup = NULL;
-		SgPipelineSlot *slot;
-		pid_t		pid;
-		bool		alive;
-
-		for (j = 0; j < sg_nsupervised; j++)
-			if (sg_supervised[j].pipeline_id == id)
-				sup = &sg_supervised[j];
-		if (sup == NULL)
-		{
-			if (sg_nsupervised >= sg_max_pipelines)
-				continue;
-			sup = &sg_supervised[sg_nsupervised++];
-			sup->pipeline_id = id;
-			sup->handle = NULL;
-		}
-		sup->seen = true;
-		slot = PipelineSlot(MyDatabaseId, id, true);
-		slot->stream_id = stream_id;
-
-		alive = sup->handle != NULL &&
-			GetBackgroundWorkerPid(sup->handle, &pid) != BGWH_STOPPED;
-		if (alive)
-		{
-			if (strcmp(state, "running") != 0)
-				PipelineWakeWorker(slot);	/* it will see the fence and exit */
-			continue;
-		}
-		if (sup->handle != NULL)
-		{
-			/* the worker is gone: was that on purpose? */
-			SpinLockAcquire(&slot->mutex);
-			if (!slot->clean_exit)
-			{
-				slot->failures++;
-				slot->next_start = now + Min((int64) 250000 << Min(slot->failures, 7), 30 * USECS_PER_SEC);
-			}
-			slot->worker_pid = 0;
-			slot->worker_procno = -1;
-			SpinLockRelease(&slot->mutex);
-			pfree(sup->handle);
-			sup->handle = NULL;
-		}
-		if (strcmp(state, "running") != 0)
-			continue;
-		if (slot->next_start > now)
-			continue;			/* backing off after a crash */
-		SpinLockAcquire(&slot->mutex);
-		slot->clean_exit = false;
-		SpinLockRelease(&slot->mutex);
-		sg_start_worker(id, sup, slot);
-	}
-
-	/* pipelines that were dropped */
-	for (j = 0; j < sg_nsupervised; j++)
-	{
-		if (sg_supervised[j].seen)
-			continue;
-		if (sg_supervised[j].handle)
-		{
-			pid_t		pid;
-
-			if (GetBackgroundWorkerPid(sg_supervised[j].handle, &pid) != BGWH_STOPPED)
-			{
-				TerminateBackgroundWorker(sg_supervised[j].handle);
-				continue;
-			}
-			pfree(sg_supervised[j].handle);
-		}
-		PipelineFreeSlot(MyDatabaseId, sg_supervised[j].pipeline_id);
-		sg_supervised[j] = sg_supervised[--sg_nsupervised];
-		j--;
-	}
 }
 
 /*
@@ -508,6 +399,7 @@ Datum
 sg_remote_runtime(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SgPipelineSlot *s = palloc(sizeof(SgPipelineSlot));
 	int			i,
 				side;
 
@@ -515,16 +407,12 @@ sg_remote_runtime(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < sg_max_pipelines; i++)
 	{
-		SgPipelineSlot *s = &sg_pipes->slots[i];
-		SgRemoteStatus copy[2];
+		SgRemoteStatus *copy = s->remote;
 		int32		id;
 
-		if (s->dbid != MyDatabaseId)
+		if (!sg_copy_slot(i, s))
 			continue;
-		SpinLockAcquire(&s->mutex);
 		id = s->pipeline_id;
-		memcpy(copy, s->remote, sizeof(copy));
-		SpinLockRelease(&s->mutex);
 		for (side = 0; side < 2; side++)
 		{
 			Datum		values[6];
@@ -556,28 +444,25 @@ Datum
 sg_pipeline_histogram(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SgPipelineSlot *s = palloc(sizeof(SgPipelineSlot));
 	int			i;
 
 	StreamguardCheckLoaded();
 	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < sg_max_pipelines; i++)
 	{
-		SgPipelineSlot *s = &sg_pipes->slots[i];
-		int64		counts[SG_HIST_BUCKETS];
+		int64	   *counts = s->hist_counts;
 		int64		total;
 		int64		cum = 0;
 		double		sum;
 		int32		id;
 		int			b;
 
-		if (s->dbid != MyDatabaseId)
+		if (!sg_copy_slot(i, s))
 			continue;
-		SpinLockAcquire(&s->mutex);
 		id = s->pipeline_id;
-		memcpy(counts, s->hist_counts, sizeof(counts));
 		sum = s->hist_sum;
 		total = s->nhistory;
-		SpinLockRelease(&s->mutex);
 		for (b = 0; b <= SG_HIST_BUCKETS; b++)
 		{
 			Datum		values[5];

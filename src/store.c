@@ -82,16 +82,11 @@ sg_open_segment(int32 stream_id, int32 seg, Oid *relid, bool retry)
 }
 
 /*
- * Write n events into segment `seg`.  keys/dkeys elements may be NULL
- * (null flags in knull/dnull, or the arrays themselves NULL).
+ * Write n events into segment `seg`, all appended at `appended_at`.
  */
 void
-StreamStoreInsert(int32 stream_id, int32 seg, Oid *relid_cache, int n,
-				  const int32 *parts, const int64 *seqs,
-				  const Datum *keys, const bool *knull,
-				  const Datum *payloads,
-				  const Datum *dkeys, const bool *dnull,
-				  TimestampTz appended_at)
+StreamStoreInsert(int32 stream_id, int32 seg, Oid *relid_cache,
+				  const SgEventRow *ev, int n, TimestampTz appended_at)
 {
 	Relation	rel;
 	TupleDesc	desc;
@@ -145,16 +140,16 @@ StreamStoreInsert(int32 stream_id, int32 seg, Oid *relid_cache, int n,
 			HeapTuple	tup;
 			int			e = base + i;
 
-			values[0] = Int32GetDatum(parts[e]);
+			values[0] = Int32GetDatum(ev[e].partition);
 			nulls[0] = false;
-			values[1] = Int64GetDatum(seqs[e]);
+			values[1] = Int64GetDatum(ev[e].seq);
 			nulls[1] = false;
-			nulls[2] = (keys == NULL || knull[e]);
-			values[2] = nulls[2] ? (Datum) 0 : keys[e];
-			values[3] = payloads[e];
+			nulls[2] = ev[e].key_null;
+			values[2] = ev[e].key;
+			values[3] = ev[e].payload;
 			nulls[3] = false;
-			nulls[4] = (dkeys == NULL || dnull[e]);
-			values[4] = nulls[4] ? (Datum) 0 : dkeys[e];
+			nulls[4] = ev[e].dedup_null;
+			values[4] = ev[e].dedup_key;
 			values[5] = TimestampTzGetDatum(appended_at);
 			nulls[5] = false;
 			tup = heap_form_tuple(desc, values, nulls);

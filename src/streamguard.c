@@ -56,9 +56,8 @@ sg_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	HorizonShmemRequest();
-	MaintenanceShmemRequest();
-	RequestAddinShmemSpace(PipelineShmemSize());
-	RequestNamedLWLockTranche("streamguard pipelines", 1);
+	LauncherShmemRequest();
+	PipelineShmemRequest();
 }
 
 static void
@@ -67,7 +66,7 @@ sg_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	HorizonShmemInit();
-	MaintenanceShmemInit();
+	LauncherShmemInit();
 	PipelineShmemInit();
 }
 
@@ -152,7 +151,7 @@ _PG_init(void)
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = 5;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "streamguard");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "MaintenanceLauncherMain");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "LauncherMain");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "streamguard launcher");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "streamguard launcher");
 	RegisterBackgroundWorker(&worker);

@@ -148,11 +148,13 @@ extern double HorizonAppendRate(SgStream *st);
 extern void HorizonMakeDurable(void);
 extern bool HorizonSeqBounds(int slot, int64 *bounds, int nparts);
 
-/* launcher and maintenance workers (maintenance.c) */
-extern Size MaintenanceShmemSize(void);
-extern void MaintenanceShmemRequest(void);
-extern void MaintenanceShmemInit(void);
-extern void MaintenanceWakeLauncher(void);
+/* launcher.c */
+extern Size LauncherShmemSize(void);
+extern void LauncherShmemRequest(void);
+extern void LauncherShmemInit(void);
+extern void LauncherWake(void);
+extern void LauncherMarkAbsent(Oid dbid);
+extern void LauncherRegisterWorker(Oid dbid, pid_t pid);
 extern struct BackgroundWorkerHandle *SgStartDynamicWorker(const char *function, const char *type,
 														   const char *name, Datum arg, Oid dbid);
 
@@ -187,8 +189,27 @@ typedef enum SgPrivilege
 
 extern void StreamguardCheckLoaded(void);
 extern void SgCheckPrimary(const char *function);
+
+/*
+ * A closed vocabulary (guarantee, error policy, ...): its words, parsed
+ * once into a C enum by SgParseWord, named back by SgWordName.  The SQL
+ * script declares the same words as an enum type where a table stores
+ * them.
+ */
+typedef struct SgWordList
+{
+	const char *what;			/* "guarantee", in "invalid guarantee" */
+	const char *plural;			/* "guarantees", in "Valid guarantees are" */
+	const char *words[6];		/* NULL-terminated; index = enum value */
+} SgWordList;
+
+extern int	SgParseWord(const SgWordList *list, const char *word);
+extern const char *SgWordName(const SgWordList *list, int value);
+extern Datum SgWordParam(const char *typname, const char *word, Oid *type);
 extern void SgCheckName(const char *what, const char *name);
 extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern void SgConsumerArgs(FunctionCallInfo fcinfo, const char *function, char **stream,
+						   char **consumer);
 extern int64 SgIntervalUsecs(Interval *iv);
 extern void SgCheckInterval(const char *what, Interval *iv);
 
@@ -204,8 +225,24 @@ typedef struct SgUserSave
 
 extern void SgBecomeDataOwner(SgUserSave *save, bool pin_search_path);
 extern void SgRestoreUser(SgUserSave *save);
+extern void SgEnterCatalog(SgUserSave *save);
+extern void SgLeaveCatalog(SgUserSave *save);
 extern char *StreamSegmentName(int32 stream_id, int32 seg);
 extern bool StreamSegmentLock(int32 stream_id, int32 seg);
+
+typedef struct SgSegmentScan
+{
+	int32		stream_id;
+	int32		seg;			/* the current segment */
+	int32		last;
+	int			step;			/* +1 oldest first, -1 newest first */
+} SgSegmentScan;
+
+extern void StreamSegmentScanBegin(SgSegmentScan *scan, int32 stream_id, int32 first, int32 last);
+extern bool StreamSegmentScanNext(SgSegmentScan *scan);
+extern SPIPlanPtr StreamSegmentScanPlan(SgSegmentScan *scan, const char *fmt, int nargs, Oid *types);
+extern bool StreamSegmentProbe(int32 stream_id, int32 first, int32 last, const char *fmt,
+							   int nargs, Oid *types, Datum *values, Snapshot snap, Datum *result);
 extern void StreamLockShare(SgStreamMeta *meta);
 extern void StreamCheckPartition(SgStreamMeta *meta, int32 partition);
 extern void StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg);
@@ -222,18 +259,25 @@ extern void ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partit
 extern void ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from);
 extern void ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int64 *last_seq);
 
-/* pipeline.c */
-extern char *PipelineConsumerName(const char *pipeline);
+/* batchexec.c */
 extern TupleDesc SgEventTupleDesc(void);
-extern char *PipelineOutputColumns(const char *sql);
 extern void PipelineRegisterBatch(Tuplestorestate *store, TupleDesc desc, int64 ntuples);
 
 /* store.c */
-extern void StreamStoreInsert(int32 stream_id, int32 seg, Oid *relid_cache, int n,
-							  const int32 *parts, const int64 *seqs,
-							  const Datum *keys, const bool *knull,
-							  const Datum *payloads,
-							  const Datum *dkeys, const bool *dnull,
-							  TimestampTz appended_at);
+/* one event as append writes it */
+typedef struct SgEventRow
+{
+	int32		partition;
+	int64		seq;
+	Datum		key;			/* text; (Datum) 0 when key_null */
+	bool		key_null;
+	Datum		payload;		/* jsonb */
+	Datum		dedup_key;		/* text; (Datum) 0 when dedup_null */
+	bool		dedup_null;
+	bool		duplicate;		/* its dedup key was appended already */
+} SgEventRow;
+
+extern void StreamStoreInsert(int32 stream_id, int32 seg, Oid *relid_cache,
+							  const SgEventRow *ev, int n, TimestampTz appended_at);
 
 #endif							/* STREAMGUARD_H */

@@ -160,10 +160,9 @@ sg_create_stream(PG_FUNCTION_ARGS)
 			elog(ERROR, "could not insert partitions: %s", SPI_result_code_string(ret));
 	}
 	SgCreateSegment(stream_id, 0);
-	SgRestoreUser(&save);
-	SPI_finish();
+	SgLeaveCatalog(&save);
 
-	MaintenanceWakeLauncher();
+	LauncherWake();
 	PG_RETURN_VOID();
 }
 
@@ -266,12 +265,12 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 		/* forced: the stream's pipelines go with it, dropped as drop_pipeline does */
 		if (npipelines > 0)
 			PipelineDropForStream(stream_id);
-		SPI_execute_with_args("DELETE FROM streamguard.consumer WHERE stream_id = $1", 1, types, values, NULL, false, 0);
-		SPI_execute_with_args("DELETE FROM streamguard.append_dedup WHERE stream_id = $1", 1, types, values, NULL, false, 0);
-		SPI_execute_with_args("DELETE FROM streamguard.stream_grant WHERE stream_id = $1", 1, types, values, NULL, false, 0);
-		SPI_execute_with_args("DELETE FROM streamguard.stream_partition WHERE stream_id = $1", 1, types, values, NULL, false, 0);
-		SPI_execute_with_args("DELETE FROM streamguard.segment WHERE stream_id = $1", 1, types, values, NULL, false, 0);
-		SPI_execute_with_args("DELETE FROM streamguard.stream WHERE id = $1", 1, types, values, NULL, false, 0);
+		/* consumers, grants, partitions and segments cascade */
+		if (SPI_execute_with_args("DELETE FROM streamguard.append_dedup WHERE stream_id = $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_DELETE ||
+			SPI_execute_with_args("DELETE FROM streamguard.stream WHERE id = $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not drop stream \"%s\"", name);
 	}
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "DROP TABLE IF EXISTS ");
@@ -280,12 +279,16 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 	ret = SPI_execute(sql.data, false, 0);
 	if (ret != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop segments of stream \"%s\"", name);
-	SgRestoreUser(&save);
-	SPI_finish();
+	SgLeaveCatalog(&save);
 
 	HorizonFreeAtCommit(stream_id);
 	PG_RETURN_VOID();
 }
+
+/* grant_stream/revoke_stream's privilege words, in the switch's order */
+static const SgWordList privilege_words = {
+	"stream privilege", "privileges", {"append", "read", "all", NULL}
+};
 
 static void
 sg_change_grant(FunctionCallInfo fcinfo, bool grant)
@@ -316,17 +319,18 @@ sg_change_grant(FunctionCallInfo fcinfo, bool grant)
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("role with OID %u does not exist", grantee)));
 	}
-	if (strcmp(priv, "append") == 0)
-		p_append = true, p_read = false;
-	else if (strcmp(priv, "read") == 0)
-		p_append = false, p_read = true;
-	else if (strcmp(priv, "all") == 0)
-		p_append = true, p_read = true;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid stream privilege \"%s\"", priv),
-				 errhint("Valid privileges are \"append\", \"read\" and \"all\".")));
+	switch (SgParseWord(&privilege_words, priv))
+	{
+		case 0:
+			p_append = true, p_read = false;
+			break;
+		case 1:
+			p_append = false, p_read = true;
+			break;
+		default:
+			p_append = true, p_read = true;
+			break;
+	}
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -359,8 +363,7 @@ sg_change_grant(FunctionCallInfo fcinfo, bool grant)
 		if (ret < 0)
 			elog(ERROR, "could not change grant: %s", SPI_result_code_string(ret));
 	}
-	SgRestoreUser(&save);
-	SPI_finish();
+	SgLeaveCatalog(&save);
 	HorizonBumpGenerationAtCommit(meta->stream_id);
 }
 
@@ -412,9 +415,7 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(4))
 		SgCheckInterval("segment_interval", PG_GETARG_INTERVAL_P(4));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	SgBecomeDataOwner(&save, true);
+	SgEnterCatalog(&save);
 	{
 		Oid			types[1] = {TEXTOID};
 		Datum		values[1] = {CStringGetTextDatum(name)};
@@ -494,9 +495,8 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 								  4, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "alter_stream failed");
 	}
-	SgRestoreUser(&save);
-	SPI_finish();
+	SgLeaveCatalog(&save);
 	HorizonBumpGenerationAtCommit(stream_id);
-	MaintenanceWakeLauncher();
+	LauncherWake();
 	PG_RETURN_VOID();
 }

@@ -11,7 +11,9 @@
 #include "postgres.h"
 
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
@@ -240,4 +242,80 @@ SgCheckRoleQuota(const char *what, Oid roleid, int64 have, int64 adding, int lim
 			 errdetail("The role owns %lld; this would add %lld.",
 					   (long long) have, (long long) adding),
 			 errhint("A superuser can raise %s for the role with ALTER ROLE ... SET.", guc)));
+}
+
+/*
+ * The enum value of `word` in a closed vocabulary, or an error that lists
+ * the valid words.
+ */
+int
+SgParseWord(const SgWordList *list, const char *word)
+{
+	StringInfoData valid;
+	int			n;
+	int			i;
+
+	for (n = 0; list->words[n] != NULL; n++)
+		if (strcmp(list->words[n], word) == 0)
+			return n;
+	initStringInfo(&valid);
+	for (i = 0; i < n; i++)
+		appendStringInfo(&valid, "%s\"%s\"", i == 0 ? "" : i == n - 1 ? " and " : ", ",
+						 list->words[i]);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid %s \"%s\"", list->what, word),
+			 errhint("Valid %s are %s.", list->plural, valid.data)));
+	return -1;					/* keep compiler quiet */
+}
+
+const char *
+SgWordName(const SgWordList *list, int value)
+{
+	int			i;
+
+	for (i = 0; list->words[i] != NULL; i++)
+		if (i == value)
+			return list->words[i];
+	elog(ERROR, "no %s with value %d", list->what, value);
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * The first two arguments of the consumer functions (stream, consumer),
+ * checked, after the entry checks; `function` names a function that
+ * writes (refused on a standby), NULL for one that may run anywhere.
+ */
+void
+SgConsumerArgs(FunctionCallInfo fcinfo, const char *function, char **stream, char **consumer)
+{
+	StreamguardCheckLoaded();
+	if (function)
+		SgCheckPrimary(function);
+	*stream = SgTextArg(fcinfo, 0, "stream name");
+	*consumer = SgTextArg(fcinfo, 1, "consumer name");
+	SgCheckName("consumer", *consumer);
+}
+
+/*
+ * A word of a closed vocabulary as a query parameter for the column that
+ * stores it: of the column's enum type streamguard.<typname>, or text
+ * under a 0.1 schema, which the 0.2 library serves until ALTER EXTENSION
+ * ... UPDATE.  *type gets the parameter's type; word NULL gives a NULL
+ * of that type ((Datum) 0).
+ */
+Datum
+SgWordParam(const char *typname, const char *word, Oid *type)
+{
+	Oid			nsp = get_namespace_oid("streamguard", false);
+	Oid			typid = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+										CStringGetDatum(typname), ObjectIdGetDatum(nsp));
+
+	if (!OidIsValid(typid))
+	{
+		*type = TEXTOID;
+		return word ? CStringGetTextDatum(word) : (Datum) 0;
+	}
+	*type = typid;
+	return word ? DirectFunctionCall2(enum_in, CStringGetDatum(word), ObjectIdGetDatum(typid)) : (Datum) 0;
 }

@@ -34,29 +34,15 @@ static int64
 sg_edge_seq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg,
 			bool first, Snapshot snap)
 {
-	int32		seg;
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(partition)};
+	Datum		d;
 
-	for (seg = first ? min_seg : cur_seg;
-		 first ? seg <= cur_seg : seg >= min_seg;
-		 seg += first ? 1 : -1)
-	{
-		char	   *sql;
-		Oid			types[1] = {INT4OID};
-		Datum		values[1] = {Int32GetDatum(partition)};
-		bool		isnull;
-		Datum		d;
-
-		if (!StreamSegmentLock(stream_id, seg))
-			continue;
-		sql = psprintf("SELECT pg_catalog.%s(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1",
-					   first ? "min" : "max", StreamSegmentName(stream_id, seg));
-		if (SPI_execute_snapshot(SgPlanCached(NULL, sql, 1, types), values, NULL, snap,
-								 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "segment probe failed");
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		if (!isnull)
-			return DatumGetInt64(d);
-	}
+	if (StreamSegmentProbe(stream_id, first ? min_seg : cur_seg, first ? cur_seg : min_seg,
+						   first ? "SELECT pg_catalog.min(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1" :
+						   "SELECT pg_catalog.max(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1",
+						   1, types, values, snap, &d))
+		return DatumGetInt64(d);
 	return 0;
 }
 
@@ -137,8 +123,7 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 		}
 	}
 	UnregisterSnapshot(snap);
-	SgRestoreUser(&save);
-	SPI_finish();
+	SgLeaveCatalog(&save);
 	return (Datum) 0;
 }
 
@@ -153,8 +138,7 @@ sg_next_event_time(PG_FUNCTION_ARGS)
 	int32		partition = PG_GETARG_INT32(1);
 	int64		after = PG_GETARG_INT64(2);
 	SgUserSave	save;
-	int32		seg,
-				min_seg,
+	int32		min_seg,
 				cur_seg;
 	int			slot;
 	Datum		result = (Datum) 0;
@@ -167,36 +151,17 @@ sg_next_event_time(PG_FUNCTION_ARGS)
 	min_seg = (int32) pg_atomic_read_u32(&HorizonStream(slot)->min_seg);
 	cur_seg = (int32) pg_atomic_read_u32(&HorizonStream(slot)->current_seg);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	SgBecomeDataOwner(&save, true);
-	for (seg = min_seg; seg <= cur_seg && !found; seg++)
+	SgEnterCatalog(&save);
 	{
-		char	   *sql;
 		Oid			types[2] = {INT4OID, INT8OID};
 		Datum		values[2] = {Int32GetDatum(partition), Int64GetDatum(after)};
-		bool		isnull;
-		Datum		d;
 
-		if (!StreamSegmentLock(stream_id, seg))
-			continue;
-		sql = psprintf("SELECT appended_at FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
-					   "AND seq OPERATOR(pg_catalog.>) $2 ORDER BY seq LIMIT 1",
-					   StreamSegmentName(stream_id, seg));
-		if (SPI_execute_plan(SgPlanCached(NULL, sql, 2, types), values, NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "segment probe failed");
-		if (SPI_processed > 0)
-		{
-			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-			if (!isnull)
-			{
-				result = d;
-				found = true;
-			}
-		}
+		found = StreamSegmentProbe(stream_id, min_seg, cur_seg,
+								   "SELECT appended_at FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
+								   "AND seq OPERATOR(pg_catalog.>) $2 ORDER BY seq LIMIT 1",
+								   2, types, values, NULL, &result);
 	}
-	SgRestoreUser(&save);
-	SPI_finish();
+	SgLeaveCatalog(&save);
 	if (!found)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
@@ -284,9 +249,7 @@ sg_can_read(PG_FUNCTION_ARGS)
 
 	if (superuser())
 		PG_RETURN_BOOL(true);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	SgBecomeDataOwner(&save, true);
+	SgEnterCatalog(&save);
 	if (SPI_execute_plan(SgPlanCached(NULL,
 									  "SELECT owner FROM streamguard.stream WHERE id OPERATOR(pg_catalog.=) $1 "
 									  "UNION ALL SELECT grantee FROM streamguard.stream_grant "

@@ -1,0 +1,147 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.h
+ *		The state of one pipeline worker, passed down through the files
+ *		that run its batches.
+ *
+ * The pipeline worker is cut by job, from the top:
+ *	worker.c		the process: start, definition, the loop, errors and
+ *					backoff, exit
+ *	batch.c			one batch by guarantee: the fence, the transactions,
+ *					counters and the checkpoint log
+ *	source.c		reading a batch and advancing positions (local stream
+ *					or remote streamguard server)
+ *	sink.c			remote sinks: the owner's SELECT rendered as COPY, the
+ *					remote transaction (two_phase or offsets), settling
+ *					what a crash left between the databases
+ *	batchexec.c		the user's SQL as the owner: plain, isolated event by
+ *					event with the error policy, dedup and skip filters
+ *	workerstate.c	the steps they all use: transactions, fault injection,
+ *					remote ends, error records
+ * Every function gets the worker's state as its first argument; nothing
+ * about the running pipeline lives in a file-level variable.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SG_WORKER_H
+#define SG_WORKER_H
+
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "lib/stringinfo.h"
+#include "utils/elog.h"
+#include "utils/tuplestore.h"
+
+#include "pipeline.h"
+#include "remote.h"
+#include "streamguard.h"
+
+/* the pipeline's definition, loaded once at start */
+typedef struct SgPipeDef
+{
+	int32		id;
+	char	   *name;
+	char	   *stream;			/* source stream, NULL once dropped */
+	char	   *sql;
+	SgGuarantee guarantee;
+	int			batch_size;
+	SgErrorPolicy policy;
+	bool		dedup;
+	int64		dedup_window_us;
+	Oid			owner;
+	char	   *search_path;
+	int64		epoch;
+	char	   *source_server;	/* remote source, or NULL */
+	char	   *remote_stream;
+	int			remote_nparts;
+	char	   *sink_server;	/* remote sink, or NULL */
+	char	   *sink_table;
+	bool		two_phase;		/* exactly_once to the sink through 2PC */
+	int			batch_timeout_ms;	/* bound on each run of the user's SQL */
+	bool		allow_source_append;	/* the SQL may append to the source */
+	int			max_attempts;	/* failed attempts before isolation */
+	long		retry_backoff_ms;	/* first backoff, doubling ... */
+	long		max_backoff_ms; /* ... up to this */
+} SgPipeDef;
+
+/* an event the owner asked to skip (skip_event), loaded at start */
+typedef struct SgSkip
+{
+	int32		partition;
+	int64		seq;
+} SgSkip;
+
+typedef struct SgWorker
+{
+	SgPipeDef	def;
+	SgPipelineSlot *slot;		/* our slot in shared memory */
+	TupleDesc	event_desc;		/* columns of relation "batch" */
+	MemoryContext batch_cxt;	/* reset at the start of every batch */
+	SPIPlanPtr	user_plan;		/* the pipeline's SQL, prepared once */
+	char	   *consumer_name;	/* "pipeline:<name>" */
+	SgSkip	   *skips;
+	int			nskips;
+
+	/* remote ends */
+	SgRemote	src_remote;
+	SgRemote	sink_remote;
+	char	   *copy_sql;		/* COPY <sink table> (<cols>) FROM STDIN */
+	bool		need_resolve;	/* settle in-doubt work before the next batch */
+	char	   *done_gid;		/* COMMIT PREPARED done; local record to drop */
+	int64		sink_attempts;	/* remote transactions tried by this worker */
+	uint32		remote_rotor;	/* remote source: partition read first */
+
+	/* the current batch */
+	int64		batch_skipped;	/* skipped by skip_event or the policy */
+	int64		batch_dead;		/* dead-lettered by the policy */
+	char	   *stop_error;		/* why the pipeline stops (TopMemoryContext) */
+} SgWorker;
+
+typedef enum
+{
+	SG_BATCH_EMPTY,
+	SG_BATCH_DONE,
+	SG_BATCH_FENCED,
+	SG_BATCH_STOPPED			/* error policy stop: pipeline failed */
+} SgBatchResult;
+
+#define SG_SIDE_SOURCE 0
+#define SG_SIDE_SINK 1
+
+/* workerstate.c */
+extern void WorkerBegin(const char *what);
+extern void WorkerCommit(void);
+extern void WorkerAbort(void);
+extern void WorkerFault(SgWorker *w, SgFaultPoint point);
+extern SgRemote *WorkerRemote(SgWorker *w, int side);
+extern void WorkerRemoteStatus(SgWorker *w, int side, SgRemote *r);
+extern void WorkerRecordError(SgWorker *w, const char *message, bool fail);
+
+/* batchexec.c: the worker's part */
+extern Tuplestorestate *BatchStore(SgWorker *w, int max_kbytes);
+extern SPIPlanPtr BatchOwnerEnter(SgWorker *w, SgOwnerContext *ctx, Tuplestorestate *store, int64 n);
+extern int64 BatchRunSql(SgWorker *w, Tuplestorestate *store, int64 n);
+extern int64 BatchRunIsolated(SgWorker *w, Tuplestorestate *store);
+extern Tuplestorestate *BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n);
+extern Tuplestorestate *BatchSkipFilter(SgWorker *w, Tuplestorestate *store, int *n);
+
+/* source.c */
+extern SgStreamMeta *SourceOpen(SgWorker *w);
+extern int	SourceFetch(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store,
+						int64 *first, int64 *last, bool advance);
+extern void SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts);
+
+/* sink.c */
+extern bool SinkResolve(SgWorker *w, SgStreamMeta *meta);
+extern void SinkForgetCommitted(SgWorker *w);
+extern StringInfo SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows);
+extern char *SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts);
+extern void SinkRecordPrepared(SgWorker *w, const char *gid);
+extern void SinkCommitPrepared(SgWorker *w, const char *gid);
+
+/* batch.c */
+extern SgBatchResult BatchRun(SgWorker *w, bool isolate);
+
+#endif							/* SG_WORKER_H */
