@@ -425,12 +425,11 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 }
 
 static bool
-sg_has_privilege(SgStreamMeta *meta, SgPrivilege priv)
+sg_role_has_privilege(SgStreamMeta *meta, Oid user, SgPrivilege priv)
 {
-	Oid			user = GetUserId();
 	int			i;
 
-	if (superuser() || has_privs_of_role(user, meta->owner))
+	if (superuser_arg(user) || has_privs_of_role(user, meta->owner))
 		return true;
 	for (i = 0; i < meta->ngrants; i++)
 	{
@@ -440,6 +439,38 @@ sg_has_privilege(SgStreamMeta *meta, SgPrivilege priv)
 			return true;
 	}
 	return false;
+}
+
+static bool
+sg_has_privilege(SgStreamMeta *meta, SgPrivilege priv)
+{
+	return sg_role_has_privilege(meta, GetUserId(), priv);
+}
+
+/*
+ * Whether `role`, which need not be the current user, may append to the
+ * stream: for code that appends on behalf of the role that set it up
+ * (change capture).  False for a role that no longer exists.
+ */
+bool
+StreamRoleMayAppend(SgStreamMeta *meta, Oid role)
+{
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		return false;
+	return sg_role_has_privilege(meta, role, SG_PRIV_APPEND);
+}
+
+/* a pipeline feeding its own source would grow it without bound */
+void
+StreamCheckNotOwnSource(SgStreamMeta *meta)
+{
+	if (SgRunningSourceStream != 0 && meta->stream_id == SgRunningSourceStream &&
+		!SgRunningAllowSourceAppend)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a pipeline cannot append to its own source stream \"%s\"", meta->name),
+				 errdetail("Each batch would feed the next one without end."),
+				 errhint("Create the pipeline with allow_source_append => true if this is intended.")));
 }
 
 /*
@@ -489,14 +520,8 @@ StreamLookup(const char *name, SgPrivilege priv)
 		PG_END_TRY();
 	}
 
-	/* a pipeline feeding its own source would grow it without bound */
-	if (priv == SG_PRIV_APPEND && SgRunningSourceStream != 0 &&
-		meta->stream_id == SgRunningSourceStream && !SgRunningAllowSourceAppend)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a pipeline cannot append to its own source stream \"%s\"", meta->name),
-				 errdetail("Each batch would feed the next one without end."),
-				 errhint("Create the pipeline with allow_source_append => true if this is intended.")));
+	if (priv == SG_PRIV_APPEND)
+		StreamCheckNotOwnSource(meta);
 	if (priv == SG_PRIV_OWNER)
 	{
 		if (!superuser() && !has_privs_of_role(GetUserId(), meta->owner))

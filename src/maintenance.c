@@ -20,7 +20,9 @@
  *	- dedup expiry: append dedup keys older than the window are deleted in
  *	  bounded batches;
  *	- supervision: one pipeline worker per running pipeline, restarted
- *	  with exponential backoff after a crash (sg_supervise).
+ *	  with exponential backoff after a crash (sg_supervise), and one
+ *	  backfill worker per captured table whose backfill is not over
+ *	  (CaptureSuperviseBackfills, capture_backfill.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -36,6 +38,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "capture.h"
 #include "pipeline.h"
 #include "streamguard.h"
 
@@ -494,6 +497,7 @@ sg_step_supervise(SgStreamTask *unused)
 																  SPI_tuptable->tupdesc, 1, &isnull)));
 	}
 	sg_supervise();
+	CaptureSuperviseBackfills();
 	/* the checkpoint log keeps the last streamguard.batch_history batches */
 	sg_exec(psprintf("DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline p "
 					 "WHERE p.id OPERATOR(pg_catalog.=) b.pipeline_id "
