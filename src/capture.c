@@ -419,17 +419,20 @@ sg_remove_capture(int32 id, Oid relid)
 }
 
 /*
- * Remove the captures a query over streamguard.capture (id, relid) lists,
- * each after locking its table.  Runs as the data owner, SPI connected.
+ * Remove the captures a query over streamguard.capture (id, relid) lists:
+ * for each, its table is locked first, then its row (the backfill's
+ * order), and it is removed if it still exists.  Runs as the data owner,
+ * SPI connected.
  */
 static int
-sg_remove_listed(const char *sql, int nargs, Oid *types, Datum *values)
+sg_remove_listed(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
 {
 	SPITupleTable *tt;
 	uint64		n,
 				i;
+	int			removed = 0;
 
-	sg_exec(sql, nargs, types, values, NULL, SPI_OK_SELECT);
+	sg_exec(sql, nargs, types, values, nulls, SPI_OK_SELECT);
 	tt = SPI_tuptable;
 	n = SPI_processed;
 	for (i = 0; i < n; i++)
@@ -437,11 +440,18 @@ sg_remove_listed(const char *sql, int nargs, Oid *types, Datum *values)
 		bool		isnull;
 		int32		id = DatumGetInt32(SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull));
 		Oid			relid = DatumGetObjectId(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull));
+		Oid			ltypes[1] = {INT4OID};
+		Datum		lvalues[1] = {Int32GetDatum(id)};
 
 		LockRelationOid(relid, AccessExclusiveLock);
+		sg_exec("SELECT 1 FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+				1, ltypes, lvalues, NULL, SPI_OK_SELECT);
+		if (SPI_processed == 0)
+			continue;
 		sg_remove_capture(id, relid);
+		removed++;
 	}
-	return (int) n;
+	return removed;
 }
 
 /* ------------------------------------------------------- SQL functions */
@@ -576,7 +586,7 @@ sg_uncapture_table(PG_FUNCTION_ARGS)
 				n;
 	SPITupleTable *tt;
 	const char *lookup =
-		"SELECT c.id, c.owner, s.owner, s.name FROM streamguard.capture c "
+		"SELECT c.id, c.relid::pg_catalog.oid, c.owner, s.owner, s.name FROM streamguard.capture c "
 		"JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
 		"WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 "
 		"AND ($2 IS NULL OR s.name OPERATOR(pg_catalog.=) $2) ORDER BY c.id";
@@ -629,8 +639,8 @@ sg_uncapture_table(PG_FUNCTION_ARGS)
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
-		Oid			owner = DatumGetObjectId(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull));
-		Oid			stream_owner = DatumGetObjectId(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull));
+		Oid			owner = DatumGetObjectId(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull));
+		Oid			stream_owner = DatumGetObjectId(SPI_getbinval(tt->vals[i], tt->tupdesc, 4, &isnull));
 
 		if (!superuser() && !has_privs_of_role(GetUserId(), owner) &&
 			!has_privs_of_role(GetUserId(), stream_owner) &&
@@ -638,14 +648,12 @@ sg_uncapture_table(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied to uncapture table \"%s\" from stream \"%s\"",
-							get_rel_name(relid), SPI_getvalue(tt->vals[i], tt->tupdesc, 4)),
+							get_rel_name(relid), SPI_getvalue(tt->vals[i], tt->tupdesc, 5)),
 					 errdetail("The owner of the capture, of the table or of the stream may.")));
 	}
 	SgBecomeDataOwner(&save, true);
 
-	/* the table, then the capture rows (the backfill's order) */
-	LockRelationOid(relid, AccessExclusiveLock);
-	sg_remove_listed(psprintf("%s FOR UPDATE OF c", lookup), 2, types, values);
+	sg_remove_listed(lookup, 2, types, values, stream ? NULL : " n");
 	SgLeaveCatalog(&save);
 	PG_RETURN_VOID();
 }
@@ -666,8 +674,8 @@ CaptureCountForStream(int32 stream_id, bool drop)
 
 	if (drop)
 		return sg_remove_listed("SELECT id, relid::pg_catalog.oid FROM streamguard.capture "
-								"WHERE stream_id OPERATOR(pg_catalog.=) $1 ORDER BY id FOR UPDATE",
-								1, types, values);
+								"WHERE stream_id OPERATOR(pg_catalog.=) $1 ORDER BY id",
+								1, types, values, NULL);
 	sg_exec("SELECT pg_catalog.count(*) FROM streamguard.capture WHERE stream_id OPERATOR(pg_catalog.=) $1",
 			1, types, values, NULL, SPI_OK_SELECT);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -683,8 +691,8 @@ CaptureDropOwned(Datum role_oids)
 
 	SgBecomeDataOwner(&save, true);
 	sg_remove_listed("SELECT id, relid::pg_catalog.oid FROM streamguard.capture "
-					 "WHERE owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id FOR UPDATE",
-					 1, types, values);
+					 "WHERE owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id",
+					 1, types, values, NULL);
 	SgRestoreUser(&save);
 }
 

@@ -936,7 +936,9 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	SgPayload	p;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		elog(ERROR, "streamguard._capture_trigger() must be called as a trigger");
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("streamguard._capture_trigger() can only be called as a trigger")));
 	trig = td->tg_trigger;
 	rel = td->tg_relation;
 	if (trig->tgnargs != 1)
