@@ -788,6 +788,12 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'sg_uncapture_table'
 LANGUAGE C VOLATILE;
 
+-- one chunk of a backfill in the caller's transaction (READ COMMITTED)
+CREATE FUNCTION streamguard.run_backfill_chunk(tab regclass, stream text, max_rows int DEFAULT 1000)
+RETURNS int
+AS 'MODULE_PATHNAME', 'sg_run_backfill_chunk'
+LANGUAGE C VOLATILE;
+
 -- the trigger capture_table installs; only capture_table installs it
 CREATE FUNCTION streamguard._capture_trigger()
 RETURNS trigger

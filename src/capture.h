@@ -87,6 +87,7 @@ extern Oid	CaptureFindKeyIndex(Relation rel, int nkeys, const AttrNumber *key_at
 extern FullTransactionId CaptureWidenXid(TransactionId xid);
 extern uint64 CaptureKeyHash(const char *key);
 extern char *CaptureKeyText(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple);
+extern bool CaptureRelNeedsContext(SgCaptureRel *cr);
 extern int	CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *rows,
 								const TransactionId *xmins, int n);
 extern void CaptureEnterTableOwner(Oid owner, SgUserSave *save);

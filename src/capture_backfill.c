@@ -58,8 +58,11 @@
  *
  * SUPERVISION.  The maintenance worker (maintenance.c) calls
  * CaptureSuperviseBackfills every round: one backfill worker per capture
- * whose backfill is pending or running, restarted after a crash; and it
- * deletes the claims of captures whose backfill is over.
+ * whose backfill is pending or running, at most
+ * streamguard.max_backfill_workers at a time in the database, restarted
+ * after a crash; and it deletes the claims of captures whose backfill is
+ * over.  run_backfill_chunk runs the same chunk in the caller's
+ * transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -70,6 +73,7 @@
 #include "access/nbtree.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "fmgr.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
@@ -83,6 +87,7 @@
 #include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -289,7 +294,7 @@ sg_estimate(Oid relid, bool *isnull)
  * One chunk, in its own transaction (already started, SPI connected).
  */
 static SgChunkResult
-sg_backfill_chunk(int32 capture_id, int chunk)
+sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 {
 	SgCaptureDef *def;
 	Relation	rel;
@@ -312,6 +317,7 @@ sg_backfill_chunk(int32 capture_id, int chunk)
 	Datum	   *values;
 	Oid		   *types;
 
+	*covered = 0;
 	def = CaptureDefLoad(capture_id, true);
 	if (def == NULL)
 		return SG_CHUNK_GONE;
@@ -552,6 +558,7 @@ sg_backfill_chunk(int32 capture_id, int chunk)
 	}
 	SgRestoreUser(&save);
 	table_close(rel, NoLock);
+	*covered = nrows;
 	elog(DEBUG1, "streamguard backfill of capture %d: %d rows, %d emitted, %lld before",
 		 capture_id, nrows, nemit, (long long) rows_done);
 	return hi == NULL ? SG_CHUNK_DONE : SG_CHUNK_MORE;
@@ -618,6 +625,7 @@ CaptureBackfillMain(Datum arg)
 	{
 		volatile SgChunkResult result = SG_CHUNK_MORE;
 		volatile bool failed = false;
+		int			covered;
 		MemoryContext oldcxt;
 
 		CHECK_FOR_INTERRUPTS();
@@ -642,7 +650,7 @@ CaptureBackfillMain(Datum arg)
 									 GUC_ACTION_LOCAL, true, 0, false);
 			(void) set_config_option("deadlock_timeout", "100ms", PGC_SUSET, PGC_S_SESSION,
 									 GUC_ACTION_LOCAL, true, 0, false);
-			result = sg_backfill_chunk(capture_id, chunk);
+			result = sg_backfill_chunk(capture_id, chunk, &covered);
 			SPI_finish();
 			PopActiveSnapshot();
 			CommitTransactionCommand();
@@ -695,6 +703,24 @@ typedef struct SgBackfillWorker
 } SgBackfillWorker;
 
 static List *sg_backfill_workers = NIL;	/* in TopMemoryContext */
+
+/* backfill workers of this database that are still running */
+static int
+sg_live_backfill_workers(void)
+{
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, sg_backfill_workers)
+	{
+		SgBackfillWorker *w = lfirst(lc);
+		pid_t		pid;
+
+		if (w->handle != NULL && GetBackgroundWorkerPid(w->handle, &pid) != BGWH_STOPPED)
+			n++;
+	}
+	return n;
+}
 
 /*
  * One backfill worker per capture whose backfill is pending or running.
@@ -753,6 +779,8 @@ CaptureSuperviseBackfills(void)
 		}
 		if (w->next_start > now)
 			continue;
+		if (sg_live_backfill_workers() >= sg_max_backfill_workers)
+			continue;
 		{
 			char		name[BGW_MAXLEN];
 
@@ -782,4 +810,80 @@ CaptureSuperviseBackfills(void)
 	list_free(sg_backfill_workers);
 	sg_backfill_workers = keep;
 	MemoryContextSwitchTo(old);
+}
+
+/* ------------------------------------------------------------ by hand */
+
+PG_FUNCTION_INFO_V1(sg_run_backfill_chunk);
+
+/*
+ * run_backfill_chunk(tab, stream, max_rows) -> rows the chunk covered (0:
+ * the backfill is over): one chunk of a capture's backfill in the
+ * caller's transaction, which must be READ COMMITTED (each statement of
+ * the chunk needs a fresh snapshot; the argument at the top of this file
+ * depends on it).  For streamguard.max_backfill_workers = 0 (backfills
+ * driven from outside), and for tests that interleave a chunk with
+ * writers.  The capture's owner, the table's owner or a superuser.
+ */
+Datum
+sg_run_backfill_chunk(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *stream;
+	int32		max_rows;
+	int32		capture_id;
+	Oid			owner;
+	SgUserSave	save;
+	int			covered = 0;
+	Oid			types[2] = {OIDOID, TEXTOID};
+	Datum		values[2];
+	bool		isnull;
+
+	StreamguardCheckLoaded();
+	SgCheckPrimary("run_backfill_chunk");
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("tab must not be NULL")));
+	relid = PG_GETARG_OID(0);
+	stream = SgTextArg(fcinfo, 1, "stream name");
+	SgCheckName("stream", stream);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("max_rows must not be NULL")));
+	max_rows = PG_GETARG_INT32(2);
+	if (max_rows < 1 || max_rows > 1000000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_rows must be between 1 and 1000000, got %d", max_rows)));
+	if (XactIsoLevel != XACT_READ_COMMITTED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("run_backfill_chunk must run in a READ COMMITTED transaction"),
+				 errdetail("Each statement of a chunk needs a snapshot of its own.")));
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(stream);
+	SgEnterCatalog(&save);
+	sg_exec_args("SELECT c.id, c.owner FROM streamguard.capture c "
+				 "JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
+				 "WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2",
+				 2, types, values, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("table \"%s\" is not captured into stream \"%s\"",
+						get_rel_name(relid) ? get_rel_name(relid) : "?", stream)));
+	capture_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	SgRestoreUser(&save);
+	if (!superuser() && !has_privs_of_role(GetUserId(), owner) && !pg_class_ownercheck(relid, GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to run the backfill of table \"%s\"", get_rel_name(relid)),
+				 errdetail("The owner of the capture or of the table may.")));
+	(void) sg_backfill_chunk(capture_id, max_rows, &covered);
+	SPI_finish();
+	PG_RETURN_INT32(covered);
 }

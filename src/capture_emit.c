@@ -67,6 +67,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
@@ -81,6 +83,7 @@
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "common/hashfn.h"
+#include "common/shortest_dec.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -98,6 +101,8 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/json.h"
+#include "utils/numeric.h"
 #include "utils/xid8.h"
 
 #include "capture.h"
@@ -132,6 +137,39 @@ typedef struct SgCaptureRelKey
 	Oid			relid;
 } SgCaptureRelKey;
 
+/*
+ * How one column becomes a JSON value.  The common built-in types are
+ * encoded here directly, in a form that depends on no setting (a
+ * timestamptz always in UTC, a float always in its shortest exact form);
+ * any other type goes through to_jsonb in the table owner's pinned context
+ * (CaptureEnterTableOwner), the only case that needs it.
+ */
+typedef enum SgEncKind
+{
+	SG_ENC_BOOL,
+	SG_ENC_INT,					/* int2, int4, int8 */
+	SG_ENC_NUMERIC,
+	SG_ENC_FLOAT4,
+	SG_ENC_FLOAT8,
+	SG_ENC_TEXT,				/* text, varchar, bpchar */
+	SG_ENC_NAME,
+	SG_ENC_DATETIME,			/* date, timestamp, timestamptz */
+	SG_ENC_JSONB,
+	SG_ENC_JSON,
+	SG_ENC_BYTEA,
+	SG_ENC_OUTPUT,				/* a string from an output function no setting affects */
+	SG_ENC_GENERIC				/* to_jsonb, in the pinned context */
+} SgEncKind;
+
+typedef struct SgColEnc
+{
+	AttrNumber	attnum;			/* in the relation encoded */
+	char	   *name;			/* the key in the JSON object */
+	Oid			typid;			/* base type */
+	SgEncKind	kind;
+	FmgrInfo	fn;				/* SG_ENC_OUTPUT: output; SG_ENC_GENERIC: to_jsonb */
+} SgColEnc;
+
 struct SgCaptureRel
 {
 	SgCaptureRelKey key;		/* hash key */
@@ -141,14 +179,14 @@ struct SgCaptureRel
 	Oid			relid;			/* the relation whose tuples we encode */
 	Oid			table_owner;	/* owner of the captured table */
 	char	   *table_name;		/* the captured table, schema-qualified */
-	TupleDesc	key_desc;		/* blessed: the key columns */
-	AttrNumber *key_src;		/* their numbers in relid */
-	TupleDesc	row_desc;		/* blessed projection, or NULL: whole row */
-	AttrNumber *row_src;
+	int			nkeys;
+	SgColEnc   *keys;			/* the key columns, in key_columns order */
+	int			ncols;
+	SgColEnc   *cols;			/* the row's columns */
+	bool		needs_context;	/* some column is SG_ENC_GENERIC */
 	int			ncmp;			/* columns an UPDATE must change to emit */
 	AttrNumber *cmp_src;
 	Oid			probe_index;	/* unique index on the key, in relid */
-	FmgrInfo	to_jsonb;		/* to_jsonb(record) */
 };
 
 static HTAB *sg_capture_cache = NULL;
@@ -332,22 +370,103 @@ CaptureFindKeyIndex(Relation rel, int nkeys, const AttrNumber *key_attnums, bool
 	return found;
 }
 
-/* a blessed descriptor of `n` columns of rel, named as in rel */
-static TupleDesc
-sg_project_desc(Relation rel, const AttrNumber *src, int n)
+/* types whose output function depends on no setting: a JSON string */
+static bool
+sg_plain_output(Oid typid)
 {
-	TupleDesc	desc = CreateTemplateTupleDesc(n);
-	int			i;
-
-	for (i = 0; i < n; i++)
+	switch (typid)
 	{
-		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), src[i] - 1);
-
-		TupleDescInitEntry(desc, (AttrNumber) (i + 1), NameStr(att->attname),
-						   att->atttypid, att->atttypmod, att->attndims);
-		TupleDescInitEntryCollation(desc, (AttrNumber) (i + 1), att->attcollation);
+		case UUIDOID:
+		case INETOID:
+		case CIDROID:
+		case MACADDROID:
+		case MACADDR8OID:
+		case OIDOID:
+		case CHAROID:
+		case BITOID:
+		case VARBITOID:
+		case XIDOID:
+		case XID8OID:
+		case TIDOID:
+			return true;
+		default:
+			return get_typtype(typid) == TYPTYPE_ENUM;
 	}
-	return BlessTupleDesc(desc);
+}
+
+static void
+sg_init_column(SgCaptureRel *cr, SgColEnc *c, Relation rel, AttrNumber attnum)
+{
+	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+
+	c->attnum = attnum;
+	c->name = pstrdup(NameStr(att->attname));
+	/* to_jsonb treats a domain as its base type */
+	c->typid = getBaseType(att->atttypid);
+	switch (c->typid)
+	{
+		case BOOLOID:
+			c->kind = SG_ENC_BOOL;
+			break;
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+			c->kind = SG_ENC_INT;
+			break;
+		case NUMERICOID:
+			c->kind = SG_ENC_NUMERIC;
+			break;
+		case FLOAT4OID:
+			c->kind = SG_ENC_FLOAT4;
+			break;
+		case FLOAT8OID:
+			c->kind = SG_ENC_FLOAT8;
+			break;
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			c->kind = SG_ENC_TEXT;
+			break;
+		case NAMEOID:
+			c->kind = SG_ENC_NAME;
+			break;
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			c->kind = SG_ENC_DATETIME;
+			break;
+		case JSONBOID:
+			c->kind = SG_ENC_JSONB;
+			break;
+		case JSONOID:
+			c->kind = SG_ENC_JSON;
+			break;
+		case BYTEAOID:
+			c->kind = SG_ENC_BYTEA;
+			break;
+		default:
+			if (sg_plain_output(c->typid))
+			{
+				Oid			out;
+				bool		varlena;
+
+				c->kind = SG_ENC_OUTPUT;
+				getTypeOutputInfo(c->typid, &out, &varlena);
+				fmgr_info_cxt(out, &c->fn, cr->cxt);
+			}
+			else
+			{
+				/* to_jsonb reads its argument's type from the call's expression */
+				c->kind = SG_ENC_GENERIC;
+				cr->needs_context = true;
+				fmgr_info_cxt(F_TO_JSONB, &c->fn, cr->cxt);
+				fmgr_info_set_expr((Node *) makeFuncExpr(F_TO_JSONB, JSONBOID,
+														 list_make1(makeNullConst(att->atttypid, -1, InvalidOid)),
+														 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL),
+								   &c->fn);
+			}
+			break;
+	}
 }
 
 /* the number in `rel` of column `attnum` of the captured table, by name */
@@ -397,43 +516,44 @@ sg_build_rel(SgCaptureRel *cr, int32 capture_id, Relation rel)
 		ReleaseSysCache(tup);
 	}
 
-	cr->key_src = palloc(sizeof(AttrNumber) * def->nkeys);
+	cr->nkeys = def->nkeys;
+	cr->keys = palloc0(sizeof(SgColEnc) * def->nkeys);
 	for (i = 0; i < def->nkeys; i++)
-		cr->key_src[i] = sg_map_attnum(def, rel, def->key_attnums[i]);
-	cr->key_desc = sg_project_desc(rel, cr->key_src, def->nkeys);
+		sg_init_column(cr, &cr->keys[i], rel, sg_map_attnum(def, rel, def->key_attnums[i]));
 
 	if (def->ncols >= 0)
 	{
-		cr->row_src = palloc(sizeof(AttrNumber) * Max(def->ncols, 1));
+		cr->ncols = def->ncols;
+		cr->cols = palloc0(sizeof(SgColEnc) * Max(def->ncols, 1));
 		for (i = 0; i < def->ncols; i++)
-			cr->row_src[i] = sg_map_attnum(def, rel, def->col_attnums[i]);
-		cr->row_desc = sg_project_desc(rel, cr->row_src, def->ncols);
+			sg_init_column(cr, &cr->cols[i], rel, sg_map_attnum(def, rel, def->col_attnums[i]));
 		/* an UPDATE emits when it changes a captured or a key column */
 		cr->cmp_src = palloc(sizeof(AttrNumber) * (def->ncols + def->nkeys));
 		cr->ncmp = 0;
 		for (i = 0; i < def->ncols; i++)
-			cr->cmp_src[cr->ncmp++] = cr->row_src[i];
+			cr->cmp_src[cr->ncmp++] = cr->cols[i].attnum;
 		for (i = 0; i < def->nkeys; i++)
-			cr->cmp_src[cr->ncmp++] = cr->key_src[i];
+			cr->cmp_src[cr->ncmp++] = cr->keys[i].attnum;
 	}
 	else
 	{
-		cr->row_desc = NULL;
-		cr->row_src = NULL;
-		cr->cmp_src = palloc(sizeof(AttrNumber) * Max(rdesc->natts, 1));
-		cr->ncmp = 0;
+		cr->cols = palloc0(sizeof(SgColEnc) * Max(rdesc->natts, 1));
+		cr->ncols = 0;
 		for (i = 0; i < rdesc->natts; i++)
 			if (!TupleDescAttr(rdesc, i)->attisdropped)
-				cr->cmp_src[cr->ncmp++] = (AttrNumber) (i + 1);
+				sg_init_column(cr, &cr->cols[cr->ncols++], rel, (AttrNumber) (i + 1));
+		cr->cmp_src = palloc(sizeof(AttrNumber) * Max(cr->ncols, 1));
+		cr->ncmp = cr->ncols;
+		for (i = 0; i < cr->ncols; i++)
+			cr->cmp_src[i] = cr->cols[i].attnum;
 	}
-	cr->probe_index = CaptureFindKeyIndex(rel, def->nkeys, cr->key_src, &nullable);
+	{
+		AttrNumber *key_src = palloc(sizeof(AttrNumber) * def->nkeys);
 
-	/* to_jsonb(record): it reads its argument's type from the call's expression */
-	fmgr_info_cxt(F_TO_JSONB, &cr->to_jsonb, cr->cxt);
-	fmgr_info_set_expr((Node *) makeFuncExpr(F_TO_JSONB, JSONBOID,
-											 list_make1(makeNullConst(RECORDOID, -1, InvalidOid)),
-											 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL),
-					   &cr->to_jsonb);
+		for (i = 0; i < def->nkeys; i++)
+			key_src[i] = cr->keys[i].attnum;
+		cr->probe_index = CaptureFindKeyIndex(rel, def->nkeys, key_src, &nullable);
+	}
 	MemoryContextSwitchTo(old);
 }
 
@@ -525,29 +645,148 @@ CaptureRelTableOwner(SgCaptureRel *cr)
 	return cr->table_owner;
 }
 
-/* to_jsonb of columns `src` of a tuple of the relation (all of them if NULL) */
-static Jsonb *
-sg_columns_jsonb(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple, TupleDesc desc,
-				 const AttrNumber *src)
+/* one column's value as a JSON value */
+static void
+sg_encode_value(SgColEnc *c, Datum v, bool isnull, JsonbValue *out)
 {
-	Datum		rec;
+	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
+	int			len;
 
-	if (desc == NULL)
-		rec = heap_copy_tuple_as_datum(tuple, rdesc);
-	else
+	if (isnull)
 	{
-		Datum	   *values = palloc(sizeof(Datum) * Max(desc->natts, 1));
-		bool	   *nulls = palloc(sizeof(bool) * Max(desc->natts, 1));
-		int			i;
-
-		for (i = 0; i < desc->natts; i++)
-			values[i] = heap_getattr(tuple, src[i], rdesc, &nulls[i]);
-		rec = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+		out->type = jbvNull;
+		return;
 	}
-	return DatumGetJsonbP(FunctionCall1(&cr->to_jsonb, rec));
+	out->type = jbvString;
+	switch (c->kind)
+	{
+		case SG_ENC_BOOL:
+			out->type = jbvBool;
+			out->val.boolean = DatumGetBool(v);
+			return;
+		case SG_ENC_INT:
+			out->type = jbvNumeric;
+			out->val.numeric = int64_to_numeric(c->typid == INT2OID ? (int64) DatumGetInt16(v) :
+												c->typid == INT4OID ? (int64) DatumGetInt32(v) :
+												DatumGetInt64(v));
+			return;
+		case SG_ENC_NUMERIC:
+			{
+				Numeric		n = DatumGetNumeric(v);
+
+				/* JSON has no NaN or infinity: to_jsonb makes them strings */
+				if (numeric_is_nan(n) || numeric_is_inf(n))
+					out->val.string.val = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(n)));
+				else
+				{
+					out->type = jbvNumeric;
+					out->val.numeric = n;
+					return;
+				}
+				break;
+			}
+		case SG_ENC_FLOAT4:
+		case SG_ENC_FLOAT8:
+			{
+				double		d = c->kind == SG_ENC_FLOAT4 ? (double) DatumGetFloat4(v) : DatumGetFloat8(v);
+
+				if (isnan(d))
+					out->val.string.val = "NaN";
+				else if (isinf(d))
+					out->val.string.val = d > 0 ? "Infinity" : "-Infinity";
+				else
+				{
+					/* the shortest text that reads back exactly (extra_float_digits 1) */
+					if (c->kind == SG_ENC_FLOAT4)
+						float_to_shortest_decimal_buf(DatumGetFloat4(v), buf);
+					else
+						double_to_shortest_decimal_buf(d, buf);
+					out->type = jbvNumeric;
+					out->val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(buf),
+																		   ObjectIdGetDatum(InvalidOid),
+																		   Int32GetDatum(-1)));
+					return;
+				}
+				break;
+			}
+		case SG_ENC_TEXT:
+			{
+				text	   *t = DatumGetTextPP(v);
+
+				out->val.string.val = VARDATA_ANY(t);
+				out->val.string.len = VARSIZE_ANY_EXHDR(t);
+				return;
+			}
+		case SG_ENC_NAME:
+			out->val.string.val = NameStr(*DatumGetName(v));
+			break;
+		case SG_ENC_DATETIME:
+			{
+				static const int utc = 0;
+
+				out->val.string.val = JsonEncodeDateTime(NULL, v, c->typid,
+														 c->typid == TIMESTAMPTZOID ? &utc : NULL);
+				break;
+			}
+		case SG_ENC_JSON:
+			v = DirectFunctionCall1(jsonb_in, CStringGetDatum(TextDatumGetCString(v)));
+			/* FALLTHROUGH */
+		case SG_ENC_JSONB:
+		case SG_ENC_GENERIC:
+			{
+				Jsonb	   *j = c->kind == SG_ENC_GENERIC ? DatumGetJsonbP(FunctionCall1(&c->fn, v)) :
+					DatumGetJsonbP(v);
+
+				if (JB_ROOT_IS_SCALAR(j))
+					JsonbExtractScalar(&j->root, out);
+				else
+				{
+					out->type = jbvBinary;
+					out->val.binary.data = &j->root;
+					out->val.binary.len = VARSIZE(j) - VARHDRSZ;
+				}
+				return;
+			}
+		case SG_ENC_BYTEA:
+			{
+				bytea	   *b = DatumGetByteaPP(v);
+				char	   *s;
+
+				/* what byteaout gives with bytea_output = hex */
+				len = VARSIZE_ANY_EXHDR(b);
+				s = palloc(len * 2 + 3);
+				s[0] = '\\';
+				s[1] = 'x';
+				hex_encode(VARDATA_ANY(b), len, s + 2);
+				s[len * 2 + 2] = '\0';
+				out->val.string.val = s;
+				break;
+			}
+		case SG_ENC_OUTPUT:
+			out->val.string.val = OutputFunctionCall(&c->fn, v);
+			break;
+	}
+	out->val.string.len = strlen(out->val.string.val);
 }
 
-/* the text of one JSON value: a string's contents, other scalars as JSON */
+/* the columns `cols` of a tuple of the relation, as JSON values */
+static JsonbValue *
+sg_encode(SgColEnc *cols, int n, TupleDesc rdesc, HeapTuple tuple)
+{
+	JsonbValue *vals = palloc(sizeof(JsonbValue) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		v = heap_getattr(tuple, cols[i].attnum, rdesc, &isnull);
+
+		sg_encode_value(&cols[i], v, isnull, &vals[i]);
+	}
+	return vals;
+}
+
+/* the text of one JSON value: a string's contents, other values as JSON */
 static char *
 sg_json_value_text(JsonbValue *v)
 {
@@ -575,40 +814,23 @@ sg_json_value_text(JsonbValue *v)
 }
 
 /*
- * The event key of a key object: the text of the value for one column, a
+ * The event key of a row: the text of the value for a one-column key, a
  * JSON array of the values (in key_columns order) for several.  NULL for
  * a one-column key that is NULL.
  */
 static char *
-sg_key_text(SgCaptureRel *cr, Jsonb *key)
+sg_key_text(SgCaptureRel *cr, JsonbValue *keys)
 {
-	int			n = cr->key_desc->natts;
 	JsonbParseState *st = NULL;
 	JsonbValue *arr;
 	StringInfoData buf;
 	int			i;
 
-	if (n == 1)
-	{
-		char	   *name = NameStr(TupleDescAttr(cr->key_desc, 0)->attname);
-		JsonbValue *v = getKeyJsonValueFromContainer(&key->root, name, strlen(name), NULL);
-
-		return v ? sg_json_value_text(v) : NULL;
-	}
+	if (cr->nkeys == 1)
+		return sg_json_value_text(&keys[0]);
 	pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
-	for (i = 0; i < n; i++)
-	{
-		char	   *name = NameStr(TupleDescAttr(cr->key_desc, i)->attname);
-		JsonbValue *v = getKeyJsonValueFromContainer(&key->root, name, strlen(name), NULL);
-		JsonbValue	null;
-
-		if (v == NULL)
-		{
-			null.type = jbvNull;
-			v = &null;
-		}
-		pushJsonbValue(&st, WJB_ELEM, v);
-	}
+	for (i = 0; i < cr->nkeys; i++)
+		pushJsonbValue(&st, WJB_ELEM, &keys[i]);
 	arr = pushJsonbValue(&st, WJB_END_ARRAY, NULL);
 	initStringInfo(&buf);
 	return JsonbToCString(&buf, &JsonbValueToJsonb(arr)->root, 0);
@@ -623,22 +845,19 @@ CaptureKeyHash(const char *key)
 }
 
 /*
- * The event key of a tuple of the relation, and its key object.  Runs in
- * the table owner's context (CaptureEnterTableOwner).
+ * The event key of a tuple of the relation (in the table owner's context
+ * when the capture needs it, see CaptureRelNeedsContext).
  */
-static char *
-sg_tuple_key(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple, Jsonb **key)
-{
-	*key = sg_columns_jsonb(cr, rdesc, tuple, cr->key_desc, cr->key_src);
-	return sg_key_text(cr, *key);
-}
-
 char *
 CaptureKeyText(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple)
 {
-	Jsonb	   *key;
+	return sg_key_text(cr, sg_encode(cr->keys, cr->nkeys, rdesc, tuple));
+}
 
-	return sg_tuple_key(cr, rdesc, tuple, &key);
+bool
+CaptureRelNeedsContext(SgCaptureRel *cr)
+{
+	return cr->needs_context;
 }
 
 /* payload building */
@@ -664,27 +883,31 @@ sg_push_string(JsonbParseState **st, const char *s, JsonbIteratorToken tok)
 	pushJsonbValue(st, tok, &v);
 }
 
+/* an object of the columns' values under key k */
 static void
-sg_push_jsonb(JsonbParseState **st, const char *k, Jsonb *j)
+sg_push_object(JsonbParseState **st, const char *k, SgColEnc *cols, JsonbValue *vals, int n)
 {
-	JsonbValue	v;
+	int			i;
 
 	sg_push_key(st, k);
-	v.type = jbvBinary;
-	v.val.binary.data = &j->root;
-	v.val.binary.len = VARSIZE(j) - VARHDRSZ;
-	pushJsonbValue(st, WJB_VALUE, &v);
+	pushJsonbValue(st, WJB_BEGIN_OBJECT, NULL);
+	for (i = 0; i < n; i++)
+	{
+		sg_push_key(st, cols[i].name);
+		pushJsonbValue(st, WJB_VALUE, &vals[i]);
+	}
+	pushJsonbValue(st, WJB_END_OBJECT, NULL);
 }
 
 typedef struct SgPayload
 {
 	const char *op;
-	Jsonb	   *key;
-	Jsonb	   *row;			/* or NULL */
-	List	   *changed;		/* column names, or NIL: no "changed" */
-	bool		has_changed;
-	Jsonb	   *old_key;		/* or NULL */
-	Jsonb	   *new_key;		/* or NULL */
+	JsonbValue *key;			/* the key columns' values */
+	JsonbValue *row;			/* the row's columns' values, or NULL */
+	List	   *changed;		/* column names */
+	bool		has_changed;	/* "changed" present */
+	JsonbValue *old_key;		/* or NULL */
+	JsonbValue *new_key;		/* or NULL */
 	bool		has_xid;
 	uint64		xid;
 } SgPayload;
@@ -700,9 +923,9 @@ sg_payload(SgCaptureRel *cr, const SgPayload *p)
 	sg_push_string(&st, p->op, WJB_VALUE);
 	sg_push_key(&st, "table");
 	sg_push_string(&st, cr->table_name, WJB_VALUE);
-	sg_push_jsonb(&st, "key", p->key);
+	sg_push_object(&st, "key", cr->keys, p->key, cr->nkeys);
 	if (p->row)
-		sg_push_jsonb(&st, "row", p->row);
+		sg_push_object(&st, "row", cr->cols, p->row, cr->ncols);
 	if (p->has_changed)
 	{
 		ListCell   *lc;
@@ -714,17 +937,16 @@ sg_payload(SgCaptureRel *cr, const SgPayload *p)
 		pushJsonbValue(&st, WJB_END_ARRAY, NULL);
 	}
 	if (p->old_key)
-		sg_push_jsonb(&st, "old_key", p->old_key);
+		sg_push_object(&st, "old_key", cr->keys, p->old_key, cr->nkeys);
 	if (p->new_key)
-		sg_push_jsonb(&st, "new_key", p->new_key);
+		sg_push_object(&st, "new_key", cr->keys, p->new_key, cr->nkeys);
 	if (p->has_xid)
 	{
 		JsonbValue	v;
 
 		sg_push_key(&st, "xid");
 		v.type = jbvNumeric;
-		v.val.numeric = DatumGetNumeric(DirectFunctionCall1(int8_numeric,
-															Int64GetDatum((int64) p->xid)));
+		v.val.numeric = int64_to_numeric((int64) p->xid);
 		pushJsonbValue(&st, WJB_VALUE, &v);
 	}
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
@@ -1006,16 +1228,19 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	p.has_xid = true;
 	p.xid = U64FromFullTransactionId(fxid);
 
-	CaptureEnterTableOwner(cr->table_owner, &owner);
+	if (cr->needs_context)
+		CaptureEnterTableOwner(cr->table_owner, &owner);
 	if (oldtup == NULL)
 	{
 		/* INSERT */
-		char	   *key = sg_tuple_key(cr, rdesc, newtup, &p.key);
+		char	   *key;
 
+		p.key = sg_encode(cr->keys, cr->nkeys, rdesc, newtup);
+		key = sg_key_text(cr, p.key);
 		if (!(careful && sg_superseded(newtup->t_data)))
 		{
 			p.op = "insert";
-			p.row = sg_columns_jsonb(cr, rdesc, newtup, cr->row_desc, cr->row_src);
+			p.row = sg_encode(cr->cols, cr->ncols, rdesc, newtup);
 			sg_event(&ev[nev++], key, sg_payload(cr, &p), sg_live_dedup_key(cr, fxid));
 			if (backfilling)
 				sg_claim(cr, key, HeapTupleHeaderGetXmin(newtup->t_data));
@@ -1024,8 +1249,10 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	else if (newtup == NULL)
 	{
 		/* DELETE */
-		char	   *key = sg_tuple_key(cr, rdesc, oldtup, &p.key);
+		char	   *key;
 
+		p.key = sg_encode(cr->keys, cr->nkeys, rdesc, oldtup);
+		key = sg_key_text(cr, p.key);
 		if (!(careful && sg_key_exists(cr, rel, oldtup)))
 		{
 			p.op = "delete";
@@ -1035,13 +1262,15 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	else
 	{
 		/* UPDATE */
-		Jsonb	   *oldkey;
-		char	   *okey = sg_tuple_key(cr, rdesc, oldtup, &oldkey);
-		char	   *nkey = sg_tuple_key(cr, rdesc, newtup, &p.key);
+		JsonbValue *oldkey = sg_encode(cr->keys, cr->nkeys, rdesc, oldtup);
+		char	   *okey = sg_key_text(cr, oldkey);
+		char	   *nkey;
 		List	   *changed = sg_changed_columns(cr, rdesc, oldtup, newtup);
-		bool		keychange = (okey == NULL) != (nkey == NULL) ||
-			(okey != NULL && strcmp(okey, nkey) != 0);
+		bool		keychange;
 
+		p.key = sg_encode(cr->keys, cr->nkeys, rdesc, newtup);
+		nkey = sg_key_text(cr, p.key);
+		keychange = (okey == NULL) != (nkey == NULL) || (okey != NULL && strcmp(okey, nkey) != 0);
 		if (keychange)
 		{
 			/* a delete of the old key and an insert of the new one */
@@ -1062,7 +1291,7 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 			p.op = "update";
 		if (changed != NIL && !(careful && sg_superseded(newtup->t_data)))
 		{
-			p.row = sg_columns_jsonb(cr, rdesc, newtup, cr->row_desc, cr->row_src);
+			p.row = sg_encode(cr->cols, cr->ncols, rdesc, newtup);
 			p.has_changed = true;
 			p.changed = sg_names(changed);
 			sg_event(&ev[nev++], nkey, sg_payload(cr, &p), sg_live_dedup_key(cr, fxid));
@@ -1076,15 +1305,16 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 		if (sg_emit_max_cid == InvalidCommandId || cid > sg_emit_max_cid)
 			sg_emit_max_cid = cid;
 	}
-	CaptureLeaveTableOwner(&owner);
+	if (cr->needs_context)
+		CaptureLeaveTableOwner(&owner);
 	SPI_finish();
 	return PointerGetDatum(NULL);
 }
 
 /*
  * Append one backfill event per row (whole rows of the captured table,
- * and the xmin of each), in the table owner's context.  Returns the
- * number appended.
+ * and the xmin of each), in the table owner's context when the capture
+ * needs it.  Returns the number appended.
  */
 int
 CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *rows,
@@ -1102,9 +1332,10 @@ CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *rows,
 		char	   *key;
 
 		memset(&p, 0, sizeof(p));
-		key = sg_tuple_key(cr, rdesc, rows[i], &p.key);
+		p.key = sg_encode(cr->keys, cr->nkeys, rdesc, rows[i]);
+		key = sg_key_text(cr, p.key);
 		p.op = "backfill";
-		p.row = sg_columns_jsonb(cr, rdesc, rows[i], cr->row_desc, cr->row_src);
+		p.row = sg_encode(cr->cols, cr->ncols, rdesc, rows[i]);
 		sg_event(&ev[i], key, sg_payload(cr, &p),
 				 psprintf("%d:b" UINT64_FORMAT ":%016llx", cr->def.id,
 						  U64FromFullTransactionId(CaptureWidenXid(xmins[i])),
@@ -1112,4 +1343,99 @@ CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *rows,
 	}
 	sg_append(cr, ev, n);
 	return n;
+}
+
+/*
+ * PROTOTYPE for the measurement in docs/benchmarks.md: the same events
+ * from AFTER ... FOR EACH STATEMENT triggers with transition tables (one
+ * per operation: REFERENCING OLD/NEW TABLE), appended in one batch per
+ * statement.  No claims and no out-of-order check: it exists only to be
+ * timed against the row trigger.
+ */
+PG_FUNCTION_INFO_V1(sg_capture_statement);
+
+Datum
+sg_capture_statement(PG_FUNCTION_ARGS)
+{
+	TriggerData *td = (TriggerData *) fcinfo->context;
+	Relation	rel = td->tg_relation;
+	TupleDesc	rdesc = RelationGetDescr(rel);
+	int32		capture_id = pg_strtoint32(td->tg_trigger->tgargs[0]);
+	SgCaptureRel *cr;
+	FullTransactionId fxid = GetTopFullTransactionId();
+	TupleTableSlot *oslot,
+			   *nslot;
+	SgEventRow *ev = NULL;
+	int			nev = 0,
+				maxev = 0;
+	SgUserSave	owner;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	cr = CaptureRelGet(capture_id, rel);
+	if (!FullTransactionIdEquals(fxid, sg_emit_fxid))
+	{
+		sg_emit_fxid = fxid;
+		sg_emit_count = 0;
+	}
+	oslot = MakeSingleTupleTableSlot(rdesc, &TTSOpsMinimalTuple);
+	nslot = MakeSingleTupleTableSlot(rdesc, &TTSOpsMinimalTuple);
+	if (td->tg_oldtable)
+		tuplestore_rescan(td->tg_oldtable);
+	if (td->tg_newtable)
+		tuplestore_rescan(td->tg_newtable);
+	if (cr->needs_context)
+		CaptureEnterTableOwner(cr->table_owner, &owner);
+	for (;;)
+	{
+		HeapTuple	oldtup = NULL,
+					newtup = NULL;
+		bool		sf;
+		SgPayload	p;
+		char	   *key;
+
+		if (td->tg_oldtable)
+		{
+			if (!tuplestore_gettupleslot(td->tg_oldtable, true, false, oslot))
+				break;
+			oldtup = ExecFetchSlotHeapTuple(oslot, true, &sf);
+		}
+		if (td->tg_newtable)
+		{
+			if (!tuplestore_gettupleslot(td->tg_newtable, true, false, nslot))
+				break;
+			newtup = ExecFetchSlotHeapTuple(nslot, true, &sf);
+		}
+		if (nev + 2 > maxev)
+		{
+			maxev = Max(16, maxev * 2);
+			ev = ev ? repalloc(ev, sizeof(SgEventRow) * maxev) : palloc(sizeof(SgEventRow) * maxev);
+		}
+		memset(&p, 0, sizeof(p));
+		p.has_xid = true;
+		p.xid = U64FromFullTransactionId(fxid);
+		p.key = sg_encode(cr->keys, cr->nkeys, rdesc, newtup ? newtup : oldtup);
+		key = sg_key_text(cr, p.key);
+		if (newtup == NULL)
+			p.op = "delete";
+		else
+		{
+			p.op = oldtup ? "update" : "insert";
+			p.row = sg_encode(cr->cols, cr->ncols, rdesc, newtup);
+			if (oldtup)
+			{
+				p.has_changed = true;
+				p.changed = sg_names(sg_changed_columns(cr, rdesc, oldtup, newtup));
+			}
+		}
+		sg_event(&ev[nev++], key, sg_payload(cr, &p), sg_live_dedup_key(cr, fxid));
+	}
+	if (nev > 0)
+		sg_append(cr, ev, nev);
+	if (cr->needs_context)
+		CaptureLeaveTableOwner(&owner);
+	ExecDropSingleTupleTableSlot(oslot);
+	ExecDropSingleTupleTableSlot(nslot);
+	SPI_finish();
+	return PointerGetDatum(NULL);
 }

@@ -40,6 +40,7 @@ int			sg_role_max_pipelines = 16;
 int			sg_batch_history = 1000;
 int			sg_backfill_chunk_rows = 1000;
 int			sg_backfill_naptime_ms = 0;
+int			sg_max_backfill_workers = 2;
 
 /* set in a pipeline worker while it runs (0 elsewhere) */
 int32		SgRunningPipelineId = 0;
@@ -149,6 +150,11 @@ _PG_init(void)
 							"Spreads a backfill's load over a longer time.",
 							&sg_backfill_naptime_ms, 0, 0, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.max_backfill_workers",
+							"Maximum number of backfill workers running at once in each database.",
+							"0 leaves backfills to streamguard.run_backfill_chunk.",
+							&sg_max_backfill_workers, 2, 0, 64,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamguard");
 
 	OwnershipInstallHooks();

@@ -49,6 +49,7 @@ extern int	sg_role_max_pipelines;
 extern int	sg_batch_history;
 extern int	sg_backfill_chunk_rows;
 extern int	sg_backfill_naptime_ms;
+extern int	sg_max_backfill_workers;
 
 /* a pipeline worker's identity while it runs (0 elsewhere; worker.c) */
 extern int32 SgRunningPipelineId;
