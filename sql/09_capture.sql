@@ -1,6 +1,9 @@
 -- change capture: capture_table / uncapture_table, the events' shape, what
 -- DDL and TRUNCATE do to a capture, privileges, bad input (docs/capture.md)
 SET client_min_messages = warning;
+-- test/regress.conf leaves backfills to run_backfill_chunk; here the workers run them
+ALTER SYSTEM SET streamguard.max_backfill_workers = 2;
+SELECT pg_reload_conf();
 
 SELECT streamguard.create_stream('cap', 1);
 SELECT streamguard.create_stream('cap3', 3);
@@ -373,3 +376,6 @@ DROP ROLE cap_nobody;
 
 -- what is left
 SELECT tab, stream, backfill_state FROM streamguard.captures ORDER BY tab::text, stream;
+
+ALTER SYSTEM RESET streamguard.max_backfill_workers;
+SELECT pg_reload_conf();
