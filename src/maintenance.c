@@ -35,6 +35,7 @@
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
@@ -536,6 +537,12 @@ MaintenanceWorkerMain(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	SgHardenWorkerSession();
+	/*
+	 * In a deadlock with a user's command (DROP EXTENSION locking our
+	 * tables one by one while a step reads them), be the one that gives
+	 * way: the step is retried next round.
+	 */
+	SetConfigOption("deadlock_timeout", "100ms", PGC_SUSET, PGC_S_SESSION);
 	pgstat_report_appname("streamguard maintenance");
 
 	sg_round_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard maintenance round",
