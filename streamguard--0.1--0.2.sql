@@ -488,6 +488,7 @@ CREATE TABLE streamguard.capture (
 	owner oid NOT NULL,						-- the role the events are appended as
 	backfill_state streamguard.backfill_state NOT NULL,
 	backfill_after text[],					-- key of the last row a committed chunk covered
+	backfill_until text[],					-- the last key when the backfill began: its end
 	backfill_rows bigint NOT NULL DEFAULT 0,	-- backfill events appended
 	backfill_skipped bigint NOT NULL DEFAULT 0,	-- rows whose version a live change sent
 	backfill_total bigint,					-- the table's estimated rows when it started
@@ -501,11 +502,15 @@ SELECT pg_catalog.pg_extension_config_dump('streamguard.capture', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.capture_id_seq', '');
 
 -- row versions that live changes wrote while a backfill runs: the backfill
--- skips them (written on the hot path, so no foreign key; deleted explicitly)
+-- skips those whose content an event carried (prev_xid NULL), and for a
+-- version that an update changing no captured column wrote, looks at the
+-- version it replaced (prev_xid).  Written on the hot path, so no foreign
+-- key; deleted explicitly.
 CREATE TABLE streamguard.capture_claim (
 	capture_id int NOT NULL,
 	key_hash bigint NOT NULL,
 	xid xid8 NOT NULL,
+	prev_xid xid8,
 	PRIMARY KEY (capture_id, key_hash, xid)
 );
 

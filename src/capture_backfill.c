@@ -20,14 +20,20 @@
  *	1. lock the table, then the capture's row (FOR UPDATE: one worker at a
  *	   time, and the progress it reads is the committed one);
  *	2. read the keys of the next `chunk` rows after the last key done (no
- *	   lock): the chunk is (after, hi];
+ *	   lock): the chunk is (after, hi].  The backfill ends at the last key
+ *	   its first chunk saw: a row written before the capture committed
+ *	   has a key up to it, so rows that writers add beyond it (sent and
+ *	   claimed by them) do not hold the backfill back;
  *	3. SELECT the rows of (after, hi] ... FOR SHARE: a writer that holds
  *	   one of them is waited for; a writer that comes later waits for this
  *	   chunk to commit;
  *	4. a row whose version (key, xmin) a live change claimed
  *	   (capture_emit.c) was emitted by that change: skipped.  The lookup is
  *	   a statement of its own, after step 3, so its snapshot sees the
- *	   claims of every writer step 3 waited for;
+ *	   claims of every writer step 3 waited for.  A version written by an
+ *	   UPDATE that changed no captured column (and sent nothing) is
+ *	   claimed too, pointing at the version it replaced: it is skipped if
+ *	   that one was sent, and sent otherwise;
  *	5. one 'backfill' event per remaining row, the chunk's progress, and in
  *	   the last chunk backfill_state 'done', all committed together.
  * Why that is exact, for a row of key K:
@@ -46,8 +52,9 @@
  *	  so a later chunk that sees it skips it; a key moved into a range
  *	  already done was emitted live.  Step 3's re-check of the range (it
  *	  runs without LIMIT) drops a row whose key moved out of (after, hi].
- * An UPDATE that changes no captured column emits nothing and claims
- * nothing: the backfill then sends the row as it is, once.
+ * An UPDATE that changes no captured column emits nothing; following its
+ * claim to the version it replaced, the backfill sends the row once if
+ * and only if no event carried that content.
  *
  * Waits are bounded: lock_timeout and a short deadlock_timeout (so that in
  * a deadlock with a writer the chunk, not the writer, is the one to fail);
@@ -90,6 +97,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -240,13 +248,54 @@ sg_key_predicate(StringInfo sql, SgKeySql *k, int first, bool after)
 }
 
 static void
-sg_key_order(StringInfo sql, SgKeySql *k)
+sg_key_order(StringInfo sql, SgKeySql *k, bool backward)
 {
 	int			i;
 
 	appendStringInfoString(sql, " ORDER BY ");
 	for (i = 0; i < k->n; i++)
-		appendStringInfo(sql, "%s%s USING %s", i ? ", " : "", k->col[i], k->lt[i]);
+		appendStringInfo(sql, "%s%s USING %s", i ? ", " : "", k->col[i], backward ? k->gt[i] : k->lt[i]);
+}
+
+/* a text[] datum as a C array of k->n strings, or NULL */
+static char **
+sg_text_array(Datum d, bool isnull)
+{
+	Datum	   *elems;
+	char	  **out;
+	int			n,
+				i;
+
+	if (isnull)
+		return NULL;
+	deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT, &elems, NULL, &n);
+	out = palloc(sizeof(char *) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		out[i] = TextDatumGetCString(elems[i]);
+	return out;
+}
+
+static Datum
+sg_text_array_datum(char **texts, int n)
+{
+	Datum	   *e = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		e[i] = CStringGetTextDatum(texts[i]);
+	return PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* the key columns of SPI result row `row`, as text */
+static char **
+sg_result_key(SgKeySql *k, int row)
+{
+	char	  **out = palloc(sizeof(char *) * k->n);
+	int			i;
+
+	for (i = 0; i < k->n; i++)
+		out[i] = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, i + 1);
+	return out;
 }
 
 /* text[] of a key (SPI result row, key columns from `first`) as parameters */
@@ -264,6 +313,51 @@ sg_key_params(SgKeySql *k, char **texts, Datum *values, Oid *types)
 		values[i] = OidInputFunctionCall(typinput, texts[i], typioparam, -1);
 		types[i] = k->type[i];
 	}
+}
+
+/* the claims of a chunk's keys, by (key hash, xid of the version) */
+typedef struct SgClaimKey
+{
+	int64		key_hash;
+	uint64		xid;
+} SgClaimKey;
+
+typedef struct SgClaim
+{
+	SgClaimKey	key;
+	bool		sent;			/* an event carried this version */
+	uint64		prev;			/* else: the version whose content it has */
+} SgClaim;
+
+/*
+ * Whether a live event carried the content of version (key hash, xid): its
+ * own claim says so, or it was written by an update that changed no
+ * captured column and the version it replaced was carried (and so on back).
+ * A version nobody claimed is one the backfill must send.
+ */
+static bool
+sg_version_sent(HTAB *claims, int64 key_hash, uint64 xid)
+{
+	int			steps;
+
+	for (steps = 0; steps < 100000; steps++)
+	{
+		SgClaimKey	key;
+		SgClaim    *claim;
+
+		memset(&key, 0, sizeof(key));
+		key.key_hash = key_hash;
+		key.xid = xid;
+		claim = hash_search(claims, &key, HASH_FIND, NULL);
+		if (claim == NULL)
+			return false;
+		if (claim->sent)
+			return true;
+		if (claim->prev == xid)
+			return false;
+		xid = claim->prev;
+	}
+	return false;
 }
 
 /* run a statement of the capture's own that must succeed */
@@ -284,8 +378,9 @@ sg_estimate(Oid relid, bool *isnull)
 	Datum		values[1] = {ObjectIdGetDatum(relid)};
 
 	sg_exec_args("SELECT NULLIF(pg_catalog.sum(GREATEST(c.reltuples, 0)), 0)::pg_catalog.int8 "
-				 "FROM pg_catalog.pg_partition_tree($1) p JOIN pg_catalog.pg_class c "
-				 "ON c.oid OPERATOR(pg_catalog.=) p.relid WHERE p.isleaf",
+				 "FROM pg_catalog.pg_class c WHERE c.relkind OPERATOR(pg_catalog.=) 'r' "
+				 "AND (c.oid OPERATOR(pg_catalog.=) $1 OR c.oid OPERATOR(pg_catalog.=) ANY "
+				 "(ARRAY(SELECT p.relid FROM pg_catalog.pg_partition_tree($1) p)))",
 				 1, types, values, NULL, SPI_OK_SELECT);
 	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
 }
@@ -305,7 +400,9 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 	bool		nullable;
 	StringInfoData sql;
 	char	  **after = NULL;	/* last key done, or NULL: from the start */
-	char	  **hi = NULL;		/* last key of this chunk, or NULL: to the end */
+	char	  **until = NULL;	/* last key when the backfill began */
+	char	  **hi = NULL;		/* last key of this chunk */
+	bool		last;			/* this chunk ends the backfill */
 	bool		pending;
 	int64		rows_done;
 	HeapTuple  *rows;
@@ -334,7 +431,7 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 		Datum		v[1] = {Int32GetDatum(capture_id)};
 		bool		isnull;
 
-		sg_exec_args("SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows "
+		sg_exec_args("SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until "
 					 "FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 					 1, t, v, NULL, SPI_OK_SELECT);
 		if (SPI_processed == 0)
@@ -352,18 +449,10 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 				return SG_CHUNK_DONE;
 			}
 			pending = (strcmp(state, "pending") == 0);
-			if (!isnull)
-			{
-				Datum	   *elems;
-				int			n;
-
-				deconstruct_array(DatumGetArrayTypeP(a), TEXTOID, -1, false, TYPALIGN_INT,
-								  &elems, NULL, &n);
-				after = palloc(sizeof(char *) * Max(n, 1));
-				for (i = 0; i < n; i++)
-					after[i] = TextDatumGetCString(elems[i]);
-			}
+			after = sg_text_array(a, isnull);
 			rows_done = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+			a = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull);
+			until = sg_text_array(a, isnull);
 		}
 	}
 	SgRestoreUser(&save);
@@ -389,57 +478,84 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 	(void) set_config_option("row_security", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 
-	/* step 2: the chunk's last key */
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT ");
-	for (i = 0; i < k->n; i++)
-		appendStringInfo(&sql, "%st.%s", i ? ", " : "",
-						 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), k->attnum[i] - 1)->attname)));
 	{
+		StringInfoData keys;
 		char	   *from = psprintf(" FROM %s%s t",
 									rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ? "" : "ONLY ",
 									quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 															   RelationGetRelationName(rel)));
+		int			nafter = after ? k->n : 0;
 
-		appendStringInfoString(&sql, from);
+		initStringInfo(&keys);
+		appendStringInfoString(&keys, "SELECT ");
+		for (i = 0; i < k->n; i++)
+			appendStringInfo(&keys, "%st.%s", i ? ", " : "",
+							 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), k->attnum[i] - 1)->attname)));
+		appendStringInfoString(&keys, from);
 		if (after != NULL)
-		{
-			appendStringInfoString(&sql, " WHERE ");
-			sg_key_predicate(&sql, k, 1, true);
 			sg_key_params(k, after, values, types);
-		}
-		sg_key_order(&sql, k);
-		appendStringInfo(&sql, " LIMIT %d", chunk);
-		sg_exec_args(sql.data, after ? k->n : 0, types, values, NULL, SPI_OK_SELECT);
-		if ((int) SPI_processed == chunk)
+
+		/*
+		 * The first chunk fixes the end: the last key now.  Every row that
+		 * was written before the capture committed and still exists has a
+		 * key up to it (this snapshot sees them all); a row above it was
+		 * written since, by a writer that sent and claimed it.  So the
+		 * backfill ends, however fast writers add rows at the end.
+		 */
+		if (pending)
 		{
-			hi = palloc(sizeof(char *) * k->n);
-			for (i = 0; i < k->n; i++)
-				hi[i] = SPI_getvalue(SPI_tuptable->vals[chunk - 1], SPI_tuptable->tupdesc, i + 1);
+			initStringInfo(&sql);
+			appendStringInfoString(&sql, keys.data);
+			sg_key_order(&sql, k, true);
+			appendStringInfoString(&sql, " LIMIT 1");
+			sg_exec_args(sql.data, 0, NULL, NULL, NULL, SPI_OK_SELECT);
+			until = SPI_processed > 0 ? sg_result_key(k, 0) : NULL;
 		}
 
-		/* step 3: the rows of (after, hi], locked */
-		resetStringInfo(&sql);
-		appendStringInfo(&sql, "SELECT t.xmin, t%s", from);
-		if (after != NULL || hi != NULL)
+		/* step 2: the chunk's last key: the chunk-th after `after`, or the end */
+		if (until != NULL)
+		{
+			initStringInfo(&sql);
+			appendStringInfoString(&sql, keys.data);
 			appendStringInfoString(&sql, " WHERE ");
-		if (after != NULL)
-			sg_key_predicate(&sql, k, 1, true);
-		if (hi != NULL)
-		{
-			int			first = after ? k->n + 1 : 1;
-
 			if (after != NULL)
+			{
+				sg_key_predicate(&sql, k, 1, true);
 				appendStringInfoString(&sql, " AND ");
-			sg_key_predicate(&sql, k, first, false);
-			sg_key_params(k, hi, values + first - 1, types + first - 1);
+			}
+			sg_key_predicate(&sql, k, nafter + 1, false);
+			sg_key_params(k, until, values + nafter, types + nafter);
+			sg_key_order(&sql, k, false);
+			appendStringInfo(&sql, " LIMIT %d", chunk);
+			sg_exec_args(sql.data, nafter + k->n, types, values, NULL, SPI_OK_SELECT);
+			hi = (int) SPI_processed == chunk ? sg_result_key(k, chunk - 1) : until;
+			last = true;
+			for (i = 0; i < k->n; i++)
+				if (strcmp(hi[i], until[i]) != 0)
+					last = false;
+
+			/* step 3: the rows of (after, hi], locked */
+			initStringInfo(&sql);
+			appendStringInfo(&sql, "SELECT t.xmin, t%s WHERE ", from);
+			if (after != NULL)
+			{
+				sg_key_predicate(&sql, k, 1, true);
+				appendStringInfoString(&sql, " AND ");
+			}
+			sg_key_predicate(&sql, k, nafter + 1, false);
+			sg_key_params(k, hi, values + nafter, types + nafter);
+			sg_key_order(&sql, k, false);
+			appendStringInfoString(&sql, " FOR SHARE OF t");
+			sg_exec_args(sql.data, nafter + k->n, types, values, NULL, SPI_OK_SELECT);
+			nrows = (int) SPI_processed;
 		}
-		sg_key_order(&sql, k);
-		appendStringInfoString(&sql, " FOR SHARE OF t");
-		sg_exec_args(sql.data, (after ? k->n : 0) + (hi ? k->n : 0), types, values, NULL,
-					 SPI_OK_SELECT);
+		else
+		{
+			/* nothing to send: the table was empty when the backfill began */
+			last = true;
+			nrows = 0;
+		}
 	}
-	nrows = (int) SPI_processed;
 	rows = palloc(sizeof(HeapTuple) * Max(nrows, 1));
 	xmins = palloc(sizeof(TransactionId) * Max(nrows, 1));
 	keys = palloc(sizeof(char *) * Max(nrows, 1));
@@ -466,6 +582,8 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 		Oid			t[2] = {INT4OID, INT8ARRAYOID};
 		Datum		v[2];
 		SgUserSave	dsave;
+		HTAB	   *claims;
+		HASHCTL		ctl;
 		uint64		c;
 
 		for (i = 0; i < nrows; i++)
@@ -473,25 +591,40 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 		v[0] = Int32GetDatum(capture_id);
 		v[1] = PointerGetDatum(construct_array(hashes, nrows, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		SgBecomeDataOwner(&dsave, false);
-		sg_exec_args("SELECT key_hash, xid FROM streamguard.capture_claim "
+		sg_exec_args("SELECT key_hash, xid, prev_xid FROM streamguard.capture_claim "
 					 "WHERE capture_id OPERATOR(pg_catalog.=) $1 AND key_hash OPERATOR(pg_catalog.=) ANY ($2)",
 					 2, t, v, NULL, SPI_OK_SELECT);
 		SgRestoreUser(&dsave);
+
+		ctl.keysize = sizeof(SgClaimKey);
+		ctl.entrysize = sizeof(SgClaim);
+		ctl.hcxt = CurrentMemoryContext;
+		claims = hash_create("streamguard backfill claims", Max(SPI_processed, 16), &ctl,
+							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 		for (c = 0; c < SPI_processed; c++)
 		{
+			HeapTuple	tup = SPI_tuptable->vals[c];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			SgClaimKey	key;
+			SgClaim    *claim;
 			bool		isnull;
-			int64		h = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[c], SPI_tuptable->tupdesc, 1, &isnull));
-			FullTransactionId x = DatumGetFullTransactionId(SPI_getbinval(SPI_tuptable->vals[c],
-																		  SPI_tuptable->tupdesc, 2, &isnull));
+			Datum		prev;
 
-			for (i = 0; i < nrows; i++)
-				if (rows[i] != NULL && (int64) CaptureKeyHash(keys[i]) == h &&
-					FullTransactionIdEquals(CaptureWidenXid(xmins[i]), x))
-				{
-					rows[i] = NULL;
-					nemit--;
-				}
+			memset(&key, 0, sizeof(key));
+			key.key_hash = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+			key.xid = U64FromFullTransactionId(DatumGetFullTransactionId(SPI_getbinval(tup, desc, 2, &isnull)));
+			claim = hash_search(claims, &key, HASH_ENTER, NULL);
+			prev = SPI_getbinval(tup, desc, 3, &isnull);
+			claim->sent = isnull;
+			claim->prev = isnull ? 0 : U64FromFullTransactionId(DatumGetFullTransactionId(prev));
 		}
+		for (i = 0; i < nrows; i++)
+			if (sg_version_sent(claims, (int64) CaptureKeyHash(keys[i]),
+								U64FromFullTransactionId(CaptureWidenXid(xmins[i]))))
+			{
+				rows[i] = NULL;
+				nemit--;
+			}
 		/* close the gaps */
 		{
 			int			m = 0;
@@ -513,31 +646,30 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 	/* ... and the progress, in the same transaction */
 	SgBecomeDataOwner(&save, true);
 	{
-		Oid			t[7] = {INT4OID, TEXTARRAYOID, INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID};
-		Datum		v[7];
-		char		n[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			t[8] = {INT4OID, TEXTARRAYOID, INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID, TEXTARRAYOID};
+		Datum		v[8];
+		char		n[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 		bool		isnull = true;
 
 		v[0] = Int32GetDatum(capture_id);
 		if (hi != NULL)
-		{
-			Datum	   *e = palloc(sizeof(Datum) * k->n);
-
-			for (i = 0; i < k->n; i++)
-				e[i] = CStringGetTextDatum(hi[i]);
-			v[1] = PointerGetDatum(construct_array(e, k->n, TEXTOID, -1, false, TYPALIGN_INT));
-		}
+			v[1] = sg_text_array_datum(hi, k->n);
 		else
 			n[1] = 'n';
 		v[2] = Int64GetDatum(nemit);
 		v[3] = Int64GetDatum(nrows - nemit);
-		v[4] = BoolGetDatum(hi == NULL);
+		v[4] = BoolGetDatum(last);
 		v[5] = BoolGetDatum(pending);
 		v[6] = pending ? sg_estimate(def->relid, &isnull) : (Datum) 0;
 		if (isnull)
 			n[6] = 'n';
+		if (until != NULL)
+			v[7] = sg_text_array_datum(until, k->n);
+		else
+			n[7] = 'n';
 		sg_exec_args("UPDATE streamguard.capture SET "
 					 "backfill_after = $2, "
+					 "backfill_until = $8, "
 					 "backfill_rows = backfill_rows OPERATOR(pg_catalog.+) $3, "
 					 "backfill_skipped = backfill_skipped OPERATOR(pg_catalog.+) $4, "
 					 "backfill_state = CASE WHEN $5 THEN 'done'::streamguard.backfill_state "
@@ -547,8 +679,8 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 					 "backfill_done_at = CASE WHEN $5 THEN pg_catalog.now() END, "
 					 "backfill_error = NULL "
 					 "WHERE id OPERATOR(pg_catalog.=) $1",
-					 7, t, v, n, SPI_OK_UPDATE);
-		if (hi == NULL)
+					 8, t, v, n, SPI_OK_UPDATE);
+		if (last)
 		{
 			/* writers stop claiming once they see the state (at their next lock of the table) */
 			sg_exec_args("DELETE FROM streamguard.capture_claim WHERE capture_id OPERATOR(pg_catalog.=) $1",
@@ -561,7 +693,7 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 	*covered = nrows;
 	elog(DEBUG1, "streamguard backfill of capture %d: %d rows, %d emitted, %lld before",
 		 capture_id, nrows, nemit, (long long) rows_done);
-	return hi == NULL ? SG_CHUNK_DONE : SG_CHUNK_MORE;
+	return last ? SG_CHUNK_DONE : SG_CHUNK_MORE;
 }
 
 /* record a failed chunk's error where streamguard.captures shows it */

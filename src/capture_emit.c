@@ -56,7 +56,9 @@
  * CLAIMS.  While a backfill is pending or running, every change that
  * writes a row version records (capture, key hash, xid of the version) in
  * streamguard.capture_claim; the backfill skips a row whose version is
- * claimed (capture_backfill.c has the argument).
+ * claimed (capture_backfill.c has the argument).  An UPDATE that changed
+ * no captured column sent nothing: its claim points at the version it
+ * replaced, and the backfill follows it.
  *
  * CACHE.  A backend keeps, per (capture, relation), the definition and the
  * descriptors it encodes with, until the relation's relcache entry (or the
@@ -1103,23 +1105,40 @@ sg_names(List *strings)
 	return names;
 }
 
-/* record that this transaction wrote a version of `key` (backfill pending) */
+/*
+ * Record, while a backfill is pending or running, that this transaction
+ * wrote the version of `key` whose xmin is `xmin`: a version an event
+ * carried (prev Invalid: the backfill skips it), or one an update changing
+ * no captured column wrote (prev: the xmin of the version it replaced, the
+ * one whose content it has).  An event's claim wins over the other kind.
+ */
 static void
-sg_claim(SgCaptureRel *cr, const char *key, TransactionId xmin)
+sg_claim(SgCaptureRel *cr, const char *key, TransactionId xmin, TransactionId prev)
 {
-	Oid			types[3] = {INT4OID, INT8OID, XID8OID};
-	Datum		values[3];
+	Oid			types[4] = {INT4OID, INT8OID, XID8OID, XID8OID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
 	SgUserSave	save;
 
 	values[0] = Int32GetDatum(cr->def.id);
 	values[1] = Int64GetDatum((int64) CaptureKeyHash(key));
 	values[2] = FullTransactionIdGetDatum(CaptureWidenXid(xmin));
+	if (TransactionIdIsValid(prev))
+		values[3] = FullTransactionIdGetDatum(CaptureWidenXid(prev));
+	else
+	{
+		values[3] = (Datum) 0;
+		nulls[3] = 'n';
+	}
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_plan(SgPlanCached(NULL,
-									  "INSERT INTO streamguard.capture_claim (capture_id, key_hash, xid) "
-									  "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-									  3, types),
-						 values, NULL, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_plan(SgPlanCached(NULL, TransactionIdIsValid(prev) ?
+									  "INSERT INTO streamguard.capture_claim (capture_id, key_hash, xid, prev_xid) "
+									  "VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING" :
+									  "INSERT INTO streamguard.capture_claim AS c (capture_id, key_hash, xid, prev_xid) "
+									  "VALUES ($1, $2, $3, $4) ON CONFLICT (capture_id, key_hash, xid) "
+									  "DO UPDATE SET prev_xid = NULL WHERE c.prev_xid IS NOT NULL",
+									  4, types),
+						 values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "capture claim failed");
 	SgRestoreUser(&save);
 }
@@ -1243,7 +1262,7 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 			p.row = sg_encode(cr->cols, cr->ncols, rdesc, newtup);
 			sg_event(&ev[nev++], key, sg_payload(cr, &p), sg_live_dedup_key(cr, fxid));
 			if (backfilling)
-				sg_claim(cr, key, HeapTupleHeaderGetXmin(newtup->t_data));
+				sg_claim(cr, key, HeapTupleHeaderGetXmin(newtup->t_data), InvalidTransactionId);
 		}
 	}
 	else if (newtup == NULL)
@@ -1296,7 +1315,13 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 			p.changed = sg_names(changed);
 			sg_event(&ev[nev++], nkey, sg_payload(cr, &p), sg_live_dedup_key(cr, fxid));
 			if (backfilling)
-				sg_claim(cr, nkey, HeapTupleHeaderGetXmin(newtup->t_data));
+				sg_claim(cr, nkey, HeapTupleHeaderGetXmin(newtup->t_data), InvalidTransactionId);
+		}
+		else if (changed == NIL && backfilling)
+		{
+			/* no event: the new version has the content of the one it replaced */
+			sg_claim(cr, nkey, HeapTupleHeaderGetXmin(newtup->t_data),
+					 HeapTupleHeaderGetXmin(oldtup->t_data));
 		}
 	}
 	if (nev > 0)
