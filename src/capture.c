@@ -75,7 +75,7 @@ sg_qualified_name(Oid relid)
 
 /* run a statement of ours (the caller switched user and pinned search_path) */
 static void
-sg_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect)
+sg_capture_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect)
 {
 	int			ret = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
 
@@ -132,7 +132,7 @@ sg_column_list(Relation rel, ArrayType *arr, const char *what, int *n)
 }
 
 static Datum
-sg_int2_array(const AttrNumber *a, int n)
+sg_attnum_array(const AttrNumber *a, int n)
 {
 	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
 	int			i;
@@ -341,7 +341,7 @@ sg_check_tree(Relation rel, int32 stream_id, const char *stream)
 
 		if (other == RelationGetRelid(rel))
 			continue;
-		sg_exec("SELECT 1 FROM streamguard.capture WHERE relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 "
+		sg_capture_exec("SELECT 1 FROM streamguard.capture WHERE relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 "
 				"AND stream_id OPERATOR(pg_catalog.=) $2",
 				2, types, values, NULL, SPI_OK_SELECT);
 		if (SPI_processed > 0)
@@ -370,20 +370,20 @@ sg_create_triggers(int32 id, Oid relid, uint32 ops)
 
 	/* ENABLE ALWAYS: session_replication_role = replica does not skip it */
 	snprintf(name, sizeof(name), SG_CAPTURE_TRIGGER_FMT, id);
-	sg_exec(psprintf("CREATE TRIGGER %s AFTER %s ON %s FOR EACH ROW "
+	sg_capture_exec(psprintf("CREATE TRIGGER %s AFTER %s ON %s FOR EACH ROW "
 					 "EXECUTE FUNCTION streamguard._capture_trigger('%d')",
 					 quote_identifier(name), events.data, tbl, id),
 			0, NULL, NULL, NULL, SPI_OK_UTILITY);
-	sg_exec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tbl, quote_identifier(name)),
+	sg_capture_exec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tbl, quote_identifier(name)),
 			0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	if (ops & SG_CAPTURE_OP_BIT(SG_CAPTURE_DELETE))
 	{
 		snprintf(name, sizeof(name), SG_CAPTURE_TRUNCATE_FMT, id);
-		sg_exec(psprintf("CREATE TRIGGER %s BEFORE TRUNCATE ON %s FOR EACH STATEMENT "
+		sg_capture_exec(psprintf("CREATE TRIGGER %s BEFORE TRUNCATE ON %s FOR EACH STATEMENT "
 						 "EXECUTE FUNCTION streamguard._capture_trigger('%d')",
 						 quote_identifier(name), tbl, id),
 				0, NULL, NULL, NULL, SPI_OK_UTILITY);
-		sg_exec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tbl, quote_identifier(name)),
+		sg_capture_exec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tbl, quote_identifier(name)),
 				0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	}
 }
@@ -399,9 +399,9 @@ sg_remove_capture(int32 id, Oid relid)
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(id)};
 
-	sg_exec("DELETE FROM streamguard.capture_claim WHERE capture_id OPERATOR(pg_catalog.=) $1",
+	sg_capture_exec("DELETE FROM streamguard.capture_claim WHERE capture_id OPERATOR(pg_catalog.=) $1",
 			1, types, values, NULL, SPI_OK_DELETE);
-	sg_exec("DELETE FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1",
+	sg_capture_exec("DELETE FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1",
 			1, types, values, NULL, SPI_OK_DELETE);
 	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 	{
@@ -409,10 +409,10 @@ sg_remove_capture(int32 id, Oid relid)
 		char		name[NAMEDATALEN];
 
 		snprintf(name, sizeof(name), SG_CAPTURE_TRIGGER_FMT, id);
-		sg_exec(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(name), tbl),
+		sg_capture_exec(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(name), tbl),
 				0, NULL, NULL, NULL, SPI_OK_UTILITY);
 		snprintf(name, sizeof(name), SG_CAPTURE_TRUNCATE_FMT, id);
-		sg_exec(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(name), tbl),
+		sg_capture_exec(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(name), tbl),
 				0, NULL, NULL, NULL, SPI_OK_UTILITY);
 		CaptureInvalidate(relid);
 	}
@@ -432,7 +432,7 @@ sg_remove_listed(const char *sql, int nargs, Oid *types, Datum *values, const ch
 				i;
 	int			removed = 0;
 
-	sg_exec(sql, nargs, types, values, nulls, SPI_OK_SELECT);
+	sg_capture_exec(sql, nargs, types, values, nulls, SPI_OK_SELECT);
 	tt = SPI_tuptable;
 	n = SPI_processed;
 	for (i = 0; i < n; i++)
@@ -444,7 +444,7 @@ sg_remove_listed(const char *sql, int nargs, Oid *types, Datum *values, const ch
 		Datum		lvalues[1] = {Int32GetDatum(id)};
 
 		LockRelationOid(relid, AccessExclusiveLock);
-		sg_exec("SELECT 1 FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+		sg_capture_exec("SELECT 1 FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 				1, ltypes, lvalues, NULL, SPI_OK_SELECT);
 		if (SPI_processed == 0)
 			continue;
@@ -533,16 +533,16 @@ sg_capture_table(PG_FUNCTION_ARGS)
 
 		values[0] = ObjectIdGetDatum(relid);
 		values[1] = Int32GetDatum(meta->stream_id);
-		values[2] = sg_int2_array(keys, nkeys);
+		values[2] = sg_attnum_array(keys, nkeys);
 		if (cols)
-			values[3] = sg_int2_array(cols, ncols);
+			values[3] = sg_attnum_array(cols, ncols);
 		else
 			nulls[3] = 'n';
 		values[4] = ops_datum;
 		types[4] = get_array_type(ARR_ELEMTYPE(DatumGetArrayTypeP(ops_datum)));
 		values[5] = ObjectIdGetDatum(save.userid);
 		values[6] = SgWordParam("backfill_state", backfill ? "pending" : "none", &types[6]);
-		sg_exec("INSERT INTO streamguard.capture "
+		sg_capture_exec("INSERT INTO streamguard.capture "
 				"(relid, stream_id, key_attnums, column_attnums, operations, owner, backfill_state) "
 				"VALUES ($1, $2, $3, $4, $5, $6, $7) "
 				"ON CONFLICT (relid, stream_id) DO NOTHING RETURNING id",
@@ -613,7 +613,7 @@ sg_uncapture_table(PG_FUNCTION_ARGS)
 	SgEnterCatalog(&save);
 	if (stream)
 	{
-		sg_exec("SELECT 1 FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1",
+		sg_capture_exec("SELECT 1 FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1",
 				1, &types[1], &values[1], NULL, SPI_OK_SELECT);
 		if (SPI_processed == 0)
 			ereport(ERROR,
@@ -622,7 +622,7 @@ sg_uncapture_table(PG_FUNCTION_ARGS)
 	}
 
 	/* who may: checked before any lock or side effect */
-	sg_exec(lookup, 2, types, values, stream ? NULL : " n", SPI_OK_SELECT);
+	sg_capture_exec(lookup, 2, types, values, stream ? NULL : " n", SPI_OK_SELECT);
 	tt = SPI_tuptable;
 	n = SPI_processed;
 	if (n == 0)
@@ -676,7 +676,7 @@ CaptureCountForStream(int32 stream_id, bool drop)
 		return sg_remove_listed("SELECT id, relid::pg_catalog.oid FROM streamguard.capture "
 								"WHERE stream_id OPERATOR(pg_catalog.=) $1 ORDER BY id",
 								1, types, values, NULL);
-	sg_exec("SELECT pg_catalog.count(*) FROM streamguard.capture WHERE stream_id OPERATOR(pg_catalog.=) $1",
+	sg_capture_exec("SELECT pg_catalog.count(*) FROM streamguard.capture WHERE stream_id OPERATOR(pg_catalog.=) $1",
 			1, types, values, NULL, SPI_OK_SELECT);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
@@ -725,7 +725,7 @@ CaptureCheckTruncate(List *relations)
 			elems[n++] = ObjectIdGetDatum(lfirst_oid(a));
 		values[0] = PointerGetDatum(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
 		SgEnterCatalog(&save);
-		sg_exec("SELECT c.relid::pg_catalog.text, s.name FROM streamguard.capture c "
+		sg_capture_exec("SELECT c.relid::pg_catalog.text, s.name FROM streamguard.capture c "
 				"JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
 				"WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1) "
 				"AND 'delete' OPERATOR(pg_catalog.=) ANY (c.operations) ORDER BY c.id LIMIT 1",
@@ -775,7 +775,7 @@ sg_capture_sql_drop(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 
 	SgEnterCatalog(&save);
-	sg_exec("SELECT c.id, c.relid::pg_catalog.oid, s.name, c.key_attnums, c.column_attnums, "
+	sg_capture_exec("SELECT c.id, c.relid::pg_catalog.oid, s.name, c.key_attnums, c.column_attnums, "
 			"'delete' OPERATOR(pg_catalog.=) ANY (c.operations) "
 			"FROM streamguard.capture c JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
 			"ORDER BY c.id",
@@ -852,9 +852,9 @@ sg_capture_sql_drop(PG_FUNCTION_ARGS)
 			if (m < nc)
 			{
 				Oid			types[2] = {INT4OID, INT2ARRAYOID};
-				Datum		values[2] = {Int32GetDatum(id), sg_int2_array(live, m)};
+				Datum		values[2] = {Int32GetDatum(id), sg_attnum_array(live, m)};
 
-				sg_exec("UPDATE streamguard.capture SET column_attnums = $2 WHERE id OPERATOR(pg_catalog.=) $1",
+				sg_capture_exec("UPDATE streamguard.capture SET column_attnums = $2 WHERE id OPERATOR(pg_catalog.=) $1",
 						2, types, values, NULL, SPI_OK_UPDATE);
 				CaptureInvalidate(relid);
 			}

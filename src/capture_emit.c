@@ -981,7 +981,7 @@ CaptureWidenXid(TransactionId xid)
  * exist and may still append.
  */
 static void
-sg_append(SgCaptureRel *cr, SgEventRow *ev, int n)
+sg_append_events(SgCaptureRel *cr, SgEventRow *ev, int n)
 {
 	SgStreamMeta *meta;
 
@@ -1326,7 +1326,7 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	}
 	if (nev > 0)
 	{
-		sg_append(cr, ev, nev);
+		sg_append_events(cr, ev, nev);
 		if (sg_emit_max_cid == InvalidCommandId || cid > sg_emit_max_cid)
 			sg_emit_max_cid = cid;
 	}
@@ -1366,6 +1366,6 @@ CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *rows,
 						  U64FromFullTransactionId(CaptureWidenXid(xmins[i])),
 						  (unsigned long long) CaptureKeyHash(key)));
 	}
-	sg_append(cr, ev, n);
+	sg_append_events(cr, ev, n);
 	return n;
 }
