@@ -90,6 +90,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "parser/parse_coerce.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -396,6 +397,21 @@ sg_plain_output(Oid typid)
 	}
 }
 
+/*
+ * Whether to_jsonb would call a cast to json for this type: it looks for
+ * one on types that are not built in (an enum, say), and so do we.
+ */
+static bool
+sg_json_cast(Oid typid)
+{
+	Oid			castfunc = InvalidOid;
+
+	if (typid < FirstNormalObjectId)
+		return false;
+	return find_coercion_pathway(JSONOID, typid, COERCION_EXPLICIT, &castfunc) == COERCION_PATH_FUNC &&
+		OidIsValid(castfunc);
+}
+
 static void
 sg_init_column(SgCaptureRel *cr, SgColEnc *c, Relation rel, AttrNumber attnum)
 {
@@ -447,7 +463,7 @@ sg_init_column(SgCaptureRel *cr, SgColEnc *c, Relation rel, AttrNumber attnum)
 			c->kind = SG_ENC_BYTEA;
 			break;
 		default:
-			if (sg_plain_output(c->typid))
+			if (sg_plain_output(c->typid) && !sg_json_cast(c->typid))
 			{
 				Oid			out;
 				bool		varlena;
