@@ -79,6 +79,44 @@ RESET bytea_output;
 INSERT INTO cap_acc VALUES (31, 'tokyo', 1.5, '2024-03-01 12:00+01');
 SELECT payload->'row'->'opened' FROM cap_take('cap');
 
+-- every type: the row is what to_jsonb gives with the settings pinned (UTC,
+-- ISO dates, shortest floats, hex bytea), NULLs and large values included
+CREATE TYPE cap_mood AS ENUM ('sad', 'happy');
+CREATE TYPE cap_pair AS (a int, b text);
+CREATE DOMAIN cap_posint AS int CHECK (VALUE > 0);
+CREATE TABLE cap_types (id int PRIMARY KEY, b bool, i2 int2, i4 int4, i8 int8, n numeric, f4 float4,
+	f8 float8, t text, vc varchar(10), c char(5), nm name, d date, ts timestamp, tz timestamptz, j json,
+	jb jsonb, by bytea, u uuid, ip inet, mood cap_mood, iv interval, arr int[], pair cap_pair,
+	dom cap_posint, tm time, ttz timetz, m money, o oid, bt bit(3), x xml, r int4range);
+SELECT streamguard.capture_table('cap_types', 'cap', backfill => false);
+INSERT INTO cap_types VALUES
+	(1, true, 1, 2, 3, 1.50, 1.5, 0.1, 'a"b\c', 'vc', 'c', 'nm', '2024-02-29', '2024-01-01 10:00',
+	 '2024-01-01 10:00+05', '{"a": [1, 2]}', '{"b": null}', '\x00ff', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+	 '10.0.0.1/8', 'happy', '1 day 2 hours 3.5 seconds', '{1,NULL,3}', '(1,x)', 7, '10:11:12', '10:11:12+03',
+	 12.5, 42, B'101', '<a/>', '[1,5)'),
+	(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+	 NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+	(3, false, -32768, -2147483648, -9223372036854775808, 'NaN', 'Infinity', '-Infinity',
+	 repeat('x', 1000000), '', ' ', '', 'infinity', '-infinity', 'infinity', '"s"', '123.40', '\x', NULL,
+	 '::1', 'sad', '-1 year', '{}', '(,)', 1, '00:00', '00:00+00', -0.01, 0, B'000', NULL, 'empty'),
+	(4, false, 0, 0, 0, -0.000001, 3.4e38, 1e-300, '€ ü', NULL, NULL, NULL, '0001-01-01 BC',
+	 '2000-01-01 00:00:00.000001', '1999-12-31 23:59:59.999999-08', '[]', '[1, "x", {"y": []}]', '\xdeadbeef',
+	 NULL, NULL, NULL, '1 mon', '{{1,2},{3,4}}', NULL, 2, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+CREATE TEMP TABLE cap_ev AS SELECT * FROM cap_take('cap');
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO, YMD';
+SET IntervalStyle = 'postgres';
+SET extra_float_digits = 1;
+SET bytea_output = 'hex';
+SET lc_monetary = 'C';
+SELECT ct.id, e.kind, e.payload->'row' = to_jsonb(ct) AS same_as_to_jsonb,
+	   length(e.payload->'row'->>'t') AS text_length
+FROM cap_types ct JOIN cap_ev e ON e.key = ct.id::text ORDER BY ct.id;
+SELECT jsonb_pretty(payload->'row') FROM cap_ev WHERE key = '1';
+RESET ALL;
+SET client_min_messages = warning;
+SELECT streamguard.uncapture_table('cap_types');
+
 -- a key's events land in the partition append gives the key
 CREATE TABLE cap_multi (region text NOT NULL, n int NOT NULL, v float8, b bytea, PRIMARY KEY (region, n));
 SELECT streamguard.capture_table('cap_multi', 'cap3', key_columns => '{n,region}', backfill => false);

@@ -35,8 +35,10 @@
  *	- encoding runs as the table's owner in a security-restricted
  *	  operation (a type's cast to json is the owner's code, as an index
  *	  expression is), inside a GUC nest level with search_path, TimeZone,
- *	  DateStyle, IntervalStyle, extra_float_digits and bytea_output
- *	  pinned, so the same row gives the same bytes in every session;
+ *	  DateStyle, IntervalStyle, extra_float_digits, bytea_output and
+ *	  lc_monetary pinned, so the same row gives the same bytes in every
+ *	  session.  The common built-in types are encoded directly, in the
+ *	  same form, without any of that (sg_encode_value);
  *	- catalog reads and claims run as the data owner with pg_catalog
  *	  operators; events are stored by direct heap insert (store.c).
  * The writer needs no privilege on the stream: the capture's owner had
@@ -132,6 +134,7 @@ static const char *const sg_encode_settings[][2] = {
 	{"IntervalStyle", "postgres"},
 	{"extra_float_digits", "1"},
 	{"bytea_output", "hex"},
+	{"lc_monetary", "C"},
 };
 
 typedef struct SgCaptureRelKey
