@@ -56,6 +56,15 @@ SELECT * FROM cap_take('cap');
 SELECT count(*) FROM streamguard.read('cap', 0, 0, 1000)
 WHERE payload->>'xid' = :'writer_xid';
 
+-- a transaction that changed a captured table cannot be prepared (two-phase
+-- commit): its events hold the stream's horizon, which a prepared
+-- transaction without a backend could hold forever
+BEGIN;
+INSERT INTO cap_acc VALUES (15, 'prepared', 0);
+PREPARE TRANSACTION 'cap_2pc';
+SELECT count(*) FROM pg_prepared_xacts;
+SELECT count(*) FROM cap_acc WHERE id = 15;
+
 -- ON CONFLICT, COPY, MERGE
 INSERT INTO cap_acc VALUES (10, 'upsert', 0) ON CONFLICT (id) DO UPDATE SET owner = excluded.owner;
 COPY cap_acc (id, owner) FROM stdin;
@@ -232,6 +241,28 @@ UPDATE cap_cols SET a = 3;
 ALTER TABLE cap_acc RENAME COLUMN note TO remark;
 UPDATE cap_acc SET remark = 'renamed' WHERE id = 10;
 SELECT * FROM cap_take('cap');
+-- a renamed table or schema too
+CREATE SCHEMA cap_ns;
+CREATE TABLE cap_ns.moved (id int PRIMARY KEY);
+SELECT streamguard.capture_table('cap_ns.moved', 'cap', backfill => false);
+INSERT INTO cap_ns.moved VALUES (1);
+ALTER SCHEMA cap_ns RENAME TO cap_ns2;
+INSERT INTO cap_ns2.moved VALUES (2);
+ALTER TABLE cap_ns2.moved RENAME TO moved2;
+INSERT INTO cap_ns2.moved2 VALUES (3);
+SELECT key, payload->>'table' AS "table" FROM cap_take('cap');
+-- COPY FREEZE into a table captured in the same transaction (its rows are
+-- frozen at once): the backfill still sends them once
+BEGIN;
+CREATE TABLE cap_frozen (id int PRIMARY KEY);
+SELECT streamguard.capture_table('cap_frozen', 'cap');
+COPY cap_frozen FROM stdin WITH (FREEZE);
+1
+2
+\.
+COMMIT;
+SELECT wait_for($$(SELECT backfill_state FROM streamguard.captures WHERE tab = 'cap_frozen'::regclass) = 'done'$$);
+SELECT key, payload->>'op' AS op FROM cap_take('cap');
 -- a dropped table takes its capture with it
 CREATE TABLE cap_gone (id int PRIMARY KEY);
 SELECT streamguard.capture_table('cap_gone', 'cap');

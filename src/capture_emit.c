@@ -204,6 +204,20 @@ static CommandId sg_emit_max_cid = InvalidCommandId;	/* latest command emitted *
 
 /* ------------------------------------------------------------ catalog */
 
+/* a schema renamed: the table names we keep may be stale */
+static void
+sg_namespace_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS seq;
+	SgCaptureRel *e;
+
+	if (sg_capture_cache == NULL)
+		return;
+	hash_seq_init(&seq, sg_capture_cache);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		e->valid = false;
+}
+
 static void
 sg_relcache_callback(Datum arg, Oid relid)
 {
@@ -599,6 +613,7 @@ CaptureRelGet(int32 capture_id, Relation rel)
 		sg_capture_cache = hash_create("streamguard captures", 16, &ctl,
 									   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 		CacheRegisterRelcacheCallback(sg_relcache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, sg_namespace_callback, (Datum) 0);
 	}
 	memset(&key, 0, sizeof(key));
 	key.capture_id = capture_id;
@@ -1126,7 +1141,8 @@ sg_names(List *strings)
 
 /*
  * Record, while a backfill is pending or running, that this transaction
- * wrote the version of `key` whose xmin is `xmin`: a version an event
+ * wrote the version of `key` whose xmin is `xmin` (the raw one, as the
+ * backfill reads it: COPY FREEZE marks a new row frozen at once): a version an event
  * carried (prev Invalid: the backfill skips it), or one an update changing
  * no captured column wrote (prev: the xmin of the version it replaced, the
  * one whose content it has).  An event's claim wins over the other kind.
@@ -1281,7 +1297,7 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 			p.row = sg_encode(cr->cols, cr->ncols, rdesc, newtup);
 			sg_event(&ev[nev++], key, sg_payload(cr, &p), sg_live_dedup_key(cr, fxid));
 			if (backfilling)
-				sg_claim(cr, key, HeapTupleHeaderGetXmin(newtup->t_data), InvalidTransactionId);
+				sg_claim(cr, key, HeapTupleHeaderGetRawXmin(newtup->t_data), InvalidTransactionId);
 		}
 	}
 	else if (newtup == NULL)
@@ -1334,13 +1350,13 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 			p.changed = sg_names(changed);
 			sg_event(&ev[nev++], nkey, sg_payload(cr, &p), sg_live_dedup_key(cr, fxid));
 			if (backfilling)
-				sg_claim(cr, nkey, HeapTupleHeaderGetXmin(newtup->t_data), InvalidTransactionId);
+				sg_claim(cr, nkey, HeapTupleHeaderGetRawXmin(newtup->t_data), InvalidTransactionId);
 		}
 		else if (changed == NIL && backfilling)
 		{
 			/* no event: the new version has the content of the one it replaced */
-			sg_claim(cr, nkey, HeapTupleHeaderGetXmin(newtup->t_data),
-					 HeapTupleHeaderGetXmin(oldtup->t_data));
+			sg_claim(cr, nkey, HeapTupleHeaderGetRawXmin(newtup->t_data),
+					 HeapTupleHeaderGetRawXmin(oldtup->t_data));
 		}
 	}
 	if (nev > 0)
