@@ -68,26 +68,15 @@ typedef struct SgCaptureDef
  */
 typedef struct SgCaptureRel SgCaptureRel;
 
-/* a change to encode: a row version and what it replaced */
-typedef enum SgChangeKind
-{
-	SG_CHANGE_INSERT,
-	SG_CHANGE_UPDATE,
-	SG_CHANGE_DELETE,
-	SG_CHANGE_BACKFILL
-} SgChangeKind;
-
 /* capture_emit.c */
 extern SgCaptureDef *CaptureDefLoad(int32 capture_id, bool missing_ok);
 extern SgCaptureRel *CaptureRelGet(int32 capture_id, Relation rel);
-extern const SgCaptureDef *CaptureRelDef(SgCaptureRel *cr);
 extern Oid	CaptureRelTableOwner(SgCaptureRel *cr);
 extern Oid	CaptureFindKeyIndex(Relation rel, int nkeys, const AttrNumber *key_attnums,
 								bool *nullable);
 extern FullTransactionId CaptureWidenXid(TransactionId xid);
 extern uint64 CaptureKeyHash(const char *key);
 extern char *CaptureKeyText(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple);
-extern bool CaptureRelNeedsContext(SgCaptureRel *cr);
 extern int	CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *rows,
 								const TransactionId *xmins, int n);
 extern void CaptureEnterTableOwner(Oid owner, SgUserSave *save);

@@ -592,6 +592,33 @@ sg_build_rel(SgCaptureRel *cr, int32 capture_id, Relation rel)
 	MemoryContextSwitchTo(old);
 }
 
+/* the cached encoder, or NULL if it must be built */
+static SgCaptureRel *
+sg_rel_cached(int32 capture_id, Oid relid)
+{
+	SgCaptureRelKey key;
+	SgCaptureRel *cr;
+
+	if (sg_capture_cache == NULL)
+		return NULL;
+	memset(&key, 0, sizeof(key));
+	key.capture_id = capture_id;
+	key.relid = relid;
+	cr = hash_search(sg_capture_cache, &key, HASH_FIND, NULL);
+	return (cr != NULL && cr->valid) ? cr : NULL;
+}
+
+/* connect to SPI once, when a step needs it */
+static void
+sg_need_spi(bool *connected)
+{
+	if (*connected)
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	*connected = true;
+}
+
 /*
  * The encoder of capture `capture_id` for rel (the captured table or one
  * of its partitions), from the backend's cache or built.  SPI connected.
@@ -641,11 +668,6 @@ CaptureRelGet(int32 capture_id, Relation rel)
 	return cr;
 }
 
-const SgCaptureDef *
-CaptureRelDef(SgCaptureRel *cr)
-{
-	return &cr->def;
-}
 
 /* ------------------------------------------------------------ encoding */
 
@@ -881,8 +903,8 @@ CaptureKeyHash(const char *key)
 }
 
 /*
- * The event key of a tuple of the relation (in the table owner's context
- * when the capture needs it, see CaptureRelNeedsContext).
+ * The event key of a tuple of the relation (in the table owner's context:
+ * a key column's type may be encoded by its owner's cast to json).
  */
 char *
 CaptureKeyText(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple)
@@ -890,11 +912,6 @@ CaptureKeyText(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple)
 	return sg_key_text(cr, sg_encode(cr->keys, cr->nkeys, rdesc, tuple));
 }
 
-bool
-CaptureRelNeedsContext(SgCaptureRel *cr)
-{
-	return cr->needs_context;
-}
 
 /* payload building */
 static void
@@ -1015,11 +1032,16 @@ CaptureWidenXid(TransactionId xid)
  * exist and may still append.
  */
 static void
-sg_append_events(SgCaptureRel *cr, SgEventRow *ev, int n)
+sg_append_events(SgCaptureRel *cr, SgEventRow *ev, int n, bool *spi)
 {
 	SgStreamMeta *meta;
 
-	meta = StreamLookup(cr->def.stream, SG_PRIV_NONE);
+	meta = StreamLookupReady(cr->def.stream);
+	if (meta == NULL)
+	{
+		sg_need_spi(spi);
+		meta = StreamLookup(cr->def.stream, SG_PRIV_NONE);
+	}
 	if (meta->stream_id != cr->def.stream_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -1101,6 +1123,27 @@ sg_key_exists(SgCaptureRel *cr, Relation rel, HeapTuple tuple)
 	return found;
 }
 
+/* whether an UPDATE left the key columns' bytes as they were */
+static bool
+sg_same_key(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple oldtup, HeapTuple newtup)
+{
+	int			i;
+
+	for (i = 0; i < cr->nkeys; i++)
+	{
+		AttrNumber	a = cr->keys[i].attnum;
+		Form_pg_attribute att = TupleDescAttr(rdesc, a - 1);
+		bool		n1,
+					n2;
+		Datum		v1 = heap_getattr(oldtup, a, rdesc, &n1);
+		Datum		v2 = heap_getattr(newtup, a, rdesc, &n2);
+
+		if (n1 != n2 || (!n1 && !datum_image_eq(v1, v2, att->attbyval, att->attlen)))
+			return false;
+	}
+	return true;
+}
+
 /* the changed captured columns of an UPDATE, by name */
 static List *
 sg_changed_columns(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple oldtup, HeapTuple newtup)
@@ -1148,7 +1191,7 @@ sg_names(List *strings)
  * one whose content it has).  An event's claim wins over the other kind.
  */
 static void
-sg_claim(SgCaptureRel *cr, const char *key, TransactionId xmin, TransactionId prev)
+sg_claim(SgCaptureRel *cr, const char *key, TransactionId xmin, TransactionId prev, bool *spi)
 {
 	Oid			types[4] = {INT4OID, INT8OID, XID8OID, XID8OID};
 	Datum		values[4];
@@ -1165,6 +1208,7 @@ sg_claim(SgCaptureRel *cr, const char *key, TransactionId xmin, TransactionId pr
 		values[3] = (Datum) 0;
 		nulls[3] = 'n';
 	}
+	sg_need_spi(spi);
 	SgBecomeDataOwner(&save, false);
 	if (SPI_execute_plan(SgPlanCached(NULL, TransactionIdIsValid(prev) ?
 									  "INSERT INTO streamguard.capture_claim (capture_id, key_hash, xid, prev_xid) "
@@ -1210,6 +1254,7 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 				newtup = NULL;
 	CommandId	cid;
 	SgPayload	p;
+	bool		spi = false;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -1235,9 +1280,13 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	/* without the library preloaded there is no horizon: refuse, lose nothing */
 	StreamguardCheckLoaded();
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	cr = CaptureRelGet(capture_id, rel);
+	/* SPI only when a step needs it: building the cache, a stream to load, a claim */
+	cr = sg_rel_cached(capture_id, RelationGetRelid(rel));
+	if (cr == NULL)
+	{
+		sg_need_spi(&spi);
+		cr = CaptureRelGet(capture_id, rel);
+	}
 
 	if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event))
 		ereport(ERROR,
@@ -1297,7 +1346,7 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 			p.row = sg_encode(cr->cols, cr->ncols, rdesc, newtup);
 			sg_event(&ev[nev++], key, sg_payload(cr, &p), sg_live_dedup_key(cr, fxid));
 			if (backfilling)
-				sg_claim(cr, key, HeapTupleHeaderGetRawXmin(newtup->t_data), InvalidTransactionId);
+				sg_claim(cr, key, HeapTupleHeaderGetRawXmin(newtup->t_data), InvalidTransactionId, &spi);
 		}
 	}
 	else if (newtup == NULL)
@@ -1316,14 +1365,24 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	else
 	{
 		/* UPDATE */
-		JsonbValue *oldkey = sg_encode(cr->keys, cr->nkeys, rdesc, oldtup);
-		char	   *okey = sg_key_text(cr, oldkey);
+		JsonbValue *oldkey;
+		char	   *okey;
 		char	   *nkey;
 		List	   *changed = sg_changed_columns(cr, rdesc, oldtup, newtup);
 		bool		keychange;
 
 		p.key = sg_encode(cr->keys, cr->nkeys, rdesc, newtup);
 		nkey = sg_key_text(cr, p.key);
+		if (sg_same_key(cr, rdesc, oldtup, newtup))
+		{
+			oldkey = p.key;
+			okey = nkey;
+		}
+		else
+		{
+			oldkey = sg_encode(cr->keys, cr->nkeys, rdesc, oldtup);
+			okey = sg_key_text(cr, oldkey);
+		}
 		keychange = (okey == NULL) != (nkey == NULL) || (okey != NULL && strcmp(okey, nkey) != 0);
 		if (keychange)
 		{
@@ -1350,24 +1409,25 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 			p.changed = sg_names(changed);
 			sg_event(&ev[nev++], nkey, sg_payload(cr, &p), sg_live_dedup_key(cr, fxid));
 			if (backfilling)
-				sg_claim(cr, nkey, HeapTupleHeaderGetRawXmin(newtup->t_data), InvalidTransactionId);
+				sg_claim(cr, nkey, HeapTupleHeaderGetRawXmin(newtup->t_data), InvalidTransactionId, &spi);
 		}
 		else if (changed == NIL && backfilling)
 		{
 			/* no event: the new version has the content of the one it replaced */
 			sg_claim(cr, nkey, HeapTupleHeaderGetRawXmin(newtup->t_data),
-					 HeapTupleHeaderGetRawXmin(oldtup->t_data));
+					 HeapTupleHeaderGetRawXmin(oldtup->t_data), &spi);
 		}
 	}
 	if (nev > 0)
 	{
-		sg_append_events(cr, ev, nev);
+		sg_append_events(cr, ev, nev, &spi);
 		if (sg_emit_max_cid == InvalidCommandId || cid > sg_emit_max_cid)
 			sg_emit_max_cid = cid;
 	}
 	if (cr->needs_context)
 		CaptureLeaveTableOwner(&owner);
-	SPI_finish();
+	if (spi)
+		SPI_finish();
 	return PointerGetDatum(NULL);
 }
 
@@ -1401,6 +1461,10 @@ CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *rows,
 						  U64FromFullTransactionId(CaptureWidenXid(xmins[i])),
 						  (unsigned long long) CaptureKeyHash(key)));
 	}
-	sg_append_events(cr, ev, n);
+	{
+		bool		spi = true;		/* the backfill's caller is connected */
+
+		sg_append_events(cr, ev, n, &spi);
+	}
 	return n;
 }

@@ -541,6 +541,30 @@ StreamLookup(const char *name, SgPrivilege priv)
 }
 
 /*
+ * The stream's metadata when the backend's copy is current and the
+ * stream's counters are loaded, else NULL; no privilege check.  For a hot
+ * path that connects to SPI only when it must: on NULL, connect and call
+ * StreamLookup (and the append loads the counters).
+ */
+SgStreamMeta *
+StreamLookupReady(const char *name)
+{
+	SgStreamMeta *meta;
+	char		key[NAMEDATALEN];
+
+	if (sg_meta_cache == NULL)
+		return NULL;
+	memset(key, 0, sizeof(key));
+	strlcpy(key, name, NAMEDATALEN);
+	meta = hash_search(sg_meta_cache, key, HASH_FIND, NULL);
+	if (meta == NULL || !HorizonRefValid(meta->ref, MyDatabaseId, meta->stream_id) ||
+		pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation) != meta->generation ||
+		!HorizonStream(meta->ref.slot)->seq_ready)
+		return NULL;
+	return meta;
+}
+
+/*
  * Keep the stream from being dropped until this transaction ends (a share
  * lock on its catalog row, which drop_stream locks FOR UPDATE): taken by
  * whatever creates something that depends on the stream.

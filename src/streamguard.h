@@ -217,6 +217,7 @@ extern int64 SgIntervalUsecs(Interval *iv);
 extern void SgCheckInterval(const char *what, Interval *iv);
 
 extern SgStreamMeta *StreamLookup(const char *name, SgPrivilege priv);
+extern SgStreamMeta *StreamLookupReady(const char *name);
 extern bool StreamRoleMayAppend(SgStreamMeta *meta, Oid role);
 extern void StreamCheckNotOwnSource(SgStreamMeta *meta);
 extern Oid	StreamDataOwner(void);
