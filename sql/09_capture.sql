@@ -232,6 +232,7 @@ SELECT try('TRUNCATE cap_old, cap_quiet');
 SELECT try('ALTER TABLE cap_acc DROP COLUMN id');
 SELECT try('ALTER TABLE cap_acc DROP CONSTRAINT cap_acc_pkey');
 SELECT try('DROP TRIGGER streamguard_capture_1 ON cap_acc');
+SELECT try('ALTER TRIGGER streamguard_capture_1 ON cap_acc RENAME TO x');
 -- another column goes, from the row and from the capture's columns
 ALTER TABLE cap_acc DROP COLUMN tags;
 ALTER TABLE cap_cols DROP COLUMN b;
@@ -425,6 +426,26 @@ SELECT streamguard.uncapture_table('cap_bad', 'cap3');
 SELECT stream FROM streamguard.captures WHERE tab = 'cap_bad'::regclass;
 SELECT streamguard.uncapture_table('cap_bad');
 SELECT count(*) FROM pg_trigger WHERE tgrelid = 'cap_bad'::regclass AND tgname LIKE 'streamguard%';
+-- run_backfill_chunk
+SELECT try($$SELECT streamguard.run_backfill_chunk(NULL, 'cap')$$);
+SELECT try($$SELECT streamguard.run_backfill_chunk('cap_old', NULL)$$);
+SELECT try($$SELECT streamguard.run_backfill_chunk('cap_old', 'cap', NULL)$$);
+SELECT try($$SELECT streamguard.run_backfill_chunk('cap_old', 'cap', 0)$$);
+SELECT try($$SELECT streamguard.run_backfill_chunk('cap_nokey', 'cap')$$);
+SELECT try($$SELECT streamguard.run_backfill_chunk('cap_old', 'cap3')$$);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT try($$SELECT streamguard.run_backfill_chunk('cap_old', 'cap')$$);
+ROLLBACK;
+-- a finished backfill has nothing left
+SELECT streamguard.run_backfill_chunk('cap_old', 'cap');
+CREATE ROLE cap_nobody2;
+GRANT SELECT ON cap_old TO cap_nobody2;
+SET ROLE cap_nobody2;
+SELECT try($$SELECT streamguard.run_backfill_chunk('cap_old', 'cap')$$);
+RESET ROLE;
+REVOKE SELECT ON cap_old FROM cap_nobody2;
+DROP ROLE cap_nobody2;
+
 -- the trigger function is for capture_table's triggers only: another name,
 -- or the name of a capture of another table, is refused
 CREATE TRIGGER x AFTER INSERT ON cap_nokey FOR EACH ROW EXECUTE FUNCTION streamguard._capture_trigger('1');

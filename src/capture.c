@@ -743,6 +743,42 @@ CaptureCheckTruncate(List *relations)
 	}
 }
 
+/*
+ * ALTER TRIGGER ... RENAME of a capture's trigger: refused, as dropping it
+ * is (sql_drop does not see a rename, and the trigger checks its name).
+ */
+void
+CaptureCheckRename(RenameStmt *stmt)
+{
+	Oid			relid;
+	int32		id;
+	char		extra;
+	SgUserSave	save;
+	Oid			types[2] = {INT4OID, OIDOID};
+	Datum		values[2];
+
+	if (stmt->renameType != OBJECT_TRIGGER || stmt->subname == NULL ||
+		sscanf(stmt->subname, "streamguard_capture_%d%c", &id, &extra) < 1)
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid))
+		return;
+	values[0] = Int32GetDatum(id);
+	values[1] = ObjectIdGetDatum(relid);
+	SgEnterCatalog(&save);
+	sg_capture_exec("SELECT s.name FROM streamguard.capture c "
+					"JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
+					"WHERE c.id OPERATOR(pg_catalog.=) $1 AND c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $2",
+					2, types, values, NULL, SPI_OK_SELECT);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot rename trigger \"%s\" on table \"%s\" because it captures the table into stream \"%s\"",
+						stmt->subname, get_rel_name(relid),
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1))));
+	SgLeaveCatalog(&save);
+}
+
 /* the ownership query's lines for DROP ROLE ("capture of table t into stream s") */
 const char *CaptureOwnedSql =
 "SELECT 'capture of table ' OPERATOR(pg_catalog.||) c.relid::pg_catalog.text "

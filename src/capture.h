@@ -14,6 +14,7 @@
 
 #include "access/htup.h"
 #include "access/transam.h"
+#include "nodes/parsenodes.h"
 #include "utils/relcache.h"
 
 #include "streamguard.h"
@@ -90,6 +91,7 @@ extern void CaptureSuperviseBackfills(void);
 extern int64 CaptureCountForStream(int32 stream_id, bool drop);
 extern void CaptureDropOwned(Datum role_oids);
 extern void CaptureCheckTruncate(List *relations);
+extern void CaptureCheckRename(RenameStmt *stmt);
 extern const char *CaptureOwnedSql;
 
 #endif							/* SG_CAPTURE_H */

@@ -81,6 +81,7 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "fmgr.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
@@ -866,6 +867,11 @@ CaptureSuperviseBackfills(void)
 	TimestampTz now = GetCurrentTimestamp();
 	List	   *keep = NIL;
 	MemoryContext old;
+	Oid			nsp = get_namespace_oid("streamguard", true);
+
+	/* a database still on the 0.1 schema (before ALTER EXTENSION UPDATE) has no captures */
+	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("capture_claim", nsp)))
+		return;
 
 	/* claims of backfills that are over: writers that had not yet seen it */
 	if (SPI_execute("DELETE FROM streamguard.capture_claim WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("

@@ -4,7 +4,8 @@
  *		Streams, pipelines and captures as owned objects: DROP ROLE,
  *		REASSIGN OWNED, DROP OWNED, and the per-role quotas on what a role
  *		may create.  The same utility hook hands TRUNCATE of a partition
- *		to capture.c (a captured partitioned table refuses it).
+ *		and the renaming of a trigger to capture.c (a capture refuses
+ *		both).
  *
  * Streams, pipelines and captures are rows of our catalog tables, not
  * PostgreSQL objects, so PostgreSQL's own dependency machinery
@@ -285,6 +286,9 @@ sg_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 
 	if (tag == T_TruncateStmt && sg_installed_here())
 		CaptureCheckTruncate(((TruncateStmt *) parsetree)->relations);
+	if (tag == T_RenameStmt && ((RenameStmt *) parsetree)->renameType == OBJECT_TRIGGER &&
+		sg_installed_here())
+		CaptureCheckRename((RenameStmt *) parsetree);
 	if ((tag == T_DropRoleStmt || tag == T_ReassignOwnedStmt || tag == T_DropOwnedStmt) &&
 		sg_installed_here())
 	{
