@@ -661,24 +661,32 @@ sg_uncapture_table(PG_FUNCTION_ARGS)
 /* ------------------------------------------------ callers from elsewhere */
 
 /*
- * drop_stream: how many captures append to the stream; with `drop`,
- * remove them.  Runs inside drop_stream's catalog work (as the data
- * owner, SPI connected).
+ * drop_stream: how many captures append to the stream.  Runs inside
+ * drop_stream's catalog work (as the data owner, SPI connected).
  */
 int64
-CaptureCountForStream(int32 stream_id, bool drop)
+CaptureCountForStream(int32 stream_id)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(stream_id)};
 	bool		isnull;
 
-	if (drop)
-		return sg_remove_listed("SELECT id, relid::pg_catalog.oid FROM streamguard.capture "
-								"WHERE stream_id OPERATOR(pg_catalog.=) $1 ORDER BY id",
-								1, types, values, NULL);
-	sg_capture_exec("SELECT pg_catalog.count(*) FROM streamguard.capture WHERE stream_id OPERATOR(pg_catalog.=) $1",
-			1, types, values, NULL, SPI_OK_SELECT);
+	sg_capture_exec("SELECT pg_catalog.count(*) FROM streamguard.capture "
+					"WHERE stream_id OPERATOR(pg_catalog.=) $1",
+					1, types, values, NULL, SPI_OK_SELECT);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* drop_stream(force): remove the captures into the stream, triggers and all */
+void
+CaptureDropForStream(int32 stream_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(stream_id)};
+
+	sg_remove_listed("SELECT id, relid::pg_catalog.oid FROM streamguard.capture "
+					 "WHERE stream_id OPERATOR(pg_catalog.=) $1 ORDER BY id",
+					 1, types, values, NULL);
 }
 
 /* DROP OWNED: remove the captures the roles own.  SPI connected. */

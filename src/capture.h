@@ -88,7 +88,8 @@ extern void CaptureInvalidate(Oid relid);
 extern void CaptureSuperviseBackfills(void);
 
 /* capture.c */
-extern int64 CaptureCountForStream(int32 stream_id, bool drop);
+extern int64 CaptureCountForStream(int32 stream_id);
+extern void CaptureDropForStream(int32 stream_id);
 extern void CaptureDropOwned(Datum role_oids);
 extern void CaptureCheckTruncate(List *relations);
 extern void CaptureCheckRename(RenameStmt *stmt);

@@ -32,18 +32,22 @@
  *
  * WHO RUNS WHAT.  Nothing here resolves a name through the writer's
  * search_path or depends on the writer's settings:
- *	- encoding runs as the table's owner in a security-restricted
- *	  operation (a type's cast to json is the owner's code, as an index
- *	  expression is), inside a GUC nest level with search_path, TimeZone,
- *	  DateStyle, IntervalStyle, extra_float_digits, bytea_output and
- *	  lc_monetary pinned, so the same row gives the same bytes in every
- *	  session.  The common built-in types are encoded directly, in the
- *	  same form, without any of that (sg_encode_value);
- *	- catalog reads and claims run as the data owner with pg_catalog
- *	  operators; events are stored by direct heap insert (store.c).
+ *	- the common built-in types are encoded here (sg_encode_value), in the
+ *	  form to_jsonb gives them with the settings below, which none of
+ *	  their values depends on here (a timestamptz in UTC, a float in its
+ *	  shortest exact form, ...);
+ *	- any other type goes through to_jsonb, which may call a cast to json
+ *	  of the type owner's: that runs as the table's owner in a
+ *	  security-restricted operation (as an index expression does), inside
+ *	  a GUC nest level with search_path, TimeZone, DateStyle,
+ *	  IntervalStyle, extra_float_digits, bytea_output and lc_monetary
+ *	  pinned, so the same row gives the same bytes in every session;
+ *	- catalog reads and claims run as the data owner, pinned or with
+ *	  pg_catalog operators; events are stored by direct heap insert
+ *	  (store.c).
  * The writer needs no privilege on the stream: the capture's owner had
  * append when it captured the table and must still have it (checked at
- * every statement, from the stream's cached grants).
+ * every change, from the stream's cached grants).
  *
  * OUT-OF-ORDER CHANGES.  Events fire in the order PostgreSQL fires AFTER
  * ROW triggers: a statement's events fire after it, and a statement run by
@@ -100,14 +104,14 @@
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
-#include "utils/json.h"
-#include "utils/numeric.h"
 #include "utils/xid8.h"
 
 #include "capture.h"
@@ -648,8 +652,14 @@ CaptureRelGet(int32 capture_id, Relation rel)
 	cr = hash_search(sg_capture_cache, &key, HASH_ENTER, &found);
 	if (found && cr->valid)
 		return cr;
+
+	/*
+	 * A stale entry's memory lives until the transaction ends: a trigger
+	 * call further up the stack may still be reading it (it works on a
+	 * copy of the entry, see sg_capture_trigger).
+	 */
 	if (found)
-		MemoryContextDelete(cr->cxt);
+		MemoryContextSetParent(cr->cxt, TopTransactionContext);
 	cr->valid = false;
 	cr->cxt = AllocSetContextCreate(CacheMemoryContext, "streamguard capture",
 									ALLOCSET_SMALL_SIZES);
@@ -1244,6 +1254,7 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	int32		capture_id;
 	char		expect[NAMEDATALEN];
 	SgCaptureRel *cr;
+	SgCaptureRel crcopy;
 	SgUserSave	owner;
 	FullTransactionId fxid;
 	bool		careful;
@@ -1287,6 +1298,9 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 		sg_need_spi(&spi);
 		cr = CaptureRelGet(capture_id, rel);
 	}
+	/* our own copy: a nested call may rebuild the cache entry meanwhile */
+	crcopy = *cr;
+	cr = &crcopy;
 
 	if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event))
 		ereport(ERROR,

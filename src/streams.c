@@ -245,7 +245,7 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 									1, types, values, NULL, false, 0);
 		npipelines = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		nconsumers = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-		ncaptures = CaptureCountForStream(stream_id, false);
+		ncaptures = CaptureCountForStream(stream_id);
 		if (ncaptures > 0 && !force)
 		{
 			SgRestoreUser(&save);
@@ -279,7 +279,7 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 			PipelineDropForStream(stream_id);
 		/* ... and its captures, triggers and all */
 		if (ncaptures > 0)
-			CaptureCountForStream(stream_id, true);
+			CaptureDropForStream(stream_id);
 		/* consumers, grants, partitions and segments cascade */
 		if (SPI_execute_with_args("DELETE FROM streamguard.append_dedup WHERE stream_id = $1",
 								  1, types, values, NULL, false, 0) != SPI_OK_DELETE ||
