@@ -76,6 +76,19 @@ WHEN NOT MATCHED THEN INSERT (id, owner) VALUES (v.id, v.o);
 SELECT * FROM cap_take('cap');
 
 -- the writer's settings do not change the bytes: same key and payload
+-- (a table of built-in types only, encoded without the pinned settings,
+-- and one with an array column, encoded with them)
+CREATE TABLE cap_tz (at timestamptz PRIMARY KEY, f float8, b bytea);
+SELECT streamguard.capture_table('cap_tz', 'cap', backfill => false);
+SET TimeZone = 'Asia/Tokyo';
+SET extra_float_digits = -10;
+SET bytea_output = 'escape';
+INSERT INTO cap_tz VALUES ('2024-03-01 12:00+01', 0.1, '\x00ff');
+RESET TimeZone;
+RESET extra_float_digits;
+RESET bytea_output;
+SELECT key, payload->'row' AS row FROM cap_take('cap');
+SELECT streamguard.uncapture_table('cap_tz');
 SET TimeZone = 'Asia/Tokyo';
 SET DateStyle = 'SQL, DMY';
 SET extra_float_digits = -10;
