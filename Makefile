@@ -23,6 +23,9 @@ PROVE_TESTS = test/t/*.pl
 
 EXTRA_CLEAN = tmp_valgrind tmp_check_regress tmp_check_iso output_iso results regression.diffs regression.out log
 
+# rebuild what includes a changed header (dependency files under .deps/)
+override autodepend = yes
+
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 

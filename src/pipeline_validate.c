@@ -416,3 +416,28 @@ PipelineCheckBatchTimeout(Interval *iv)
 				 errmsg("batch_timeout must be between 1 second and 24 days, got \"%s\"",
 						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv))))));
 }
+
+void
+PipelineCheckWorkers(int32 workers)
+{
+	if (workers < 1 || workers > SG_MAX_PIPELINE_WORKERS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workers must be between 1 and %d, got %d", SG_MAX_PIPELINE_WORKERS, workers)));
+}
+
+/*
+ * Remote sources and sinks run with one worker: their positions (remote
+ * positions, the sink's offsets) are locked per pipeline, and in-doubt
+ * resolution of a two-phase sink settles every prepared transaction of the
+ * pipeline, which would roll back a batch another worker is committing.
+ */
+void
+PipelineCheckWorkersRemote(bool remote)
+{
+	if (remote)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a pipeline with a remote source or sink runs with one worker"),
+				 errhint("Use workers => 1, or a local pipeline feeding several.")));
+}

@@ -215,7 +215,7 @@ SourceFetch(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store,
 	}
 	SgBecomeDataOwner(&save, false);
 	fetched = ConsumerFetch(meta, w->consumer_name, w->def.batch_size, store, w->event_desc,
-							false, advance, first, last);
+							false, advance, w->def.nworkers, w->def.worker, first, last);
 	SgRestoreUser(&save);
 	return fetched;
 }
