@@ -107,6 +107,14 @@ sub check_knobs
 sub outer
 {
 	my ($script) = @_;
+	my $rc = eval { outer_run($script) };
+	print STDERR $@ unless defined $rc;
+	exit($rc // 1);
+}
+
+sub outer_run
+{
+	my ($script) = @_;
 	my $pg_config = resolve_pg_config();
 	check_knobs();
 	my $here = dirname(abs_path($script));
@@ -151,7 +159,7 @@ sub outer
 	stop_leftover_servers($work, $bindir);
 	if ($K{BENCH_KEEP} eq '1') { print "bench: kept $work\n" }
 	else { remove_tree($work) }
-	exit($rc);
+	return $rc;
 }
 
 sub resolve_pg_config

@@ -1284,7 +1284,7 @@ sub latency_report
 	for my $c (@S4{qw(sg pgq raw)})
 	{
 		my @vals = @{ $LAT{"$c|p50"} // [] };
-		my %f = map { $_ => lat_field($c, $_, 'median') } qw(p50 p99);
+		my %f = map { $_ => scalar lat_field($c, $_, 'median') } qw(p50 p99);
 		$f{max} = lat_field($c, 'max', 'max');
 		$f{$_} = lat_field($c, $_, 'sum') for qw(appended delivered lost dup);
 		my ($tgt, $met) = ('reference', '—');
