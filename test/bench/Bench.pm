@@ -24,7 +24,7 @@ use Time::HiRes qw(time sleep);
 our @EXPORT = qw(
   %K $NODE $BIN $LOGS $SQL %VALS %NOTES
   log_msg slurp spurt q_lit sql sql_try sql_value checkpoint
-  spawn reap stop_pid alive run_sh wait_until pgbench prefill run_sliced rotated
+  spawn reap stop_pid alive run_sh wait_until pgbench prefill run_sliced rotated add_time
   add_val add_note note_to median num_list paired_ratio fmt);
 
 # ---------------------------------------------------------------------------
@@ -502,8 +502,7 @@ sub run_sliced
 			my $log = "${b}_$x->{tag}_r${r}_s$s";
 			my ($n, $sec) = $x->{copy} ? $x->{copy}->($secs, $log) : pgbench_slice($x, $secs, $log, @pgbench_args);
 			if (!defined $n) { $t->{bad} = 1; next; }
-			$t->{n} = ($t->{n} // 0) + $n;
-			$t->{t} = sprintf('%.6f', ($t->{t} // 0) + $sec);
+			add_time($t, n => $n, $sec);
 		}
 	}
 	for my $x (@$contenders)
@@ -519,6 +518,16 @@ sub pgbench_slice
 	my ($x, $secs, $log, @args) = @_;
 	my $res = pgbench($log, $x->{script}, $x->{vars}, @args, -T => $secs) or return;
 	return ($res->{processed} * $x->{per}, $res->{processed} / $res->{tps});
+}
+
+# adds $n to $acc->{$field} and $seconds to $acc->{t}: the totals of which
+# a repeat's events/s is made
+sub add_time
+{
+	my ($acc, $field, $n, $seconds) = @_;
+	$acc->{$field} = ($acc->{$field} // 0) + $n;
+	$acc->{t} = sprintf('%.6f', ($acc->{t} // 0) + $seconds);
+	return;
 }
 
 # @list rotated left by $k (the contender order of repeat / slice k)

@@ -73,9 +73,9 @@ my %have;   # which contenders can run: sg (the extension), pipe (its pipelines)
 # Clusters
 # ---------------------------------------------------------------------------
 
-# A bench cluster: the settings below replace the test settings of
+# A bench cluster: the settings below first put the test settings of
 # PostgreSQL::Test::Cluster (fsync off, every statement logged, wal_level
-# minimal) with PostgreSQL's defaults.  Returns the started node (with a
+# minimal, ...) back to PostgreSQL's defaults.  Returns the started node (with a
 # database "bench"), or nothing.
 sub start_cluster
 {
@@ -92,6 +92,9 @@ log_statement = none
 wal_level = replica
 max_wal_senders = 10
 restart_after_crash = on
+log_line_prefix = '%m [%p] '
+log_replication_commands = off
+wal_retrieve_retry_interval = '5s'
 listen_addresses = '127.0.0.1'
 shared_preload_libraries = '$preload'
 max_connections = 40
@@ -117,7 +120,7 @@ EOF
 sub setup_contenders
 {
 	$have{sg_lib} = -f "$PKGLIB/streamguard.so" && -f "$SHAREDIR/extension/streamguard.control";
-	$NODE = start_cluster('bench') or die "bench: could not start the server (see tmp_check/log)\n";
+	$NODE = start_cluster('bench') or die "bench: could not start the server (see $PostgreSQL::Test::Utils::log_path)\n";
 	@ENV{qw(PGHOST PGPORT PGDATABASE PGUSER PGAPPNAME PGOPTIONS)} =
 	  ($NODE->host, $NODE->port, 'bench', $USER, 'streamguard-bench', '-c client_min_messages=warning');
 	if (!$have{sg_lib})
@@ -549,8 +552,7 @@ sub drain_pass
 		return add_note($key, "accounting mismatch: consumed $done + left $left != $n");
 	}
 	add_note($key, "short batches: a pass drained $done of $n in $NBATCH transactions") if $left;
-	$a->{ev} = ($a->{ev} // 0) + $done;
-	$a->{t} = sprintf('%.6f', ($a->{t} // 0) + $NBATCH / $run->{tps});
+	add_time($a, ev => $done, $NBATCH / $run->{tps});
 	return;
 }
 
@@ -573,8 +575,7 @@ sub pipeline_pass
 	$err ||= "sink holds $s->{rows} rows after the pipeline consumed $K{BENCH_DRAIN_EVENTS}" if $s && $s->{rows} != $K{BENCH_DRAIN_EVENTS};
 	$err ||= 'a single batch: cannot time it (raise BENCH_DRAIN_EVENTS)' if $s && !($s->{span} > 0);
 	if ($err) { $a->{bad} = 1; return add_note($key, $err); }
-	$a->{ev} = ($a->{ev} // 0) + $s->{early};
-	$a->{t} = sprintf('%.6f', ($a->{t} // 0) + $s->{span});
+	add_time($a, ev => $s->{early}, $s->{span});
 	return;
 }
 
@@ -877,6 +878,8 @@ sub remote_server
 	return $REMOTE = $node;
 }
 
+sub checkpoint_both { checkpoint(); checkpoint(node => $REMOTE); return; }
+
 # the local stream's events onto a remote stream: staged by COPY, appended
 # 1,000 per transaction in (seq, partition) order, with their partitions, so
 # seqs are the same too; the local and remote events are counted
@@ -907,8 +910,7 @@ sub remote_copy
 {
 	my ($label, $t, $blocks, $rs) = @_;
 	my $key = "$R1|$label";
-	checkpoint();
-	checkpoint(node => $REMOTE);
+	checkpoint_both();
 	my $log = "$LOGS/remote_copy.log";
 	my @psql = ("$BIN/psql", "COPY ($rs->{select}) TO STDOUT", $REMOTE->host, $REMOTE->port);
 	my $t0 = time;
@@ -934,8 +936,7 @@ sub remote_sink
 {
 	my ($label, $g, $mode, $t, $r, $rs) = @_;
 	my ($key, $pn, $n) = ("$R1|$label", "rsink_${t}_r$r", $rs->{n});
-	checkpoint();
-	checkpoint(node => $REMOTE);
+	checkpoint_both();
 	my $err = create_pipeline($pn, $rs->{local}, 'SELECT partition, seq, key, payload FROM batch',
 		guarantee => $g, sink_server => 'bench_remote', sink_table => "public.$t", ($mode ? (sink_mode => $mode) : ()));
 	return fail_all([$key], 'ERR', "create_pipeline failed: $err") if $err;
@@ -966,8 +967,7 @@ sub remote_source
 	my ($label, $where, $r, $rs) = @_;
 	my ($key, $pn, $n) = ("$R2|$label", "rsrc_${where}_r$r", $rs->{n});
 	sql('TRUNCATE lsink');
-	checkpoint();
-	checkpoint(node => $REMOTE);
+	checkpoint_both();
 	my $err = create_pipeline($pn, $rs->{$where},
 		'INSERT INTO lsink (partition, seq, key, payload) SELECT partition, seq, key, payload FROM batch',
 		guarantee => 'exactly_once', ($where eq 'remote' ? (source_server => 'bench_remote') : ()));
