@@ -32,9 +32,12 @@ include $(PGXS)
 # after the include: PGXS resets it
 PROVE_FLAGS += --verbose
 
+# The benchmark suite (not part of installcheck): see docs/benchmarks.md.
+# PG_CONFIG from the environment selects the installation; the driver finds
+# PostgreSQL's TAP modules (PostgreSQL::Test::Cluster) through it.
 .PHONY: bench
 bench:
-	test/bench/run.sh
+	perl test/bench/run.pl
 
 # docs/diagrams/*.dot -> PNG next to them (needs Graphviz's dot; on Debian:
 # apt-get install graphviz).  The PNGs are committed.
