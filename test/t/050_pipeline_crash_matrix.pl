@@ -51,11 +51,8 @@ use StreamguardTest;
 use Time::HiRes qw(time usleep);
 
 my $t_start = time;
-my $seed = $ENV{SG_CRASH_SEED} // 20240601;
-my $min_events = $ENV{SG_CRASH_MIN_EVENTS} // 100_000;
-my $rounds = $ENV{SG_CRASH_ROUNDS} // 2;    # the fault plan, this many times
-srand($seed);
-diag("seed $seed, at least $min_events committed events, $rounds rounds of faults");
+# rounds: the fault plan, this many times
+my ($seed, $min_events, $rounds) = run_knobs('SG_CRASH', seed => 20240601, min_events => 100_000, rounds => 2);
 
 my $node = sg_node('pipecrash', extra => "max_connections=50\nshared_buffers=128MB\n");
 my @pipes = qw(p_eo p_agg p_alo p_amo);
@@ -100,8 +97,7 @@ ok(wait_pipelines_running($node, \@pipes, 60), 'all four pipelines have a runnin
 
 # ------------------------------------------------------------ producers
 
-my $work = "${PostgreSQL::Test::Utils::tmp_check}/pipecrash_work";
-my $producers = start_producers($node, count => 3, seed => $seed, dir => $work,
+my $producers = start_producers($node, name => 'pipecrash', count => 3, seed => $seed,
 	batch => [ 100, 1000 ], single => [ 20, 200 ], abort => 0.2, pause_us => [ 100_000, 300_000 ]);
 
 # ---------------------------------------------------------------- faults
@@ -121,9 +117,7 @@ sub kill_backend
 	}
 	my $off = log_offset($node);
 	kill 'KILL', $pid;
-	$fx->{fired}{$kind}++;
-	return -1 unless fault_after_crash($fx, $kind, $off);
-	return fault_wait_pipelines($fx, $kind) ? 1 : -1;
+	return fault_fired($fx, $kind, $off);
 }
 
 sub kill_worker
@@ -148,8 +142,7 @@ sub immediate_restart
 	$fx->{armed}{$kind}++;
 	$node->stop('immediate');
 	$node->start;
-	$fx->{fired}{$kind}++;
-	return fault_wait_pipelines($fx, $kind) ? 1 : -1;
+	return fault_fired($fx, $kind);
 }
 
 sub pause_resume
@@ -159,8 +152,7 @@ sub pause_resume
 	return -1 unless defined q1($node, "SELECT streamguard.pause_pipeline('$pipe')", 60);
 	usleep(int(rand(500_000)));
 	return -1 unless defined q1($node, "SELECT streamguard.resume_pipeline('$pipe')", 60);
-	$fx->{fired}{$kind}++;
-	return fault_wait_pipelines($fx, $kind) ? 1 : -1;
+	return fault_fired($fx, $kind);
 }
 
 my @plan = (
@@ -212,16 +204,9 @@ my $drain_secs = time - $t_drain;
 
 # ------------------------------------------------------------ verify
 
-# the stream itself, read back completely by a fresh consumer: each try
-# copies the next events, until one finds none
-$node->safe_psql('postgres',
-	'CREATE TABLE streamed (partition int, seq bigint, id bigint, customer text, amount numeric)');
-wait_for_value($node, q{
-WITH ins AS (
-  INSERT INTO streamed
-  SELECT partition, seq, (payload->>'id')::bigint, key, (payload->>'amount')::numeric
-  FROM streamguard.poll('src', 'verify', 100000) RETURNING 1)
-SELECT count(*) FROM ins}, '0', 120);
+# the stream itself, read back completely by a fresh consumer
+copy_stream($node, 'src', columns => 'customer text, amount numeric',
+	values => q{key, (payload->>'amount')::numeric});
 
 sub val { my ($sql) = @_; return $node->safe_psql('postgres', $sql); }
 
@@ -324,8 +309,7 @@ is(val(q{SELECT count(*) FROM streamguard.pipelines WHERE state <> 'running' OR 
 
 # ------------------------------------------------------------ report
 
-diag(sprintf("events: %d committed, %d in rolled-back transactions; producer txns: %d committed, %d rolled back, %d broken by faults",
-	$n_committed, $n_aborted, $pstats->{commits} // 0, $pstats->{aborts} // 0, $pstats->{failures} // 0));
+producers_summary($pstats, $n_committed, $n_aborted);
 fault_summary($fx);
 my $restarts = () = slurp_file($node->logfile) =~ /all server processes terminated; reinitializing/g;
 diag("server crash restarts (postmaster reinitialized): $restarts; immediate restarts: "
@@ -336,7 +320,7 @@ diag(sprintf("at_least_once sink rows %d: lost %d, duplicates %d, phantom %d",
 	$alo->{rows}, $alo->{lost}, $alo->{dups}, $alo->{phantom}));
 diag(sprintf("at_most_once  sink rows %d: lost %d, duplicates %d, phantom %d",
 	$amo->{rows}, $amo->{lost}, $amo->{dups}, $amo->{phantom}));
-diag("pipelines:\n" . pipelines_report($node));
+state_diag($node);
 diag(sprintf("durations: faults %.0f s, drain %.0f s, total %.0f s", $fault_secs, $drain_secs, time - $t_start));
 
 $node->stop;

@@ -406,7 +406,7 @@ is(val('SELECT count(*) FROM ps_sink'), $ps_before, '(h) the paused pipeline sta
 val("SELECT streamguard.resume_pipeline('p_pause')");
 ok(wait_for_value($node, 'SELECT count(*) FROM ps_sink', $ps_before + 10, 30), '(h) resumed after the restart');
 
-diag("pipelines at the end:\n" . pipelines_report($node));
+state_diag($node);
 diag(sprintf("duration %.0f s", time - $t_start));
 $node->stop;
 done_testing();

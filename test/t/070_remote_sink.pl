@@ -53,11 +53,7 @@ use IO::Socket::INET;
 use Time::HiRes qw(time usleep);
 
 my $t_start = time;
-my $seed = $ENV{SG_REMOTE_SEED} // 20240707;
-my $min_events = $ENV{SG_REMOTE_MIN_EVENTS} // 50_000;
-my $rounds = $ENV{SG_REMOTE_ROUNDS} // 2;
-srand($seed);
-diag("seed $seed, at least $min_events committed events, $rounds round(s) of faults");
+my ($seed, $min_events, $rounds) = run_knobs('SG_REMOTE', seed => 20240707, min_events => 50_000, rounds => 2);
 
 my $remote_timeout = 2;    # seconds, streamguard.remote_timeout on "local"
 my ($remote, $local) = sg_remote_pair(remote => { mpx => 10 },
@@ -212,8 +208,7 @@ ok( wait_for_value($local,
 
 # ============================================================== producers
 
-my $work = "${PostgreSQL::Test::Utils::tmp_check}/remote_sink_work";
-my $producers = start_producers($local, count => 2, seed => $seed, dir => $work,
+my $producers = start_producers($local, name => 'remote_sink', seed => $seed,
 	batch => [ 50, 500 ], single => [ 20, 100 ], abort => 0.15, pause_us => [ 300_000, 500_000 ]);
 
 # ================================================================= faults
@@ -233,8 +228,7 @@ WHERE side = 'sink' AND NOT connected AND coalesce(last_error, '') <> ''}, 4, 40
 	  or diag(remote_status_report($local));
 	diag("remote_status while the remote is down:\n" . remote_status_report($local));
 	$remote->start;
-	$fx->{fired}{$kind}++;
-	return fault_wait_pipelines($fx, $kind) ? 1 : -1;
+	return fault_fired($fx, $kind);
 }
 
 # A stall is a SIGSTOP of the remote backend serving a pipeline for longer
@@ -296,24 +290,13 @@ my $drain_secs = time - $t_drain;
 sub val { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 
 # the stream itself, read back by a fresh consumer: id -> "partition:seq"
-$local->safe_psql('postgres', 'CREATE TABLE streamed (partition int, seq bigint, id bigint)');
-wait_for_value($local, q{
-WITH ins AS (
-  INSERT INTO streamed
-  SELECT partition, seq, (payload->>'id')::bigint FROM streamguard.poll('src', 'verify', 100000) RETURNING 1)
-SELECT count(*) FROM ins}, '0', 120);
-my %pos;
-for my $l (split /\n/, val($local, q{SELECT id, partition || ':' || seq FROM streamed WHERE id > 0}))
-{
-	my ($id, $ps) = split /\|/, $l;
-	$pos{$id} = $ps;
-}
-my %committed = map { $_ => 1 } split /\n/, val($local, 'SELECT id FROM produced');
-my %aborted = map { $_ => 1 } split /\n/, val($local, 'SELECT id FROM aborted');
-my $n_committed = scalar keys %committed;
+copy_stream($local, 'src');
+my %pos = streamed_positions($local, 'id > 0');
+my ($committed, $aborted) = producer_ids($local);
+my $n_committed = scalar keys %$committed;
 cmp_ok($n_committed, '>=', $min_events, "at least $min_events committed events");
-is(scalar(grep { !$pos{$_} } keys %committed), 0, 'stream: every committed event is in the stream');
-is(scalar(grep { !$committed{$_} } keys %pos), 0, 'stream: nothing else in the stream');
+is(scalar(grep { !$pos{$_} } keys %$committed), 0, 'stream: every committed event is in the stream');
+is(scalar(grep { !$committed->{$_} } keys %pos), 0, 'stream: nothing else in the stream');
 
 # one sink, compared with the committed events
 sub sink_counts
@@ -332,10 +315,10 @@ sub sink_counts
 	{
 		$r{rows} += $cnt{$id};
 		$r{dups} += $cnt{$id} - 1;
-		$r{phantom}++ unless $committed{$id};
-		$r{aborted}++ if $aborted{$id};
+		$r{phantom}++ unless $committed->{$id};
+		$r{aborted}++ if $aborted->{$id};
 	}
-	$r{lost} = scalar grep { !$cnt{$_} } keys %committed;
+	$r{lost} = scalar grep { !$cnt{$_} } keys %$committed;
 	return \%r;
 }
 
@@ -428,7 +411,7 @@ is( val($local, "SELECT rows_out FROM streamguard.pipelines WHERE pipeline = 'p_
 # Either way the result must still be exactly once, with nothing left
 # prepared on the remote.
 
-my $pxdir = "$work/proxy";
+my $pxdir = "${PostgreSQL::Test::Utils::tmp_check}/remote_sink_proxy";
 my ($pxport, $pxpid) = start_proxy($remote->port, $pxdir);
 $remote->safe_psql('postgres', q{
 SET ROLE sinker;
@@ -543,8 +526,7 @@ proxy_stop($pxdir, $pxpid);
 my $lrestarts = count_log($local, qr/all server processes terminated; reinitializing/);
 my $commits_ip = count_log($local, qr/committing in-doubt remote transaction/);
 my $rollbacks_ip = count_log($local, qr/rolling back in-doubt remote transaction/);
-diag(sprintf("events: %d committed, %d in rolled-back transactions; producer txns: %d committed, %d rolled back, %d broken by faults",
-	$n_committed, scalar(keys %aborted), $pstats->{commits} // 0, $pstats->{aborts} // 0, $pstats->{failures} // 0));
+producers_summary($pstats, $n_committed, scalar(keys %$aborted));
 fault_summary($fx);
 diag("local crash restarts: $lrestarts; in-doubt remote transactions committed $commits_ip, rolled back $rollbacks_ip; "
 	  . "stalls: a new session after (s) @stall_moved");
@@ -554,8 +536,7 @@ for my $p (@pipes)
 	diag(sprintf("%-6s sink rows %6d: lost %5d, duplicates %5d, phantom %d, rolled-back %d, wrong position %d",
 		$p, $r->{rows}, $r->{lost}, $r->{dups}, $r->{phantom}, $r->{aborted}, $r->{wrong_pos}));
 }
-diag("pipelines:\n" . pipelines_report($local));
-diag("remote_status:\n" . remote_status_report($local));
+state_diag($local, remote => 1);
 diag(sprintf("durations: faults %.0f s, drain %.0f s, total %.0f s", $fault_secs, $drain_secs, time - $t_start));
 
 $local->stop;

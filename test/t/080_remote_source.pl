@@ -41,11 +41,7 @@ use StreamguardTest;
 use Time::HiRes qw(time usleep);
 
 my $t_start = time;
-my $seed = $ENV{SG_REMOTE_SEED} // 20240808;
-my $min_events = $ENV{SG_REMOTE_MIN_EVENTS} // 50_000;
-my $rounds = $ENV{SG_REMOTE_ROUNDS} // 3;
-srand($seed);
-diag("seed $seed, at least $min_events committed events, $rounds round(s) of faults");
+my ($seed, $min_events, $rounds) = run_knobs('SG_REMOTE', seed => 20240808, min_events => 50_000, rounds => 3);
 
 my $remote_timeout = 2;
 my ($remote, $local) = sg_remote_pair(
@@ -90,8 +86,7 @@ ok( wait_for_value($local,
 
 # ============================================================== producers
 
-my $work = "${PostgreSQL::Test::Utils::tmp_check}/remote_source_work";
-my $producers = start_producers($remote, count => 2, seed => $seed, dir => $work,
+my $producers = start_producers($remote, name => 'remote_source', seed => $seed,
 	batch => [ 100, 700 ], single => [ 20, 100 ], abort => 0.15, pause_us => [ 300_000, 500_000 ]);
 
 # ================================================================= faults
@@ -191,26 +186,12 @@ my $drain_secs = time - $t_drain;
 # ================================================================= verify
 
 # the remote stream, read back by a fresh consumer: id -> "partition:seq"
-my %pos;
-{
-	my $deadline = time + 120;
-	while (time < $deadline)
-	{
-		my $got = val($remote, q{SELECT (payload->>'id') || '|' || partition || ':' || seq
-			FROM streamguard.poll('rsrc', 'verify', 100000)});
-		last if $got eq '';
-		for my $l (split /\n/, $got)
-		{
-			my ($id, $ps) = split /\|/, $l;
-			$pos{$id} = $ps;
-		}
-	}
-}
-my %committed = map { $_ => 1 } split /\n/, val($remote, 'SELECT id FROM produced');
-my %aborted = map { $_ => 1 } split /\n/, val($remote, 'SELECT id FROM aborted');
-my $n_committed = scalar keys %committed;
+copy_stream($remote, 'rsrc');
+my %pos = streamed_positions($remote);
+my ($committed, $aborted) = producer_ids($remote);
+my $n_committed = scalar keys %$committed;
 cmp_ok($n_committed, '>=', $min_events, "at least $min_events committed events on the remote");
-is(scalar(grep { !$pos{$_} } keys %committed), 0, 'remote stream: every committed event is there');
+is(scalar(grep { !$pos{$_} } keys %$committed), 0, 'remote stream: every committed event is there');
 
 my (%cnt, $wrong_pos, $rows);
 $wrong_pos = 0;
@@ -222,11 +203,11 @@ for my $l (split /\n/, val($local, q{SELECT id, partition || ':' || seq FROM sin
 	$rows++;
 	$wrong_pos++ if !defined $pos{$id} || $pos{$id} ne $ps;
 }
-my $lost = grep { !$cnt{$_} } keys %committed;
+my $lost = grep { !$cnt{$_} } keys %$committed;
 my $dups = 0;
 $dups += $cnt{$_} - 1 for keys %cnt;
-my $phantom = grep { $_ > 0 && !$committed{$_} } keys %cnt;
-my $aborted_seen = grep { $aborted{$_} } keys %cnt;
+my $phantom = grep { $_ > 0 && !$committed->{$_} } keys %cnt;
+my $aborted_seen = grep { $aborted->{$_} } keys %cnt;
 my $horizon_events = grep { $_ < 0 } keys %cnt;
 is($lost, 0, 'exactly_once: no committed remote event lost');
 is($dups, 0, 'exactly_once: no duplicate');
@@ -282,15 +263,13 @@ is(val($local, q{SELECT state FROM streamguard.pipelines WHERE pipeline = 'p_rsr
 # ================================================================= report
 
 my $lrestarts = count_log($local, qr/all server processes terminated; reinitializing/);
-diag(sprintf("events: %d committed, %d in rolled-back transactions; producer txns: %d committed, %d rolled back, %d broken by faults",
-	$n_committed, scalar(keys %aborted), $pstats->{commits} // 0, $pstats->{aborts} // 0, $pstats->{failures} // 0));
+producers_summary($pstats, $n_committed, scalar(keys %$aborted));
 fault_summary($fx);
 diag("local crash restarts: $lrestarts; stalls: a new session after (s) @stall_moved; horizon held at seq "
 	  . ($horizon{held} // '?'));
 diag(sprintf("sink rows %d: lost %d, duplicates %d, phantom %d, rolled-back %d, wrong position %d",
 	$rows, $lost, $dups, $phantom, $aborted_seen, $wrong_pos));
-diag("pipelines:\n" . pipelines_report($local));
-diag("remote_status:\n" . remote_status_report($local));
+state_diag($local, remote => 1);
 diag(sprintf("durations: faults %.0f s, drain %.0f s, total %.0f s", $fault_secs, $drain_secs, time - $t_start));
 
 $local->stop;

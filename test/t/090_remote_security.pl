@@ -244,8 +244,7 @@ is($local->safe_psql('postgres', q{SELECT count(*) FROM pg_foreign_server WHERE 
 expect_error($local, q{SELECT streamguard.inject_fault('a_ok', 'mid_batch')}, '42501', undef,
 	'alice cannot inject faults', user => 'alice');
 
-diag("pipelines:\n" . pipelines_report($local));
-diag("remote_status:\n" . remote_status_report($local));
+state_diag($local, remote => 1);
 diag(sprintf('duration %.0f s', time - $t_start));
 
 $local->stop;

@@ -220,7 +220,7 @@ for my $c (grep { $_->{created} && !$_->{remote} } @all)
 		name => "$c->{tag} after restart");
 }
 
-diag("pipelines:\n" . pipelines_report($node));
+state_diag($node);
 diag(sprintf('duration %.0f s', time - $t_start));
 $node->stop;
 $remote->stop;

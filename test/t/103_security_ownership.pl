@@ -251,7 +251,7 @@ val(q{CREATE ROLE erin LOGIN});
 expect_error($node, q{SELECT count(*) FROM streamguard.poll('s6b', 'ec')}, '42501', qr/s6b/,
 	'(6) a role created afterwards cannot read s6b', user => 'erin');
 
-diag("pipelines:\n" . pipelines_report($node));
+state_diag($node);
 diag(sprintf('duration %.0f s', time - $t_start));
 $node->stop;
 done_testing();

@@ -218,7 +218,7 @@ is(val(q{SELECT count(*) FROM streamguard.pipelines WHERE pipeline = 'p_victim'}
 	'(drop) the pipeline of the dropped stream is gone from the views');
 cmp_ok($lost5, '<=', 2, "(drop) 'lost ownership of its batch' logged $lost5 times in the 5 s after the drop");
 
-diag("pipelines:\n" . pipelines_report($node));
+state_diag($node);
 diag(sprintf('duration %.0f s', time - $t_start));
 $node->stop;
 done_testing();

@@ -18,9 +18,11 @@
 #   waits      is_stable, wait_for_value, wait_pipelines_running,
 #              wait_crash_recovery,
 #              log_offset, wait_log, count_log
-#   reports    pipelines_report, remote_status_report, remote_pids
-#   producers  producer_sql, start_producers, producers_wait_for, stop_producers
-#   faults     fault_context, fault_wait_pipelines, fault_after_crash,
+#   reports    pipelines_report, remote_status_report, state_diag, remote_pids
+#   producers  run_knobs, producer_sql, start_producers, producers_wait_for,
+#              stop_producers, copy_stream, streamed_positions,
+#              producer_ids, producers_summary
+#   faults     fault_context, fault_wait_pipelines, fault_fired,
 #              fault_inject, fault_remote_restart, fault_terminate_remote,
 #              fault_stall_remote, fault_stalls_ok, run_fault_plan,
 #              fault_summary
@@ -55,9 +57,10 @@ our @EXPORT = qw(
   try_psql sqlstate sql_state expect_ok expect_error timed_psql q1
   is_stable wait_for_value wait_pipelines_running wait_crash_recovery
   log_offset wait_log count_log
-  pipelines_report remote_status_report remote_pids
-  producer_sql start_producers producers_wait_for stop_producers
-  fault_context fault_wait_pipelines fault_after_crash fault_inject
+  pipelines_report remote_status_report state_diag remote_pids
+  run_knobs producer_sql start_producers producers_wait_for stop_producers
+  copy_stream streamed_positions producer_ids producers_summary
+  fault_context fault_wait_pipelines fault_fired fault_inject
   fault_remote_restart fault_terminate_remote fault_stall_remote
   fault_stalls_ok run_fault_plan fault_summary
   start_proxy proxy_hold proxy_held proxy_release proxy_stop
@@ -415,6 +418,15 @@ FROM streamguard.remote_status ORDER BY pipeline, side});
 	return $ok ? $out : "(remote_status unavailable: $err)";
 }
 
+# state_diag($node, %opt): the pipelines view in diag, and with remote => 1
+# the remote_status view too: what a test shows at its end
+sub state_diag
+{
+	my ($node, %opt) = @_;
+	diag("pipelines:\n" . pipelines_report($node));
+	diag("remote_status:\n" . remote_status_report($node)) if $opt{remote};
+}
+
 # remote_pids($remote, $app): the pids of the client backends on $remote
 # whose application_name is $app (the sessions serving a pipeline)
 sub remote_pids
@@ -437,6 +449,21 @@ ORDER BY pid}, timeout => 20);
 # `produced` in the same transaction, so `produced` is exactly the set of
 # committed events; the ids of rolled-back transactions are written to a
 # file, and stop_producers loads them into table `aborted`.
+
+# run_knobs($prefix, %defaults): the size of a randomised run from the
+# environment, ${prefix}_SEED, ${prefix}_MIN_EVENTS and ${prefix}_ROUNDS
+# (defaults: seed, min_events, rounds).  Seeds rand (srand) and says them
+# in diag.  Returns ($seed, $min_events, $rounds).
+sub run_knobs
+{
+	my ($prefix, %d) = @_;
+	my $seed = $ENV{"${prefix}_SEED"} // $d{seed};
+	my $min_events = $ENV{"${prefix}_MIN_EVENTS"} // $d{min_events};
+	my $rounds = $ENV{"${prefix}_ROUNDS"} // $d{rounds};
+	srand($seed);
+	diag("seed $seed, at least $min_events committed events, $rounds round(s) of faults");
+	return ($seed, $min_events, $rounds);
+}
 
 # producer_sql($stream, %opt): SQL creating sequence ev_id, tables produced
 # (id, producer, customer, amount) and aborted (id), and function
@@ -490,8 +517,9 @@ END \$produce\$;
 # start_producers($node, %opt): fork the producers; returns the harness.
 #   count  => how many (2)
 #   seed   => producer p calls srand(seed * 10 + p)
-#   dir    => a fresh directory for the stop file, the aborted ids and the
-#             statistics (created)
+#   name   => the harness's directory, tmp_check/<name>_work, holds the
+#             stop file, the aborted ids and the statistics (created;
+#             $h->{dir})
 #   batch  => [min, max] events of an append_batch transaction
 #   single => [min, max] events of a one-append-per-event transaction
 #   single_share => share of those (0.1)
@@ -505,6 +533,7 @@ sub start_producers
 {
 	my ($node, %opt) = @_;
 	my $h = { node => $node, %opt, pids => [] };
+	$h->{dir} = "${PostgreSQL::Test::Utils::tmp_check}/$opt{name}_work";
 	$h->{count} //= 2;
 	$h->{single_share} //= 0.1;
 	my $dir = $h->{dir};
@@ -622,6 +651,60 @@ sub stop_producers
 	return \%stats;
 }
 
+# producer_ids($node): ({id => 1} of the committed events, {id => 1} of the
+# rolled-back ones), from tables produced and aborted
+sub producer_ids
+{
+	my ($node) = @_;
+	return map { { map { $_ => 1 } split /\n/, $node->safe_psql('postgres', "SELECT id FROM $_") } }
+	  qw(produced aborted);
+}
+
+# copy_stream($node, $stream, %opt): read all of $stream with a fresh
+# consumer 'verify' into a new table streamed (partition int, seq bigint,
+# id bigint: the payload's id), 100000 events per try, until a try finds
+# none (bounded: 120 s).
+#   columns => more columns of streamed ("customer text, amount numeric"),
+#   values  => the expressions that fill them ("key, (payload->>'amount')::numeric")
+sub copy_stream
+{
+	my ($node, $stream, %opt) = @_;
+	my ($cols, $vals) = map { defined $_ ? ", $_" : '' } @opt{qw(columns values)};
+	$node->safe_psql('postgres', "CREATE TABLE streamed (partition int, seq bigint, id bigint$cols)");
+	return wait_for_value($node, qq{
+WITH ins AS (
+  INSERT INTO streamed
+  SELECT partition, seq, (payload->>'id')::bigint$vals
+  FROM streamguard.poll('$stream', 'verify', 100000) RETURNING 1)
+SELECT count(*) FROM ins}, '0', 120);
+}
+
+# streamed_positions($node, $where): { id => "partition:seq" } of the rows
+# of table streamed (copy_stream) that match $where ('true')
+sub streamed_positions
+{
+	my ($node, $where) = @_;
+	my %pos;
+	for my $l (split /\n/, $node->safe_psql('postgres',
+		"SELECT id, partition || ':' || seq FROM streamed WHERE " . ($where // 'true')))
+	{
+		my ($id, $ps) = split /\|/, $l;
+		$pos{$id} = $ps;
+	}
+	return %pos;
+}
+
+# producers_summary($stats, $committed, $aborted): diag of the events
+# committed and rolled back ($committed, $aborted: counted in the tables)
+# and of the producers' transactions ($stats from stop_producers)
+sub producers_summary
+{
+	my ($st, $committed, $aborted) = @_;
+	diag(sprintf("events: %d committed, %d in rolled-back transactions; "
+		  . "producer txns: %d committed, %d rolled back, %d broken by faults",
+		$committed, $aborted, $st->{commits} // 0, $st->{aborts} // 0, $st->{failures} // 0));
+}
+
 # =================================================================== faults
 #
 # A fault plan is a list of [kind, \&function, args...]; run_fault_plan
@@ -656,14 +739,20 @@ sub fault_wait_pipelines
 	return 0;
 }
 
-# fault_after_crash($fx, $kind, $offset): the node recovered from a crash
-# logged after $offset within 90 s (1), or 0 (diag)
-sub fault_after_crash
+# fault_fired($fx, $kind, $crash_offset): count the fault as fired; when
+# it crashed the node (log offset $crash_offset given) wait up to 90 s for
+# the recovery; then for the pipelines (fault_wait_pipelines).  1, or -1
+# (diag) when either did not come.
+sub fault_fired
 {
-	my ($fx, $kind, $offset) = @_;
-	return 1 if defined wait_crash_recovery($fx->{node}, $offset, 90);
-	diag("$kind: server did not come back");
-	return 0;
+	my ($fx, $kind, $crash_offset) = @_;
+	$fx->{fired}{$kind}++;
+	if (defined $crash_offset && !defined wait_crash_recovery($fx->{node}, $crash_offset, 90))
+	{
+		diag("$kind: server did not come back");
+		return -1;
+	}
+	return fault_wait_pipelines($fx, $kind) ? 1 : -1;
 }
 
 # fault_inject($fx, $kind, $pipe, $point, $action, $times): arm
@@ -693,9 +782,7 @@ sub fault_inject
 		q1($node, "SELECT streamguard.inject_fault('$pipe', 'none')", 60);
 		return 0 if $seen == 0;
 	}
-	$fx->{fired}{$kind}++;
-	return -1 if $action eq 'kill' && !fault_after_crash($fx, $kind, $off);
-	return fault_wait_pipelines($fx, $kind) ? 1 : -1;
+	return fault_fired($fx, $kind, $action eq 'kill' ? $off : undef);
 }
 
 # fault_remote_restart($fx, $kind, $mode): restart the remote, 'fast' or
@@ -715,8 +802,7 @@ sub fault_remote_restart
 		usleep(int(rand(1_000_000)));
 		$remote->start;
 	}
-	$fx->{fired}{$kind}++;
-	return fault_wait_pipelines($fx, $kind) ? 1 : -1;
+	return fault_fired($fx, $kind);
 }
 
 # fault_terminate_remote($fx, $kind, $app): pg_terminate_backend of the
@@ -772,10 +858,9 @@ sub fault_stall_remote
 		kill 'CONT', $pid;
 		delete $stopped{$pid};
 	}
-	$fx->{fired}{$kind}++;
 	push @{ $fx->{stall_moved} }, defined $moved ? sprintf('%.1f', $moved) : 'never';
 	note("$kind: a new session after " . ($moved // 'never'));
-	return fault_wait_pipelines($fx, $kind) ? 1 : -1;
+	return fault_fired($fx, $kind);
 }
 
 # fault_stalls_ok($fx, $name): one check that the plan stalled a remote
