@@ -31,7 +31,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamguardTest;
 use IPC::Run;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 
 my $duration = 15;    # seconds of concurrent load (~40k events here)
 

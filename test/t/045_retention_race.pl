@@ -21,7 +21,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamguardTest;
-use Time::HiRes qw(time usleep);
 
 my $node = sg_node('retention_race');    # maintenance every 200ms
 

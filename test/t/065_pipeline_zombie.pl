@@ -38,7 +38,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamguardTest;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 
 my $t_start = time;
 my $node = sg_node('zombie');

@@ -21,7 +21,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamguardTest;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 
 my $node = sg_node('metrics');
 $node->safe_psql('postgres', q{

@@ -38,7 +38,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamguardTest;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 
 my $t_start = time;
 my ($seed, $min_events, $rounds) = run_knobs('SG_REMOTE', seed => 20240808, min_events => 50_000, rounds => 3);

@@ -40,7 +40,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamguardTest;
-use Time::HiRes qw(time usleep);
 
 my $walconf = "wal_writer_delay='10s'\nwal_writer_flush_after=0\n";
 my ($remote, $local) = sg_remote_pair(

@@ -32,7 +32,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamguardTest;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 
 my $t_start = time;
 my ($remote, $local) = sg_remote_pair(remote => { trust_tcp => ['r_trusted'] },

@@ -39,7 +39,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamguardTest;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 
 my $t_start = time;
 my ($remote, $node) = sg_remote_pair(remote_name => 'sec100_remote', local_name => 'sec100_local');

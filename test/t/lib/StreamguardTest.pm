@@ -15,9 +15,8 @@
 #              sink_marker_sql
 #   SQL        try_psql, sqlstate, sql_state, expect_ok, expect_error,
 #              timed_psql, q1
-#   waits      is_stable, wait_for_value, wait_pipelines_running,
-#              wait_crash_recovery,
-#              log_offset, wait_log, count_log
+#   waits      wait_for_value, wait_pipelines_running, wait_crash_recovery,
+#              log_offset, wait_log, count_log, is_stable
 #   reports    pipelines_report, remote_status_report, state_diag, remote_pids
 #   producers  run_knobs, producer_sql, start_producers, producers_wait_for,
 #              stop_producers, copy_stream, streamed_positions,
@@ -87,7 +86,6 @@ my $ATTEMPT_TIMEOUT = 30;
 #   trust_tcp  => [roles]: those roles are trusted on 127.0.0.1 (lines
 #                 before the SCRAM one): a server that does not ask them
 #   mpx        => max_prepared_transactions (default 10 with remote => 1)
-#   start      => 0: do not start it
 sub sg_node
 {
 	my ($name, %opt) = @_;
@@ -120,7 +118,7 @@ sub sg_node
 		print $fh $hba;
 		close $fh;
 	}
-	$node->start unless defined $opt{start} && !$opt{start};
+	$node->start;
 	return $node;
 }
 
@@ -303,9 +301,12 @@ sub is_stable
 # it prints $expected ('t' by default); 1, or 0 after $timeout seconds (60)
 # with the last output in diag.  A failing query (a server restarting) is
 # tried again.  As the bootstrap superuser this is Cluster's
-# poll_query_until with $timeout as its deadline (each try is one psql
-# process: connect and statement bounded to 30 s); with user or connstr
-# each try is a try_psql call instead.
+# poll_query_until with $timeout as its deadline (it counts tries, one
+# every 0.1 s plus the query's own time, so a slow query stretches the
+# wait somewhat); each try is one psql process whose connection and
+# statement are bounded to 30 s.  With user or connstr each try is a
+# try_psql call instead.  $sql must print only its result: one statement
+# (psql there is not quiet: a SET would print "SET").
 #   dbname => ('postgres'), user, connstr => as for try_psql
 #   pgoptions => server options for the polling sessions ("-c name=value")
 sub wait_for_value
@@ -313,12 +314,12 @@ sub wait_for_value
 	my ($node, $sql, $expected, $timeout, %opt) = @_;
 	$expected //= 't';
 	$timeout //= 60;
+	local $ENV{PGOPTIONS} = join(' ', grep { defined && $_ ne '' } $ENV{PGOPTIONS}, $opt{pgoptions});
 	if (!$opt{user} && !$opt{connstr})
 	{
 		local $PostgreSQL::Test::Utils::timeout_default = $timeout;
 		local $ENV{PGCONNECT_TIMEOUT} = $ATTEMPT_TIMEOUT;
-		local $ENV{PGOPTIONS} = join(' ', grep { defined && $_ ne '' } $ENV{PGOPTIONS},
-			"-c statement_timeout=${ATTEMPT_TIMEOUT}s", $opt{pgoptions});
+		local $ENV{PGOPTIONS} = "$ENV{PGOPTIONS} -c statement_timeout=${ATTEMPT_TIMEOUT}s";
 		return $node->poll_query_until($opt{dbname} // 'postgres', $sql, $expected) ? 1 : 0;
 	}
 	my $deadline = time + $timeout;
