@@ -1109,11 +1109,53 @@ sub long_samples
 }
 
 # ---------------------------------------------------------------------------
+# 7. parallel pipelines: a CPU-bound pipeline (per event: jsonb_each over the
+#    payload and a chain of 20 md5 hashes of its text, about 0.1 ms of CPU)
+#    drains BENCH_PARALLEL_EVENTS events of a 4-partition stream with 1, 2 and
+#    4 workers (workers => N), in an order rotating from repeat to repeat.
+#    events/s = sink rows committed before the last commit / time between the
+#    first and the last commit.
+# ---------------------------------------------------------------------------
+my %S7 = (1 => 'pipeline, 1 worker', 2 => 'pipeline, 2 workers', 4 => 'pipeline, 4 workers');
+my $PAR_SQL = q{INSERT INTO sink_par (partition, seq, key, payload)
+SELECT partition, seq, key,
+       jsonb_build_object('n', (SELECT count(*) FROM jsonb_each(payload)),
+                          'h', (SELECT md5(string_agg(md5(payload::text || i), '')) FROM generate_series(1, 20) AS i))
+FROM batch};
+
+sub bench_parallel
+{
+	my ($r) = @_;
+	my $stream = "s7r$r";
+	my $n = $K{BENCH_PARALLEL_EVENTS};
+	my $ready = $have{pipe} && create_stream($stream, 4)
+	  && prefill("prefill_par_r$r", 'append_batch_sg.sql', { stream => $stream }, $n / 1000);
+	for my $w (rotated($r, 1, 2, 4))
+	{
+		my $key = "parallel|$S7{$w}";
+		if (!$ready) { add_val($key, $have{pipe} ? 'ERR' : 'PENDING'); next; }
+		sql(sink_ddl('sink_par'));
+		checkpoint();
+		my $name = "par${w}_r$r";
+		my $err = create_pipeline($name, $stream, $PAR_SQL, workers => $w);
+		$err ||= wait_pipeline($stream, $name, $n, $K{BENCH_PIPELINE_TIMEOUT});
+		drop_pipeline($name);
+		my $st = $err ? undef : sink_stats('sink_par');
+		$err ||= "sink holds $st->{rows} rows of $n" if $st && $st->{rows} != $n;
+		if ($err || !defined $st->{rate}) { add_val($key, 'ERR'); add_note($key, $err || 'no time span'); next; }
+		add_val($key, $st->{rate});
+	}
+	sql_try('DROP TABLE IF EXISTS sink_par');
+	drop_stream($stream) if $have{sg};
+	return;
+}
+
+# ---------------------------------------------------------------------------
 # Run: repeats interleave the contenders (raw, streamguard, PgQ) so slow drift
 # of the machine affects all of them alike.
 # ---------------------------------------------------------------------------
 my %BENCH = (single => \&bench_single, batch => \&bench_batch, drain => \&bench_drain,
-	latency => \&bench_latency, remote => \&bench_remote);
+	latency => \&bench_latency, remote => \&bench_remote, parallel => \&bench_parallel);
 my @ONLY = split ' ', $K{BENCH_ONLY};
 
 setup_contenders();
@@ -1163,7 +1205,7 @@ sub report
 		"- load average (1/5/15 min) at start: $LOAD0; at end: $LOAD1 (the suite itself keeps ~2 cores busy; a start value well above 0 means other work shared the machine)"
 		  . ($K{BENCH_NICE} ne '' && $K{BENCH_NICE} != 0 ? "; suite run at nice $K{BENCH_NICE}" : '') . "\n",
 		($have{sg} ? () : "- streamguard: not available in this run (rows marked pending)\n"), "\n");
-	if (grep { /^(single|batch|drain|remote)$/ } @ONLY)
+	if (grep { /^(single|batch|drain|remote|parallel)$/ } @ONLY)
 	{
 		push @out, "events/s are medians over the repeats; a ratio is the median over the repeats of contender / raw PostgreSQL baseline of the same benchmark and repeat (all measured in this run).\n\n",
 		  "| benchmark | contender | events/s (median) | ratio vs raw baseline | target | met? |\n",
@@ -1219,6 +1261,11 @@ sub main_rows
 		row($D2, $S3{pgq}, $S3{raw}, undef, 'reference'),
 		row($D2, $S3{peo}, $S3{palo}, 0.95, '≥ 0.95 × at_least_once', 'exactly_once vs at_least_once (drain→sink)', 'pipeline'))
 	  if $b eq 'drain';
+	return (
+		row('parallel', $S7{1}, $S7{1}, undef, 'baseline'),
+		row('parallel', $S7{2}, $S7{1}, 1.7, '≥ 1.70 × 1 worker (2 cores)'),
+		row('parallel', $S7{4}, $S7{1}, 1.7, 'not slower than 2 workers'))
+	  if $b eq 'parallel';
 	return;
 }
 

@@ -25,38 +25,21 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(usleep);
+use StreamguardTest;
 
-my $node = PostgreSQL::Test::Cluster->new('parallel');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'streamguard'
-streamguard.maintenance_naptime = 1s
-max_worker_processes = 24
-restart_after_crash = on
-});
-$node->start;
+# up to 4 workers of the pipeline under test, and the maintenance workers
+my $node = sg_node('parallel', extra => "max_worker_processes = 24\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
 
 sub val { return $node->safe_psql('postgres', $_[0]); }
-
-sub wait_until
-{
-	my ($sql, $want, $secs) = @_;
-	my $deadline = time + ($secs // 60);
-	my $got;
-	while (time < $deadline)
-	{
-		$got = $node->safe_psql('postgres', $sql);
-		return 1 if $got eq $want;
-		usleep(100_000);
-	}
-	diag("waited for [$sql] = [$want], last got [$got]");
-	return 0;
-}
+sub wait_until { my ($sql, $want, $secs) = @_; return wait_for_value($node, $sql, $want, $secs // 60); }
 
 # ------------------------------------------------------------ (a) bad input
 val(q{SELECT streamguard.create_stream('orders', 4)});
@@ -191,21 +174,20 @@ sub fault { push @faults, $_[0]; note("fault: $_[0]"); }
 # a killed backend makes the postmaster restart every process: wait for it
 sub back_up
 {
-	usleep(300_000);
-	$node->poll_query_until('postgres', 'SELECT 1', '1')
-	  or die 'the server did not come back after a crash';
+	my ($offset) = @_;
+	defined wait_crash_recovery($node, $offset, 60) or die 'the server did not come back after a crash';
 }
 sleep 2;
 for my $round (1 .. 2)
 {
 	my $pidw = val(q{SELECT worker_pid FROM streamguard.pipeline_workers WHERE pipeline = 'par' AND worker_pid IS NOT NULL ORDER BY random() LIMIT 1});
-	if ($pidw) { kill 'KILL', $pidw; fault("kill -9 of worker pid $pidw"); back_up(); }
+	if ($pidw) { my $o = log_offset($node); kill 'KILL', $pidw; fault("kill -9 of worker pid $pidw"); back_up($o); }
 	sleep 2;
 	val(q{SELECT streamguard.alter_pipeline('par', workers => 3)});
 	fault('workers -> 3');
 	sleep 2;
 	$pidw = val(q{SELECT worker_pid FROM streamguard.pipeline_workers WHERE pipeline = 'par' AND worker = 2});
-	if ($pidw) { kill 'KILL', $pidw; fault("kill -9 of worker 2 (pid $pidw)"); back_up(); }
+	if ($pidw) { my $o = log_offset($node); kill 'KILL', $pidw; fault("kill -9 of worker 2 (pid $pidw)"); back_up($o); }
 	sleep 1;
 	val(q{SELECT streamguard.alter_pipeline('par', workers => 1)});
 	fault('workers -> 1');
