@@ -204,6 +204,37 @@ PipelineConsumerName(const char *pipeline)
 	return psprintf("pipeline:%s", pipeline);
 }
 
+/*
+ * alter_pipeline raised a pipeline's worker count by `adding`, in this
+ * transaction: the owner's quota and the server-wide slots, counted after
+ * the change, must still hold (the role's lock serializes its creates).
+ */
+static void
+sg_check_more_workers(Oid owner, int adding)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(owner)};
+	bool		isnull;
+	int64		mine,
+				all;
+
+	SgLockRoleForCreate(owner);
+	if (SPI_execute_with_args("SELECT coalesce(pg_catalog.sum(workers) FILTER (WHERE owner OPERATOR(pg_catalog.=) $1), 0)::int8, "
+							  "coalesce(pg_catalog.sum(workers), 0)::int8 FROM streamguard.pipeline",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pipeline quota lookup failed");
+	mine = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	all = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	SgCheckRoleQuota("pipeline workers", owner, mine - adding, adding, sg_role_max_pipelines,
+					 "streamguard.role_max_pipelines");
+	if (all > sg_max_pipelines)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many pipeline workers"),
+				 errdetail("streamguard.max_pipelines is %d.", sg_max_pipelines),
+				 errhint("Lower the workers of a pipeline, or raise streamguard.max_pipelines and restart the server.")));
+}
+
 /* names of create_pipeline's arguments from 13 on (the 0.2 settings) */
 static const char *const sg_create_args[] = {
 	"batch_timeout", "allow_source_append", "max_attempts", "retry_backoff", "max_backoff"
@@ -340,16 +371,26 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		Oid			qtypes[1] = {OIDOID};
 		Datum		qvalues[1] = {ObjectIdGetDatum(owner)};
 
-		if (SPI_execute_with_args("SELECT pg_catalog.count(*) FROM streamguard.pipeline "
+		/*
+		 * Each worker of a pipeline takes a shared-memory slot and a
+		 * background worker, so the quota counts workers (under a 0.1
+		 * catalog, reached through the 0.1 signature, pipelines).
+		 */
+		if (SPI_execute_with_args(PG_NARGS() >= 19 ?
+								  "SELECT coalesce(pg_catalog.sum(workers), 0)::int8 FROM streamguard.pipeline "
+								  "WHERE owner OPERATOR(pg_catalog.=) $1" :
+								  "SELECT pg_catalog.count(*) FROM streamguard.pipeline "
 								  "WHERE owner OPERATOR(pg_catalog.=) $1",
 								  1, qtypes, qvalues, NULL, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "pipeline quota lookup failed");
-		SgCheckRoleQuota("pipelines", owner,
+		SgCheckRoleQuota("pipeline workers", owner,
 						 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
-						 1, sg_role_max_pipelines, "streamguard.role_max_pipelines");
+						 workers, sg_role_max_pipelines, "streamguard.role_max_pipelines");
 	}
-	if (SPI_execute("SELECT count(*) FROM streamguard.pipeline", true, 0) == SPI_OK_SELECT &&
-		atoi(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)) >= sg_max_pipelines)
+	if (SPI_execute(PG_NARGS() >= 19 ?
+					"SELECT coalesce(pg_catalog.sum(workers), 0) FROM streamguard.pipeline" :
+					"SELECT pg_catalog.count(*) FROM streamguard.pipeline", true, 0) == SPI_OK_SELECT &&
+		atoi(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)) + workers > sg_max_pipelines)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many pipelines"),
@@ -750,6 +791,8 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		if (DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull)) > 1 &&
 			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull)))
 			PipelineCheckWorkersRemote(true);
+		if (PG_NARGS() > 8 && !PG_ARGISNULL(8) && PG_GETARG_INT32(8) > row.workers)
+			sg_check_more_workers(row.owner, PG_GETARG_INT32(8) - row.workers);
 	}
 	if (search_path)
 	{
