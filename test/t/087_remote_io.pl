@@ -48,11 +48,11 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
-use RemoteTest;
+use StreamguardTest;
 
 my $remote_timeout = 2;
-my $remote = rt_node('rio_remote', remote => 1, mpx => 10);
-my $local = rt_node('rio_local',
+my $remote = sg_node('rio_remote', remote => 1, mpx => 10);
+my $local = sg_node('rio_local',
 	extra => "streamguard.remote_timeout='${remote_timeout}s'\nmax_files_per_process=70\n");
 
 # processes of the remote that we SIGSTOP: always continued
@@ -161,7 +161,7 @@ $remote->safe_psql('fake', q{UPDATE ctl SET mode = 'raise'});
 # at run time: the views keep the primary message, on one line
 $remote->safe_psql('fake', q{UPDATE ctl SET mode = 'ok'});
 $local->safe_psql('postgres', $fake_pipeline);
-ok(wait_running($local, ['p_fake'], 30), 'errors: the pipeline on the imitation runs');
+ok(wait_pipelines_running($local, ['p_fake'], 30), 'errors: the pipeline on the imitation runs');
 $remote->safe_psql('fake', q{UPDATE ctl SET mode = 'raise'});
 ok( wait_for_value($local,
 		q{SELECT last_error FROM streamguard.remote_status WHERE pipeline = 'p_fake'},
@@ -286,7 +286,7 @@ $local->safe_psql('postgres', q{
 SELECT streamguard.create_pipeline('p_2pc', 'src', $$SELECT (payload->>'id')::bigint AS id FROM batch$$,
 	sink_server => 'r2pc', sink_table => 'sink_2pc', sink_mode => 'two_phase', start_from => 'end');
 });
-ok(wait_running($local, ['p_2pc'], 30), 'abort: the two_phase pipeline runs');
+ok(wait_pipelines_running($local, ['p_2pc'], 30), 'abort: the two_phase pipeline runs');
 $local->safe_psql('postgres', q{SELECT streamguard.append('src', '{"id": 1}')});
 ok(wait_for_value($remote, 'SELECT count(*) FROM sink_2pc', 1, 30), 'abort: delivered');
 {

@@ -100,6 +100,19 @@ quota_case('role_max_pipelines', 1,
 	'a second pipeline, over streamguard.role_max_pipelines = 1');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM streamguard.pipelines WHERE pipeline = 'pq2'}), 0,
 	'(quota) ... which left nothing behind');
+# each worker of a pipeline counts: a pipeline with more workers than the
+# quota, and an alter that raises the workers over it, are refused
+alter_role('ALTER ROLE attacker SET streamguard.role_max_pipelines = 3');
+expect_error($node, q{SELECT streamguard.create_pipeline('pq3', 'qc', $$INSERT INTO public.q_sink SELECT seq FROM batch$$, workers => 3)},
+	'53400', qr/attacker.*at most 3 pipeline workers/s,
+	'(quota) a pipeline of 3 workers next to one of 1, over role_max_pipelines = 3', user => 'attacker');
+expect_error($node, q{SELECT streamguard.alter_pipeline('pq1', workers => 4)}, '53400',
+	qr/attacker.*at most 3 pipeline workers/s, '(quota) alter_pipeline to 4 workers, over role_max_pipelines = 3',
+	user => 'attacker');
+is($node->safe_psql('postgres', q{SELECT workers FROM streamguard.pipelines WHERE pipeline = 'pq1'}), '1',
+	'(quota) ... which left the worker count alone');
+expect_ok($node, q{SELECT streamguard.alter_pipeline('pq1', workers => 3)},
+	'(quota) alter_pipeline to 3 workers, within role_max_pipelines = 3', user => 'attacker');
 {
 	# superusers are exempt
 	expect_ok($node, q{SET streamguard.role_max_streams = 0;
