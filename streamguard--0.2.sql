@@ -777,3 +777,125 @@ REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM 
 REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;
 -- _partition_stats and _next_event_time stay executable by PUBLIC: the views
 -- call them with the caller's rights, and they reveal only positions and times.
+
+-- ------------------------------------------------------- change capture
+
+CREATE TYPE streamguard.capture_operation AS ENUM ('insert', 'update', 'delete');
+CREATE TYPE streamguard.backfill_state AS ENUM ('none', 'pending', 'running', 'done');
+
+-- A table whose changes a trigger appends to a stream (capture_table).  The
+-- stream's row cannot go while a capture points at it: the capture's
+-- triggers must go too, which a cascade would not do, so drop_stream
+-- removes captures itself.
+CREATE TABLE streamguard.capture (
+	id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	relid regclass NOT NULL,
+	stream_id int NOT NULL REFERENCES streamguard.stream (id),
+	key_attnums int2[] NOT NULL,
+	column_attnums int2[],					-- NULL: every column
+	operations streamguard.capture_operation[] NOT NULL,
+	owner oid NOT NULL,						-- the role the events are appended as
+	backfill_state streamguard.backfill_state NOT NULL,
+	backfill_after text[],					-- key of the last row a committed chunk covered
+	backfill_until text[],					-- the last key when the backfill began: its end
+	backfill_rows bigint NOT NULL DEFAULT 0,	-- backfill events appended
+	backfill_skipped bigint NOT NULL DEFAULT 0,	-- rows whose version a live change sent
+	backfill_total bigint,					-- the table's estimated rows when it started
+	backfill_started_at timestamptz,
+	backfill_done_at timestamptz,
+	backfill_error text,					-- of the last failed chunk
+	created_at timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (relid, stream_id)
+);
+SELECT pg_catalog.pg_extension_config_dump('streamguard.capture', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.capture_id_seq', '');
+
+-- row versions that live changes wrote while a backfill runs: the backfill
+-- skips those whose content an event carried (prev_xid NULL), and for a
+-- version that an update changing no captured column wrote, looks at the
+-- version it replaced (prev_xid).  Written on the hot path, so no foreign
+-- key; deleted explicitly.
+CREATE TABLE streamguard.capture_claim (
+	capture_id int NOT NULL,
+	key_hash bigint NOT NULL,
+	xid xid8 NOT NULL,
+	prev_xid xid8,
+	PRIMARY KEY (capture_id, key_hash, xid)
+);
+
+CREATE FUNCTION streamguard.capture_table(
+	tab regclass,
+	stream text,
+	key_columns text[] DEFAULT NULL,
+	operations text[] DEFAULT '{insert,update,delete}',
+	columns text[] DEFAULT NULL,
+	backfill boolean DEFAULT true)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_capture_table'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard.uncapture_table(tab regclass, stream text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_uncapture_table'
+LANGUAGE C VOLATILE;
+
+-- one chunk of a backfill in the caller's transaction (READ COMMITTED)
+CREATE FUNCTION streamguard.run_backfill_chunk(tab regclass, stream text, max_rows int DEFAULT 1000)
+RETURNS int
+AS 'MODULE_PATHNAME', 'sg_run_backfill_chunk'
+LANGUAGE C VOLATILE;
+
+-- the trigger capture_table installs; only capture_table installs it
+CREATE FUNCTION streamguard._capture_trigger()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'sg_capture_trigger'
+LANGUAGE C;
+
+-- after any DROP: a capture keeps its triggers and its unique key, and goes
+-- with its table
+CREATE FUNCTION streamguard._capture_sql_drop()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'sg_capture_sql_drop'
+LANGUAGE C;
+
+CREATE EVENT TRIGGER streamguard_capture_drop ON sql_drop
+	EXECUTE FUNCTION streamguard._capture_sql_drop();
+ALTER EVENT TRIGGER streamguard_capture_drop ENABLE ALWAYS;
+
+-- every role sees every capture (as it sees every table in pg_class); the
+-- backfill's position (key values) and its error text only those who may
+-- read the table or own the capture
+CREATE VIEW streamguard.captures AS
+SELECT c.relid AS tab,
+	   s.name AS stream,
+	   ARRAY(SELECT a.attname FROM unnest(c.key_attnums) WITH ORDINALITY k(attnum, n)
+			 JOIN pg_attribute a ON a.attrelid = c.relid AND a.attnum = k.attnum
+			 ORDER BY k.n) AS key_columns,
+	   c.operations::text[] AS operations,
+	   CASE WHEN c.column_attnums IS NOT NULL THEN
+		   ARRAY(SELECT a.attname FROM unnest(c.column_attnums) WITH ORDINALITY k(attnum, n)
+				 JOIN pg_attribute a ON a.attrelid = c.relid AND a.attnum = k.attnum
+				 ORDER BY k.n)
+	   END AS columns,
+	   c.owner::regrole AS owner,
+	   c.backfill_state::text AS backfill_state,
+	   c.backfill_rows,
+	   c.backfill_skipped,
+	   c.backfill_total,
+	   CASE WHEN c.backfill_state = 'done' THEN 100
+			WHEN c.backfill_total > 0 THEN
+				least(99.9, round(100.0 * (c.backfill_rows + c.backfill_skipped) / c.backfill_total, 1))
+	   END AS backfill_percent,
+	   CASE WHEN streamguard._is_member(c.owner) OR has_table_privilege(c.relid, 'SELECT')
+			THEN c.backfill_after END AS backfill_position,
+	   c.backfill_started_at,
+	   c.backfill_done_at,
+	   CASE WHEN streamguard._is_member(c.owner) THEN c.backfill_error END AS backfill_error,
+	   c.created_at
+FROM streamguard.capture c
+JOIN streamguard.stream s ON s.id = c.stream_id;
+
+REVOKE ALL ON streamguard.capture, streamguard.capture_claim FROM PUBLIC;
+GRANT SELECT ON streamguard.captures TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard._capture_trigger() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard._capture_sql_drop() FROM PUBLIC;

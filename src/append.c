@@ -14,6 +14,9 @@
  * end, and (5) inserts the event into the stream's current segment.  A
  * duplicate keeps the seqs it took as a gap; gaps are allowed.
  *
+ * StreamAppendEvents is the same path for events built in C (change
+ * capture, capture_emit.c): partition by key, seqs, store; no dedup claim.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -223,6 +226,74 @@ sg_store(SgStreamMeta *meta, int32 seg, const SgEventRow *ev, int n, TimestampTz
 	StreamStoreInsert(meta->stream_id, seg, &meta->write_relid, ev, n, now);
 }
 
+/*
+ * Give events that have their partition one seq range per partition;
+ * segs[i] gets the segment event i belongs in.
+ */
+static void
+sg_assign_seqs(SgStreamMeta *meta, SgEventRow *ev, int32 *segs, int n)
+{
+	int		   *per_part = palloc0(sizeof(int) * meta->nparts);
+	int64	   *next_in_part = palloc0(sizeof(int64) * meta->nparts);
+	int32	   *seg_of_part = palloc0(sizeof(int32) * meta->nparts);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		per_part[ev[i].partition]++;
+	for (i = 0; i < meta->nparts; i++)
+		if (per_part[i] > 0)
+			next_in_part[i] = HorizonAssignSeqs(meta->ref, i, per_part[i], &seg_of_part[i]);
+	for (i = 0; i < n; i++)
+	{
+		ev[i].seq = next_in_part[ev[i].partition]++;
+		segs[i] = seg_of_part[ev[i].partition];
+	}
+	pfree(per_part);
+	pfree(next_in_part);
+	pfree(seg_of_part);
+}
+
+/* write the events not marked duplicate, grouped by the segment they belong in */
+static void
+sg_store_grouped(SgStreamMeta *meta, const SgEventRow *ev, const int32 *segs, int n,
+				 TimestampTz now)
+{
+	bool	   *done;
+	SgEventRow *group;
+	int			i;
+
+	if (n == 1)
+	{
+		if (!ev[0].duplicate)
+			sg_store(meta, segs[0], ev, 1, now);
+		return;
+	}
+	done = palloc0(sizeof(bool) * n);
+	group = palloc(sizeof(SgEventRow) * n);
+	for (;;)
+	{
+		int32		seg = -1;
+		int			m = 0;
+
+		for (i = 0; i < n; i++)
+		{
+			if (done[i] || ev[i].duplicate)
+				continue;
+			if (seg < 0)
+				seg = segs[i];
+			if (segs[i] != seg)
+				continue;
+			done[i] = true;
+			group[m++] = ev[i];
+		}
+		if (m == 0)
+			break;
+		sg_store(meta, seg, group, m, now);
+	}
+	pfree(done);
+	pfree(group);
+}
+
 static void
 sg_check_dedup_key(const char *key)
 {
@@ -348,9 +419,6 @@ sg_append_batch(PG_FUNCTION_ARGS)
 				i;
 	SgEventRow *ev;
 	int32	   *segs;
-	int		   *per_part;
-	int64	   *next_in_part;
-	int32	   *seg_of_part;
 	TimestampTz now;
 	SgUserSave	save;
 
@@ -392,9 +460,6 @@ sg_append_batch(PG_FUNCTION_ARGS)
 
 	ev = palloc0(sizeof(SgEventRow) * n);
 	segs = palloc(sizeof(int32) * n);
-	per_part = palloc0(sizeof(int) * meta->nparts);
-	next_in_part = palloc0(sizeof(int64) * meta->nparts);
-	seg_of_part = palloc0(sizeof(int32) * meta->nparts);
 
 	for (i = 0; i < n; i++)
 	{
@@ -416,17 +481,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 		ev[i].partition = sg_choose_partition(meta, pin && !pinnulls[i],
 											  (pin && !pinnulls[i]) ? DatumGetInt32(pin[i]) : 0,
 											  k, klen);
-		per_part[ev[i].partition]++;
 	}
-	/* one seq range per partition */
-	for (i = 0; i < meta->nparts; i++)
-		if (per_part[i] > 0)
-			next_in_part[i] = HorizonAssignSeqs(meta->ref, i, per_part[i], &seg_of_part[i]);
-	for (i = 0; i < n; i++)
-	{
-		ev[i].seq = next_in_part[ev[i].partition]++;
-		segs[i] = seg_of_part[ev[i].partition];
-	}
+	sg_assign_seqs(meta, ev, segs, n);
 	now = GetCurrentTimestamp();
 
 	if (dkeys)
@@ -475,32 +531,7 @@ sg_append_batch(PG_FUNCTION_ARGS)
 			}
 	}
 
-	/* write the new events, grouped by the segment they belong in */
-	{
-		bool	   *done = palloc0(sizeof(bool) * n);
-		SgEventRow *group = palloc(sizeof(SgEventRow) * n);
-
-		for (;;)
-		{
-			int32		seg = -1;
-			int			m = 0;
-
-			for (i = 0; i < n; i++)
-			{
-				if (done[i] || ev[i].duplicate)
-					continue;
-				if (seg < 0)
-					seg = segs[i];
-				if (segs[i] != seg)
-					continue;
-				done[i] = true;
-				group[m++] = ev[i];
-			}
-			if (m == 0)
-				break;
-			sg_store(meta, seg, group, m, now);
-		}
-	}
+	sg_store_grouped(meta, ev, segs, n, now);
 
 	/* results go to the tuplestore before SPI_finish frees our arrays */
 	for (i = 0; i < n; i++)
@@ -512,4 +543,41 @@ sg_append_batch(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	return (Datum) 0;
+}
+
+/*
+ * Append events built in C to a stream the caller looked up and checked:
+ * each event's partition from its key (the rule append uses, so a key's
+ * events share a partition whoever appends them), seqs from the horizon,
+ * then the store.  No dedup claim: the dedup key is stored as given.
+ * Fills in ev[].partition and ev[].seq.
+ */
+void
+StreamAppendEvents(SgStreamMeta *meta, SgEventRow *ev, int n)
+{
+	int32	   *segs;
+	int			i;
+
+	if (n <= 0)
+		return;
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	segs = palloc(sizeof(int32) * n);
+	for (i = 0; i < n; i++)
+	{
+		char	   *k = NULL;
+		int			klen = 0;
+
+		if (!ev[i].key_null)
+		{
+			text	   *t = DatumGetTextPP(ev[i].key);
+
+			k = VARDATA_ANY(t);
+			klen = VARSIZE_ANY_EXHDR(t);
+		}
+		ev[i].partition = sg_choose_partition(meta, false, 0, k, klen);
+		ev[i].duplicate = false;
+	}
+	sg_assign_seqs(meta, ev, segs, n);
+	sg_store_grouped(meta, ev, segs, n, GetCurrentTimestamp());
+	pfree(segs);
 }

@@ -425,12 +425,11 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 }
 
 static bool
-sg_has_privilege(SgStreamMeta *meta, SgPrivilege priv)
+sg_role_has_privilege(SgStreamMeta *meta, Oid user, SgPrivilege priv)
 {
-	Oid			user = GetUserId();
 	int			i;
 
-	if (superuser() || has_privs_of_role(user, meta->owner))
+	if (superuser_arg(user) || has_privs_of_role(user, meta->owner))
 		return true;
 	for (i = 0; i < meta->ngrants; i++)
 	{
@@ -440,6 +439,38 @@ sg_has_privilege(SgStreamMeta *meta, SgPrivilege priv)
 			return true;
 	}
 	return false;
+}
+
+static bool
+sg_has_privilege(SgStreamMeta *meta, SgPrivilege priv)
+{
+	return sg_role_has_privilege(meta, GetUserId(), priv);
+}
+
+/*
+ * Whether `role`, which need not be the current user, may append to the
+ * stream: for code that appends on behalf of the role that set it up
+ * (change capture).  False for a role that no longer exists.
+ */
+bool
+StreamRoleMayAppend(SgStreamMeta *meta, Oid role)
+{
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		return false;
+	return sg_role_has_privilege(meta, role, SG_PRIV_APPEND);
+}
+
+/* a pipeline feeding its own source would grow it without bound */
+void
+StreamCheckNotOwnSource(SgStreamMeta *meta)
+{
+	if (SgRunningSourceStream != 0 && meta->stream_id == SgRunningSourceStream &&
+		!SgRunningAllowSourceAppend)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a pipeline cannot append to its own source stream \"%s\"", meta->name),
+				 errdetail("Each batch would feed the next one without end."),
+				 errhint("Create the pipeline with allow_source_append => true if this is intended.")));
 }
 
 /*
@@ -489,14 +520,8 @@ StreamLookup(const char *name, SgPrivilege priv)
 		PG_END_TRY();
 	}
 
-	/* a pipeline feeding its own source would grow it without bound */
-	if (priv == SG_PRIV_APPEND && SgRunningSourceStream != 0 &&
-		meta->stream_id == SgRunningSourceStream && !SgRunningAllowSourceAppend)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a pipeline cannot append to its own source stream \"%s\"", meta->name),
-				 errdetail("Each batch would feed the next one without end."),
-				 errhint("Create the pipeline with allow_source_append => true if this is intended.")));
+	if (priv == SG_PRIV_APPEND)
+		StreamCheckNotOwnSource(meta);
 	if (priv == SG_PRIV_OWNER)
 	{
 		if (!superuser() && !has_privs_of_role(GetUserId(), meta->owner))
@@ -512,6 +537,30 @@ StreamLookup(const char *name, SgPrivilege priv)
 				 errhint("The stream's owner can run streamguard.grant_stream('%s', '%s', '%s').",
 						 name, GetUserNameFromId(GetUserId(), false),
 						 priv == SG_PRIV_APPEND ? "append" : "read")));
+	return meta;
+}
+
+/*
+ * The stream's metadata when the backend's copy is current and the
+ * stream's counters are loaded, else NULL; no privilege check.  For a hot
+ * path that connects to SPI only when it must: on NULL, connect and call
+ * StreamLookup (and the append loads the counters).
+ */
+SgStreamMeta *
+StreamLookupReady(const char *name)
+{
+	SgStreamMeta *meta;
+	char		key[NAMEDATALEN];
+
+	if (sg_meta_cache == NULL)
+		return NULL;
+	memset(key, 0, sizeof(key));
+	strlcpy(key, name, NAMEDATALEN);
+	meta = hash_search(sg_meta_cache, key, HASH_FIND, NULL);
+	if (meta == NULL || !HorizonRefValid(meta->ref, MyDatabaseId, meta->stream_id) ||
+		pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation) != meta->generation ||
+		!HorizonStream(meta->ref.slot)->seq_ready)
+		return NULL;
 	return meta;
 }
 

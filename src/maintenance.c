@@ -20,7 +20,9 @@
  *	- dedup expiry: append dedup keys older than the window are deleted in
  *	  bounded batches;
  *	- supervision: one pipeline worker per running pipeline, restarted
- *	  with exponential backoff after a crash (sg_supervise).
+ *	  with exponential backoff after a crash (sg_supervise), and one
+ *	  backfill worker per captured table whose backfill is not over
+ *	  (CaptureSuperviseBackfills, capture_backfill.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -33,9 +35,11 @@
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "capture.h"
 #include "pipeline.h"
 #include "streamguard.h"
 
@@ -513,6 +517,7 @@ sg_step_supervise(SgStreamTask *unused)
 																  SPI_tuptable->tupdesc, 1, &isnull)));
 	}
 	sg_supervise();
+	CaptureSuperviseBackfills();
 	/* the checkpoint log keeps the last streamguard.batch_history batches */
 	sg_exec(psprintf("DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline p "
 					 "WHERE p.id OPERATOR(pg_catalog.=) b.pipeline_id "
@@ -551,6 +556,12 @@ MaintenanceWorkerMain(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	SgHardenWorkerSession();
+	/*
+	 * In a deadlock with a user's command (DROP EXTENSION locking our
+	 * tables one by one while a step reads them), be the one that gives
+	 * way: the step is retried next round.
+	 */
+	SetConfigOption("deadlock_timeout", "100ms", PGC_SUSET, PGC_S_SESSION);
 	pgstat_report_appname("streamguard maintenance");
 
 	sg_round_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard maintenance round",

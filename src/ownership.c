@@ -1,20 +1,25 @@
 /*-------------------------------------------------------------------------
  *
  * ownership.c
- *		Streams and pipelines as owned objects: DROP ROLE, REASSIGN OWNED,
- *		DROP OWNED, and the per-role quotas on what a role may create.
+ *		Streams, pipelines and captures as owned objects: DROP ROLE,
+ *		REASSIGN OWNED, DROP OWNED, and the per-role quotas on what a role
+ *		may create.  The same utility hook hands TRUNCATE of a partition
+ *		and the renaming of a trigger to capture.c (a capture refuses
+ *		both).
  *
- * Streams and pipelines are rows of our catalog tables, not PostgreSQL
- * objects, so PostgreSQL's own dependency machinery (pg_shdepend) does not
- * know them.  A utility hook gives them the behaviour of PostgreSQL's
- * objects in the database where the command runs:
- *	- DROP ROLE of a role that owns a stream or a pipeline here is refused
- *	  (2BP01) with a detail listing them; grants to a dropped role are
- *	  removed, so a later role that happens to get the same OID inherits
- *	  nothing;
- *	- REASSIGN OWNED BY a TO b gives a's streams and pipelines to b (the
- *	  pipelines restart under the new owner);
- *	- DROP OWNED BY a drops a's pipelines and streams and its grants.
+ * Streams, pipelines and captures are rows of our catalog tables, not
+ * PostgreSQL objects, so PostgreSQL's own dependency machinery
+ * (pg_shdepend) does not know them.  A utility hook gives them the
+ * behaviour of PostgreSQL's objects in the database where the command
+ * runs:
+ *	- DROP ROLE of a role that owns a stream, a pipeline or a capture here
+ *	  is refused (2BP01) with a detail listing them; grants to a dropped
+ *	  role are removed, so a later role that happens to get the same OID
+ *	  inherits nothing;
+ *	- REASSIGN OWNED BY a TO b gives a's streams, pipelines and captures
+ *	  to b (the pipelines restart under the new owner);
+ *	- DROP OWNED BY a drops a's pipelines, captures and streams and its
+ *	  grants.
  * As with PostgreSQL's per-database objects, REASSIGN and DROP OWNED act
  * on the current database only.  DROP ROLE run from another database
  * cannot see our tables there; the maintenance worker then removes grants
@@ -49,6 +54,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "capture.h"
 #include "streamguard.h"
 
 /* SQL-callable functions of pipeline.c and catalog.c that DROP OWNED uses */
@@ -112,11 +118,11 @@ sg_check_drop_roles(List *oids)
 		/* what DropRole takes anyway; we need it before we look */
 		LockSharedObject(AuthIdRelationId, roleid, 0, AccessExclusiveLock);
 		SgBecomeDataOwner(&save, true);
-		if (SPI_execute_with_args("SELECT 'stream ' OPERATOR(pg_catalog.||) name FROM streamguard.stream "
-								  "WHERE owner OPERATOR(pg_catalog.=) $1 "
-								  "UNION ALL SELECT 'pipeline ' OPERATOR(pg_catalog.||) name "
-								  "FROM streamguard.pipeline WHERE owner OPERATOR(pg_catalog.=) $1 "
-								  "ORDER BY 1",
+		if (SPI_execute_with_args(psprintf("SELECT 'stream ' OPERATOR(pg_catalog.||) name FROM streamguard.stream "
+										   "WHERE owner OPERATOR(pg_catalog.=) $1 "
+										   "UNION ALL SELECT 'pipeline ' OPERATOR(pg_catalog.||) name "
+										   "FROM streamguard.pipeline WHERE owner OPERATOR(pg_catalog.=) $1 "
+										   "UNION ALL %s ORDER BY 1", CaptureOwnedSql),
 								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "ownership lookup failed");
 		SgRestoreUser(&save);
@@ -180,6 +186,19 @@ sg_reassign_owned(List *oids, Oid newrole)
 							  "WHERE owner OPERATOR(pg_catalog.=) ANY ($1)",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "pipeline reassignment failed");
+	/* a capture's owner is the role it appends as (capture_emit.c) */
+	if (SPI_execute_with_args("UPDATE streamguard.capture SET owner = $2 "
+							  "WHERE owner OPERATOR(pg_catalog.=) ANY ($1) RETURNING relid::pg_catalog.oid",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "capture reassignment failed");
+	{
+		uint64		i;
+		bool		isnull;
+
+		for (i = 0; i < SPI_processed; i++)
+			CaptureInvalidate(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 1, &isnull)));
+	}
 	SgLeaveCatalog(&save);
 	LauncherWake();
 }
@@ -212,10 +231,11 @@ sg_owned_names(const char *sql, List *oids)
 }
 
 /*
- * DROP OWNED: the roles' pipelines, then their streams (forced: consumers
- * and other roles' pipelines on them go too, as DROP OWNED drops
- * dependent objects), then grants to them.  Through the SQL functions, so
- * the same checks and the same cleanup apply.
+ * DROP OWNED: the roles' pipelines, then their captures, then their
+ * streams (forced: consumers, other roles' pipelines and captures on them
+ * go too, as DROP OWNED drops dependent objects), then grants to them.
+ * Through the SQL functions, so the same checks and the same cleanup
+ * apply.
  */
 static void
 sg_drop_owned(List *oids)
@@ -227,6 +247,10 @@ sg_drop_owned(List *oids)
 						   "WHERE owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY name", oids);
 	foreach(lc, names)
 		DirectFunctionCall1(sg_drop_pipeline, CStringGetTextDatum(lfirst(lc)));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	CaptureDropOwned(sg_oid_array(oids));
+	SPI_finish();
 	names = sg_owned_names("SELECT name FROM streamguard.stream "
 						   "WHERE owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY name", oids);
 	foreach(lc, names)
@@ -261,6 +285,11 @@ sg_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 	NodeTag		tag = nodeTag(parsetree);
 	bool		ours = false;
 
+	if (tag == T_TruncateStmt && sg_installed_here())
+		CaptureCheckTruncate(((TruncateStmt *) parsetree)->relations);
+	if (tag == T_RenameStmt && ((RenameStmt *) parsetree)->renameType == OBJECT_TRIGGER &&
+		sg_installed_here())
+		CaptureCheckRename((RenameStmt *) parsetree);
 	if ((tag == T_DropRoleStmt || tag == T_ReassignOwnedStmt || tag == T_DropOwnedStmt) &&
 		sg_installed_here())
 	{

@@ -38,6 +38,9 @@ int			sg_role_max_streams = 64;
 int			sg_role_max_partitions = 1024;
 int			sg_role_max_pipelines = 16;
 int			sg_batch_history = 1000;
+int			sg_backfill_chunk_rows = 1000;
+int			sg_backfill_naptime_ms = 0;
+int			sg_max_backfill_workers = 2;
 
 /* set in a pipeline worker while it runs (0 elsewhere) */
 int32		SgRunningPipelineId = 0;
@@ -137,6 +140,21 @@ _PG_init(void)
 							"Superusers are exempt.  Set it per role with ALTER ROLE ... SET.",
 							&sg_role_max_pipelines, 16, -1, INT_MAX,
 							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.backfill_chunk_rows",
+							"Rows the backfill of a captured table reads, locks and appends per transaction.",
+							"Writers of the rows of a chunk wait until it commits; a failed chunk is retried with half as many rows.",
+							&sg_backfill_chunk_rows, 1000, 1, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.backfill_naptime",
+							"Pause of a backfill worker between two chunks (0: none).",
+							"Spreads a backfill's load over a longer time.",
+							&sg_backfill_naptime_ms, 0, 0, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.max_backfill_workers",
+							"Maximum number of backfill workers running at once in each database.",
+							"0 leaves backfills to streamguard.run_backfill_chunk.",
+							&sg_max_backfill_workers, 2, 0, 64,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamguard");
 
 	OwnershipInstallHooks();

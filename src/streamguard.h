@@ -47,6 +47,9 @@ extern int	sg_role_max_streams;
 extern int	sg_role_max_partitions;
 extern int	sg_role_max_pipelines;
 extern int	sg_batch_history;
+extern int	sg_backfill_chunk_rows;
+extern int	sg_backfill_naptime_ms;
+extern int	sg_max_backfill_workers;
 
 /* a pipeline worker's identity while it runs (0 elsewhere; worker.c) */
 extern int32 SgRunningPipelineId;
@@ -214,6 +217,9 @@ extern int64 SgIntervalUsecs(Interval *iv);
 extern void SgCheckInterval(const char *what, Interval *iv);
 
 extern SgStreamMeta *StreamLookup(const char *name, SgPrivilege priv);
+extern SgStreamMeta *StreamLookupReady(const char *name);
+extern bool StreamRoleMayAppend(SgStreamMeta *meta, Oid role);
+extern void StreamCheckNotOwnSource(SgStreamMeta *meta);
 extern Oid	StreamDataOwner(void);
 extern Oid	StreamCatalogOid(void);
 typedef struct SgUserSave
@@ -279,5 +285,8 @@ typedef struct SgEventRow
 
 extern void StreamStoreInsert(int32 stream_id, int32 seg, Oid *relid_cache,
 							  const SgEventRow *ev, int n, TimestampTz appended_at);
+
+/* append.c */
+extern void StreamAppendEvents(SgStreamMeta *meta, SgEventRow *ev, int n);
 
 #endif							/* STREAMGUARD_H */

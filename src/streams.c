@@ -8,7 +8,7 @@
  * (horizon.c): the caller's privileges are checked first, then the work
  * runs as the data owner with search_path pinned.  A forced drop_stream
  * drops the stream's pipelines through the pipeline API, the way
- * drop_pipeline does.
+ * drop_pipeline does, and removes the captures into it (capture.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -25,6 +25,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "capture.h"
 #include "pipeline.h"
 #include "streamguard.h"
 
@@ -180,6 +181,7 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 	bool		isnull;
 	int64		nconsumers;
 	int64		npipelines;
+	int64		ncaptures;
 	int32		min_seg,
 				cur_seg,
 				seg;
@@ -243,6 +245,16 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 									1, types, values, NULL, false, 0);
 		npipelines = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		nconsumers = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		ncaptures = CaptureCountForStream(stream_id);
+		if (ncaptures > 0 && !force)
+		{
+			SgRestoreUser(&save);
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("cannot drop stream \"%s\" because %lld table(s) are captured into it",
+							name, (long long) ncaptures),
+					 errhint("Uncapture them with streamguard.uncapture_table, or use force => true.")));
+		}
 		if (npipelines > 0 && !force)
 		{
 			SgRestoreUser(&save);
@@ -265,6 +277,9 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 		/* forced: the stream's pipelines go with it, dropped as drop_pipeline does */
 		if (npipelines > 0)
 			PipelineDropForStream(stream_id);
+		/* ... and its captures, triggers and all */
+		if (ncaptures > 0)
+			CaptureDropForStream(stream_id);
 		/* consumers, grants, partitions and segments cascade */
 		if (SPI_execute_with_args("DELETE FROM streamguard.append_dedup WHERE stream_id = $1",
 								  1, types, values, NULL, false, 0) != SPI_OK_DELETE ||

@@ -1,0 +1,98 @@
+/*-------------------------------------------------------------------------
+ *
+ * capture.h
+ *		Change capture: what capture_emit.c (the triggers' hot path and
+ *		the event encoder), capture_backfill.c (the backfill worker) and
+ *		capture.c (the SQL API) share.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SG_CAPTURE_H
+#define SG_CAPTURE_H
+
+#include "postgres.h"
+
+#include "access/htup.h"
+#include "access/transam.h"
+#include "nodes/parsenodes.h"
+#include "utils/relcache.h"
+
+#include "streamguard.h"
+
+/* the words of streamguard.capture_operation, in enum order */
+typedef enum SgCaptureOp
+{
+	SG_CAPTURE_INSERT,
+	SG_CAPTURE_UPDATE,
+	SG_CAPTURE_DELETE
+} SgCaptureOp;
+
+#define SG_CAPTURE_OP_BIT(op)	(1U << (op))
+
+/* the words of streamguard.backfill_state, in enum order */
+typedef enum SgBackfillState
+{
+	SG_BACKFILL_NONE,
+	SG_BACKFILL_PENDING,
+	SG_BACKFILL_RUNNING,
+	SG_BACKFILL_DONE
+} SgBackfillState;
+
+extern const SgWordList SgCaptureOpWords;
+extern const SgWordList SgBackfillStateWords;
+
+/* the name of a capture's row trigger, and of its TRUNCATE guard */
+#define SG_CAPTURE_TRIGGER_FMT		"streamguard_capture_%d"
+#define SG_CAPTURE_TRUNCATE_FMT		"streamguard_capture_%d_truncate"
+
+/* one row of streamguard.capture */
+typedef struct SgCaptureDef
+{
+	int32		id;
+	Oid			relid;			/* the captured table */
+	int32		stream_id;
+	char		stream[NAMEDATALEN];
+	Oid			owner;			/* the role that captured it */
+	int			nkeys;
+	AttrNumber *key_attnums;	/* in relid's numbering */
+	int			ncols;			/* -1: every column */
+	AttrNumber *col_attnums;
+	uint32		ops;			/* SG_CAPTURE_OP_BIT of each operation */
+	SgBackfillState backfill;
+} SgCaptureDef;
+
+/*
+ * What encodes the rows of one relation (the captured table, or one of its
+ * partitions) into events of one capture; built from the catalog and the
+ * relation, kept by the backend until the relation's relcache entry is
+ * invalidated.  Opaque outside capture_emit.c.
+ */
+typedef struct SgCaptureRel SgCaptureRel;
+
+/* capture_emit.c */
+extern SgCaptureDef *CaptureDefLoad(int32 capture_id, bool missing_ok);
+extern SgCaptureRel *CaptureRelGet(int32 capture_id, Relation rel);
+extern Oid	CaptureRelTableOwner(SgCaptureRel *cr);
+extern Oid	CaptureFindKeyIndex(Relation rel, int nkeys, const AttrNumber *key_attnums,
+								bool *nullable);
+extern FullTransactionId CaptureWidenXid(TransactionId xid);
+extern uint64 CaptureKeyHash(const char *key);
+extern char *CaptureKeyText(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple);
+extern int	CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *rows,
+								const TransactionId *xmins, int n);
+extern void CaptureEnterTableOwner(Oid owner, SgUserSave *save);
+extern void CaptureLeaveTableOwner(SgUserSave *save);
+extern void CaptureInvalidate(Oid relid);
+
+/* capture_backfill.c */
+extern void CaptureSuperviseBackfills(void);
+
+/* capture.c */
+extern int64 CaptureCountForStream(int32 stream_id);
+extern void CaptureDropForStream(int32 stream_id);
+extern void CaptureDropOwned(Datum role_oids);
+extern void CaptureCheckTruncate(List *relations);
+extern void CaptureCheckRename(RenameStmt *stmt);
+extern const char *CaptureOwnedSql;
+
+#endif							/* SG_CAPTURE_H */

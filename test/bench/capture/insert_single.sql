@@ -1,0 +1,3 @@
+-- one row per transaction (table t of the search_path)
+\set acc random(1, 100000)
+INSERT INTO t (account, amount, note) VALUES (:acc, :acc * 0.01, 'payment');
