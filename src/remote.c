@@ -77,6 +77,13 @@
  *	 (stalled) and still executes what we sent last; the next connection of
  *	 the same SgRemote ends it first (sg_end_stale_session).
  *
+ * WHY ONE FILE (about 1,000 lines).  The connection's life (external FD,
+ * the per-backend list, the abort callbacks that close it), the waits and
+ * the result wrappers share one invariant: a PGconn or PGresult never
+ * outlives its owner, on any path, ERROR included.  Kept together, every
+ * place that creates or frees one is in view of the callbacks that clean up
+ * after it; callers see only SgRemote and SgRemoteResult.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
