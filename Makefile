@@ -23,15 +23,21 @@ PROVE_TESTS = test/t/*.pl
 
 EXTRA_CLEAN = tmp_valgrind tmp_check_regress tmp_check_iso output_iso results regression.diffs regression.out log
 
+# rebuild what includes a changed header (dependency files under .deps/)
+override autodepend = yes
+
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # after the include: PGXS resets it
 PROVE_FLAGS += --verbose
 
+# The benchmark suite (not part of installcheck): see docs/benchmarks.md.
+# PG_CONFIG from the environment selects the installation; the driver finds
+# PostgreSQL's TAP modules (PostgreSQL::Test::Cluster) through it.
 .PHONY: bench
 bench:
-	test/bench/run.sh
+	perl test/bench/run.pl
 
 # docs/diagrams/*.dot -> PNG next to them (needs Graphviz's dot; on Debian:
 # apt-get install graphviz).  The PNGs are committed.

@@ -118,7 +118,9 @@ CREATE TABLE streamguard.pipeline (
 	allow_source_append boolean NOT NULL DEFAULT false,
 	max_attempts int NOT NULL DEFAULT 3,	-- failed attempts before isolation
 	retry_backoff interval NOT NULL DEFAULT '100 ms',	-- first backoff, doubling
-	max_backoff interval NOT NULL DEFAULT '5 s'
+	max_backoff interval NOT NULL DEFAULT '5 s',
+	workers int NOT NULL DEFAULT 1,			-- workers sharing the partitions
+	generation bigint NOT NULL DEFAULT 1	-- bumped by control calls only
 ) WITH (fillfactor = 50);
 
 -- positions of pipelines whose source is a stream on a remote server
@@ -140,6 +142,17 @@ CREATE TABLE streamguard.installation (
 	one boolean PRIMARY KEY DEFAULT true CHECK (one)
 );
 INSERT INTO streamguard.installation DEFAULT VALUES;
+
+-- one row per worker of a pipeline: the epoch its current incarnation took
+-- at start (its batches are fenced on it), and the partitions it owns are
+-- those with partition % workers = worker
+CREATE TABLE streamguard.pipeline_worker (
+	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
+	worker int NOT NULL,
+	epoch bigint NOT NULL,
+	started_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (pipeline_id, worker)
+) WITH (fillfactor = 50);
 
 -- remote transactions PREPAREd by a batch whose local transaction committed
 CREATE TABLE streamguard.remote_prepared (
@@ -323,7 +336,8 @@ CREATE FUNCTION streamguard.create_pipeline(
 	allow_source_append boolean DEFAULT false,
 	max_attempts int DEFAULT 3,
 	retry_backoff interval DEFAULT '100 ms',
-	max_backoff interval DEFAULT '5 s')
+	max_backoff interval DEFAULT '5 s',
+	workers int DEFAULT 1)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_pipeline'
 LANGUAGE C VOLATILE;
@@ -360,7 +374,8 @@ CREATE FUNCTION streamguard.alter_pipeline(
 	batch_timeout interval DEFAULT NULL,
 	max_attempts int DEFAULT NULL,
 	retry_backoff interval DEFAULT NULL,
-	max_backoff interval DEFAULT NULL)
+	max_backoff interval DEFAULT NULL,
+	workers int DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_alter_pipeline'
 LANGUAGE C VOLATILE;
@@ -475,7 +490,7 @@ WHERE streamguard._can_read(c.stream_id);
 CREATE FUNCTION streamguard._pipeline_runtime(
 	OUT pipeline_id int, OUT worker_pid int, OUT events_per_sec float8,
 	OUT last_batch_ms float8, OUT last_fetch_ms float8, OUT last_process_ms float8,
-	OUT last_commit_ms float8, OUT worker_status text)
+	OUT last_commit_ms float8, OUT worker_status text, OUT worker int)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'sg_pipeline_runtime'
 LANGUAGE C VOLATILE;
@@ -504,7 +519,8 @@ SELECT p.name AS pipeline,
 	   p.batches,
 	   p.events_in,
 	   p.rows_out,
-	   coalesce(r.events_per_sec, 0) AS events_per_sec,
+	   coalesce((SELECT sum(rw.events_per_sec) FROM streamguard._pipeline_runtime() rw
+				 WHERE rw.pipeline_id = p.id), 0) AS events_per_sec,
 	   lag.lag_events,
 	   lag.lag_seconds,
 	   p.last_batch_at,
@@ -519,14 +535,41 @@ SELECT p.name AS pipeline,
 	   p.dead_letters,
 	   p.epoch,
 	   CASE WHEN p.state = 'running' THEN coalesce(r.worker_status, 'starting') END AS worker_status,
-	   p.batch_timeout
+	   p.batch_timeout,
+	   p.workers
 FROM streamguard.pipeline p
 LEFT JOIN streamguard.stream s ON s.id = p.stream_id
-LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id
+LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id AND r.worker = 0
 LEFT JOIN LATERAL (
 	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds
 	FROM streamguard.consumers c
 	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name) lag ON true;
+
+-- each worker of each pipeline: the partitions it owns (p % workers =
+-- worker), its process, rate, last batch and lag
+CREATE VIEW streamguard.pipeline_workers AS
+SELECT p.name AS pipeline,
+	   w.worker,
+	   (SELECT array_agg(sp.partition ORDER BY sp.partition) FROM streamguard.stream_partition sp
+		WHERE sp.stream_id = p.stream_id AND sp.partition % p.workers = w.worker) AS partitions,
+	   r.worker_pid,
+	   pw.epoch,
+	   pw.started_at,
+	   coalesce(r.events_per_sec, 0) AS events_per_sec,
+	   r.last_batch_ms,
+	   lag.lag_events,
+	   lag.lag_seconds,
+	   CASE WHEN p.state = 'running' THEN coalesce(r.worker_status, 'starting') END AS worker_status
+FROM streamguard.pipeline p
+CROSS JOIN LATERAL generate_series(0, p.workers - 1) AS w(worker)
+LEFT JOIN streamguard.stream s ON s.id = p.stream_id
+LEFT JOIN streamguard.pipeline_worker pw ON pw.pipeline_id = p.id AND pw.worker = w.worker
+LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id AND r.worker = w.worker
+LEFT JOIN LATERAL (
+	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds
+	FROM streamguard.consumers c
+	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name
+	  AND c.partition % p.workers = w.worker) lag ON true;
 
 CREATE FUNCTION streamguard._remote_runtime(
 	OUT pipeline_id int, OUT side text, OUT server text, OUT connected boolean,
@@ -588,9 +631,11 @@ LANGUAGE C VOLATILE;
 
 -- cumulative counts of committed batches by duration, since the server started
 CREATE VIEW streamguard.pipeline_batch_durations AS
-SELECT p.name AS pipeline, h.le, h.count, h.sum_seconds, h.total
+SELECT p.name AS pipeline, h.le, sum(h.count)::bigint AS count, sum(h.sum_seconds) AS sum_seconds,
+	   sum(h.total)::bigint AS total
 FROM streamguard._pipeline_histogram() h
-JOIN streamguard.pipeline p ON p.id = h.pipeline_id;
+JOIN streamguard.pipeline p ON p.id = h.pipeline_id
+GROUP BY p.name, h.le;
 
 -- the numbers of the views in the Prometheus text exposition format; each
 -- role gets what the views show it
@@ -725,7 +770,8 @@ GRANT USAGE ON SCHEMA streamguard TO PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA streamguard FROM PUBLIC;
 GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers,
 	streamguard.pipelines, streamguard.pipeline_batches, streamguard.dead_letters,
-	streamguard.remote_status, streamguard.horizon_holders, streamguard.pipeline_batch_durations
+	streamguard.remote_status, streamguard.horizon_holders, streamguard.pipeline_batch_durations,
+	streamguard.pipeline_workers
 	TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;

@@ -34,22 +34,32 @@
 static bool
 sg_fence(SgWorker *w)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(w->def.id)};
+	Oid			types[2] = {INT4OID, INT4OID};
+	Datum		values[2] = {Int32GetDatum(w->def.id), Int32GetDatum(w->def.worker)};
 	SgUserSave	save;
 	bool		isnull;
 	bool		ok;
 
+	/*
+	 * The pipeline row in KEY SHARE mode: our workers' batches run side by
+	 * side, a control call (FOR UPDATE) waits for them and then fences them
+	 * all through the generation.  Our own worker row FOR UPDATE: a newer
+	 * incarnation of this worker (another epoch) waits for this batch and
+	 * fences us from then on.
+	 */
 	SgBecomeDataOwner(&save, false);
 	if (SPI_execute_plan(SgPlanCached(NULL,
-									  "SELECT epoch, state FROM streamguard.pipeline "
-									  "WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-									  1, types),
+									  "SELECT p.generation, p.state, w.epoch FROM streamguard.pipeline p "
+									  "JOIN streamguard.pipeline_worker w ON w.pipeline_id OPERATOR(pg_catalog.=) p.id "
+									  "AND w.worker OPERATOR(pg_catalog.=) $2 "
+									  "WHERE p.id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE OF p FOR UPDATE OF w",
+									  2, types),
 						 values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "fence check failed");
 	ok = SPI_processed == 1 &&
-		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) == w->def.epoch &&
-		strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2), "running") == 0;
+		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) == w->def.generation &&
+		strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2), "running") == 0 &&
+		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) == w->def.epoch;
 	SgRestoreUser(&save);
 	return ok;
 }
@@ -57,17 +67,19 @@ sg_fence(SgWorker *w)
 static void
 sg_count_batch(SgWorker *w, int64 batches, int64 events_in, int64 rows_out)
 {
-	Oid			types[7] = {INT4OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[7];
+	Oid			types[9] = {INT4OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT4OID, INT8OID};
+	Datum		values[9];
 	SgUserSave	save;
 
 	values[6] = Int64GetDatum(batches);
+	values[7] = Int32GetDatum(w->def.worker);
+	values[8] = Int64GetDatum(w->def.epoch);
 	values[0] = Int32GetDatum(w->def.id);
 	values[1] = Int64GetDatum(events_in);
 	values[2] = Int64GetDatum(rows_out);
 	values[3] = Int64GetDatum(w->batch_skipped);
 	values[4] = Int64GetDatum(w->batch_dead);
-	values[5] = Int64GetDatum(w->def.epoch);
+	values[5] = Int64GetDatum(w->def.generation);
 	SgBecomeDataOwner(&save, false);
 	if (SPI_execute_plan(SgPlanCached(NULL,
 									  "UPDATE streamguard.pipeline SET batches = batches OPERATOR(pg_catalog.+) $7, "
@@ -76,8 +88,11 @@ sg_count_batch(SgWorker *w, int64 batches, int64 events_in, int64 rows_out)
 									  "skipped = skipped OPERATOR(pg_catalog.+) $4, "
 									  "dead_letters = dead_letters OPERATOR(pg_catalog.+) $5, "
 									  "last_batch_at = pg_catalog.now() "
-									  "WHERE id OPERATOR(pg_catalog.=) $1 AND epoch OPERATOR(pg_catalog.=) $6",
-									  7, types),
+									  "WHERE id OPERATOR(pg_catalog.=) $1 AND generation OPERATOR(pg_catalog.=) $6 "
+									  "AND EXISTS (SELECT 1 FROM streamguard.pipeline_worker w "
+									  "WHERE w.pipeline_id OPERATOR(pg_catalog.=) $1 AND w.worker OPERATOR(pg_catalog.=) $8 "
+									  "AND w.epoch OPERATOR(pg_catalog.=) $9)",
+									  9, types),
 						 values, NULL, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

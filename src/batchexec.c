@@ -286,7 +286,9 @@ BatchStore(SgWorker *w, int max_kbytes)
 /*
  * Pipeline-level dedup: drop events whose dedup_key this pipeline already
  * processed within its window (and repeats inside the batch), recording
- * the new keys in the same transaction.  Returns the filtered store.
+ * the new keys in the same transaction.  Keys are claimed in key order, so
+ * that two workers of one pipeline meeting the same keys wait for each
+ * other instead of deadlocking.  Returns the filtered store.
  */
 Tuplestorestate *
 BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n)
@@ -331,7 +333,7 @@ BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n)
 		SgBecomeDataOwner(&save, false);
 		if (SPI_execute_plan(SgPlanCached(NULL,
 										  "INSERT INTO streamguard.pipeline_dedup AS d (pipeline_id, dedup_key, seen_at) "
-										  "SELECT DISTINCT $1, k, $3 FROM pg_catalog.unnest($2) AS k "
+										  "SELECT DISTINCT $1, k, $3 FROM pg_catalog.unnest($2) AS k ORDER BY k "
 										  "ON CONFLICT (pipeline_id, dedup_key) DO UPDATE SET seen_at = excluded.seen_at "
 										  "WHERE d.seen_at OPERATOR(pg_catalog.<) $4 RETURNING d.dedup_key",
 										  4, types),

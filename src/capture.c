@@ -30,6 +30,9 @@
  * capture takes ACCESS EXCLUSIVE on the table first, then the capture's
  * row: the order the backfill worker takes them in (table, then row).
  *
+ * (About 900 lines: the SQL API and its validation, which share the
+ * capture row's locking protocol with uncapture and the ownership hooks.)
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -71,6 +71,12 @@
  * over.  run_backfill_chunk runs the same chunk in the caller's
  * transaction.
  *
+ * WHY ONE FILE (about 1,000 lines).  The backfill's argument (chunks under
+ * FOR SHARE, claims, the persisted progress) is one proof: the chunk
+ * transaction, the claim lookups and the progress record must be read
+ * together to see that no row version is emitted twice or missed.  The
+ * worker's process code and its supervision are the rest.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

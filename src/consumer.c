@@ -378,13 +378,15 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
  * rows of the partitions read are locked (FOR UPDATE, SKIP LOCKED when
  * skip_locked) and, when advance, moved to the last event read.
  * last_seq[p] receives the last seq read in partition p (or its position
- * when nothing was read), first_seq[p] the first (0 if none).  Runs as
- * the data owner, SPI connected.  Returns the number of events.
+ * when nothing was read), first_seq[p] the first (0 if none).  Only the
+ * partitions p with p % nshares = share are read (a pipeline's worker
+ * `share` of `nshares`; 1 and 0 read them all).  Runs as the data owner,
+ * SPI connected.  Returns the number of events.
  */
 int
 ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
 			  Tuplestorestate *store, TupleDesc desc, bool skip_locked,
-			  bool advance, int64 *first_seq, int64 *last_seq)
+			  bool advance, int nshares, int share, int64 *first_seq, int64 *last_seq)
 {
 	SgStream   *st = HorizonStream(meta->ref.slot);
 	int64	   *pos;
@@ -422,7 +424,7 @@ ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
 		bool		isnull;
 		int			ret;
 
-		if (!present[p])
+		if (!present[p] || p % nshares != share)
 			continue;
 		horizon = HorizonReadable(st, p, NULL, NULL);
 		if (pos[p] + 1 >= horizon)
@@ -563,7 +565,7 @@ sg_poll(PG_FUNCTION_ARGS)
 			HorizonPrepareWait(meta->ref);
 		SgBecomeDataOwner(&save, false);
 		n = ConsumerFetch(meta, consumer, max_events, rsinfo->setResult, rsinfo->setDesc,
-						  true, true, first, last);
+						  true, true, 1, 0, first, last);
 		SgRestoreUser(&save);
 		if (n > 0 || wait_ms == 0)
 			break;

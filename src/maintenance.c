@@ -356,6 +356,7 @@ sg_step_dedup(SgStreamTask *task)
 typedef struct SgSupervised
 {
 	int32		pipeline_id;
+	int32		worker;
 	BackgroundWorkerHandle *handle;
 	bool		seen;
 } SgSupervised;
@@ -364,13 +365,16 @@ static SgSupervised *sg_supervised = NULL;
 static int	sg_nsupervised = 0;
 
 static void
-sg_start_worker(int32 pipeline_id, SgSupervised *sup, SgPipelineSlot *slot)
+sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot)
 {
 	char		name[BGW_MAXLEN];
 
-	snprintf(name, sizeof(name), "streamguard pipeline %d", pipeline_id);
+	if (sup->worker == 0)
+		snprintf(name, sizeof(name), "streamguard pipeline %d", sup->pipeline_id);
+	else
+		snprintf(name, sizeof(name), "streamguard pipeline %d worker %d", sup->pipeline_id, sup->worker);
 	sup->handle = SgStartDynamicWorker("PipelineWorkerMain", "streamguard pipeline", name,
-									   Int32GetDatum(pipeline_id), MyDatabaseId);
+									   SgWorkerArg(sup->pipeline_id, sup->worker), MyDatabaseId);
 	/* shown in the pipelines view; retried every maintenance round */
 	SpinLockAcquire(&slot->mutex);
 	slot->no_worker_slot = (sup->handle == NULL);
@@ -378,9 +382,48 @@ sg_start_worker(int32 pipeline_id, SgSupervised *sup, SgPipelineSlot *slot)
 }
 
 /*
- * Keep one worker per running pipeline of this database; restart crashed
- * workers with exponential backoff.  Runs in the maintenance worker, in a
- * transaction with SPI connected.
+ * One worker of a pipeline: keep it running while the pipeline runs,
+ * restart it with exponential backoff after a crash.
+ */
+static void
+sg_supervise_worker(SgSupervised *sup, SgPipelineSlot *slot, bool running, TimestampTz now)
+{
+	pid_t		pid;
+
+	if (sup->handle != NULL &&
+		GetBackgroundWorkerPid(sup->handle, &pid) != BGWH_STOPPED)
+	{
+		if (!running)
+			PipelineWakeWorker(slot);	/* it will see the fence and exit */
+		return;
+	}
+	if (sup->handle != NULL)
+	{
+		/* the worker is gone: was that on purpose? */
+		SpinLockAcquire(&slot->mutex);
+		if (!slot->clean_exit)
+		{
+			slot->failures++;
+			slot->next_start = now + Min((int64) 250000 << Min(slot->failures, 7), 30 * USECS_PER_SEC);
+		}
+		slot->worker_pid = 0;
+		slot->worker_procno = -1;
+		SpinLockRelease(&slot->mutex);
+		pfree(sup->handle);
+		sup->handle = NULL;
+	}
+	if (!running || slot->next_start > now)
+		return;					/* paused or failed, or backing off after a crash */
+	SpinLockAcquire(&slot->mutex);
+	slot->clean_exit = false;
+	SpinLockRelease(&slot->mutex);
+	sg_start_worker(sup, slot);
+}
+
+/*
+ * Keep the workers of every running pipeline of this database (`workers`
+ * of them, each owning the partitions p with p % workers = its index).
+ * Runs in the maintenance worker, in a transaction with SPI connected.
  */
 static void
 sg_supervise(void)
@@ -389,7 +432,7 @@ sg_supervise(void)
 	int			j;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (SPI_execute("SELECT id, state, stream_id FROM streamguard.pipeline", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute("SELECT id, state, stream_id, workers FROM streamguard.pipeline", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pipeline list failed");
 	if (sg_supervised == NULL)
 		sg_supervised = MemoryContextAllocZero(TopMemoryContext, sizeof(SgSupervised) * sg_max_pipelines);
@@ -398,64 +441,40 @@ sg_supervise(void)
 
 	for (i = 0; i < SPI_processed; i++)
 	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
 		bool		isnull;
-		int32		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		char	   *state = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
-		int32		stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
-		SgSupervised *sup = NULL;
-		SgPipelineSlot *slot;
-		pid_t		pid;
-		bool		alive;
+		int32		id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+		bool		running = strcmp(SPI_getvalue(t, d, 2), "running") == 0;
+		int32		stream_id = DatumGetInt32(SPI_getbinval(t, d, 3, &isnull));
+		int32		nworkers = DatumGetInt32(SPI_getbinval(t, d, 4, &isnull));
+		int32		w;
 
-		for (j = 0; j < sg_nsupervised; j++)
-			if (sg_supervised[j].pipeline_id == id)
-				sup = &sg_supervised[j];
-		if (sup == NULL)
+		for (w = 0; w < nworkers; w++)
 		{
-			if (sg_nsupervised >= sg_max_pipelines)
-				continue;
-			sup = &sg_supervised[sg_nsupervised++];
-			sup->pipeline_id = id;
-			sup->handle = NULL;
-		}
-		sup->seen = true;
-		slot = PipelineSlot(MyDatabaseId, id, true);
-		slot->stream_id = stream_id;
+			SgSupervised *sup = NULL;
+			SgPipelineSlot *slot;
 
-		alive = sup->handle != NULL &&
-			GetBackgroundWorkerPid(sup->handle, &pid) != BGWH_STOPPED;
-		if (alive)
-		{
-			if (strcmp(state, "running") != 0)
-				PipelineWakeWorker(slot);	/* it will see the fence and exit */
-			continue;
-		}
-		if (sup->handle != NULL)
-		{
-			/* the worker is gone: was that on purpose? */
-			SpinLockAcquire(&slot->mutex);
-			if (!slot->clean_exit)
+			for (j = 0; j < sg_nsupervised; j++)
+				if (sg_supervised[j].pipeline_id == id && sg_supervised[j].worker == w)
+					sup = &sg_supervised[j];
+			if (sup == NULL)
 			{
-				slot->failures++;
-				slot->next_start = now + Min((int64) 250000 << Min(slot->failures, 7), 30 * USECS_PER_SEC);
+				if (sg_nsupervised >= sg_max_pipelines)
+					break;
+				sup = &sg_supervised[sg_nsupervised++];
+				sup->pipeline_id = id;
+				sup->worker = w;
+				sup->handle = NULL;
 			}
-			slot->worker_pid = 0;
-			slot->worker_procno = -1;
-			SpinLockRelease(&slot->mutex);
-			pfree(sup->handle);
-			sup->handle = NULL;
+			sup->seen = true;
+			slot = PipelineSlot(MyDatabaseId, id, w, true);
+			slot->stream_id = stream_id;
+			sg_supervise_worker(sup, slot, running, now);
 		}
-		if (strcmp(state, "running") != 0)
-			continue;
-		if (slot->next_start > now)
-			continue;			/* backing off after a crash */
-		SpinLockAcquire(&slot->mutex);
-		slot->clean_exit = false;
-		SpinLockRelease(&slot->mutex);
-		sg_start_worker(id, sup, slot);
 	}
 
-	/* pipelines that were dropped */
+	/* pipelines that were dropped, workers beyond a lowered count */
 	for (j = 0; j < sg_nsupervised; j++)
 	{
 		if (sg_supervised[j].seen)
@@ -471,7 +490,7 @@ sg_supervise(void)
 			}
 			pfree(sg_supervised[j].handle);
 		}
-		PipelineFreeSlot(MyDatabaseId, sg_supervised[j].pipeline_id);
+		PipelineFreeWorkers(MyDatabaseId, sg_supervised[j].pipeline_id, sg_supervised[j].worker);
 		sg_supervised[j] = sg_supervised[--sg_nsupervised];
 		j--;
 	}

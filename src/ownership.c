@@ -181,7 +181,8 @@ sg_reassign_owned(List *oids, Oid newrole)
 	sg_bump_result_streams();
 	/* a new epoch: the running worker steps aside, a new one runs as newrole */
 	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET owner = $2, "
-							  "epoch = epoch OPERATOR(pg_catalog.+) 1 "
+							  "epoch = epoch OPERATOR(pg_catalog.+) 1, "
+							  "generation = generation OPERATOR(pg_catalog.+) 1 "
 							  "WHERE owner OPERATOR(pg_catalog.=) ANY ($1)",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "pipeline reassignment failed");

@@ -133,29 +133,26 @@ PipelineLockExt(const char *name, Oid caller, bool fence, bool missing_ok)
 	 */
 	if (fence)
 	{
-		SgPipelineSlot *slot = PipelineSlot(MyDatabaseId, row.id, false);
+		pid_t		pids[SG_MAX_PIPELINE_WORKERS];
+		int			npids = PipelineRequestFence(MyDatabaseId, row.id, pids, SG_MAX_PIPELINE_WORKERS);
 		Oid			itypes[1] = {INT4OID};
 		Datum		ivalues[1] = {Int32GetDatum(row.id)};
 
-		if (slot)
+		if (npids > 0)
 		{
-			pid_t		pid;
+			int			k;
 
-			SpinLockAcquire(&slot->mutex);
-			slot->fence_requested = true;
-			pid = slot->worker_pid;
-			SpinLockRelease(&slot->mutex);
-			PipelineWakeWorker(slot);
 			ret = SPI_execute_with_args("SELECT 1 FROM streamguard.pipeline "
 										"WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED",
 										1, itypes, ivalues, NULL, false, 0);
-			if (ret == SPI_OK_SELECT && SPI_processed == 0 && pid > 0 &&
-				BackendPidGetProc(pid) != NULL)
-				(void) kill(pid, SIGINT);
+			if (ret == SPI_OK_SELECT && SPI_processed == 0)
+				for (k = 0; k < npids; k++)
+					if (BackendPidGetProc(pids[k]) != NULL)
+						(void) kill(pids[k], SIGINT);
 		}
 	}
 	/* the owner may have changed while we waited: checked again */
-	if (!sg_find_pipeline("SELECT p.id, p.owner, s.name, p.state, p.epoch "
+	if (!sg_find_pipeline("SELECT p.id, p.owner, s.name, p.state, p.epoch, p.workers "
 						  "FROM streamguard.pipeline p LEFT JOIN streamguard.stream s "
 						  "ON s.id OPERATOR(pg_catalog.=) p.stream_id "
 						  "WHERE p.name OPERATOR(pg_catalog.=) $1 FOR UPDATE OF p", name, false, caller, &row,
@@ -167,6 +164,7 @@ PipelineLockExt(const char *name, Oid caller, bool fence, bool missing_ok)
 	row.stream = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
 	row.state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 	row.epoch = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
+	row.workers = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull));
 	return row;
 }
 
@@ -194,7 +192,8 @@ PipelineSetState(int32 id, const char *state, bool bump_epoch)
 	values[0] = Int32GetDatum(id);
 	values[1] = SgWordParam("pipeline_state", state, &types[1]);
 	PipelineExec(bump_epoch ?
-					 "UPDATE streamguard.pipeline SET state = $2, epoch = epoch + 1 WHERE id = $1" :
+					 "UPDATE streamguard.pipeline SET state = $2, epoch = epoch + 1, generation = generation + 1 "
+					 "WHERE id = $1" :
 					 "UPDATE streamguard.pipeline SET state = $2 WHERE id = $1",
 					 2, types, values, SPI_OK_UPDATE);
 }
@@ -205,6 +204,37 @@ PipelineConsumerName(const char *pipeline)
 	return psprintf("pipeline:%s", pipeline);
 }
 
+/*
+ * alter_pipeline raised a pipeline's worker count by `adding`, in this
+ * transaction: the owner's quota and the server-wide slots, counted after
+ * the change, must still hold (the role's lock serializes its creates).
+ */
+static void
+sg_check_more_workers(Oid owner, int adding)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(owner)};
+	bool		isnull;
+	int64		mine,
+				all;
+
+	SgLockRoleForCreate(owner);
+	if (SPI_execute_with_args("SELECT coalesce(pg_catalog.sum(workers) FILTER (WHERE owner OPERATOR(pg_catalog.=) $1), 0)::int8, "
+							  "coalesce(pg_catalog.sum(workers), 0)::int8 FROM streamguard.pipeline",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pipeline quota lookup failed");
+	mine = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	all = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	SgCheckRoleQuota("pipeline workers", owner, mine - adding, adding, sg_role_max_pipelines,
+					 "streamguard.role_max_pipelines");
+	if (all > sg_max_pipelines)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many pipeline workers"),
+				 errdetail("streamguard.max_pipelines is %d.", sg_max_pipelines),
+				 errhint("Lower the workers of a pipeline, or raise streamguard.max_pipelines and restart the server.")));
+}
+
 /* names of create_pipeline's arguments from 13 on (the 0.2 settings) */
 static const char *const sg_create_args[] = {
 	"batch_timeout", "allow_source_append", "max_attempts", "retry_backoff", "max_backoff"
@@ -213,10 +243,7 @@ static const char *const sg_create_args[] = {
 void
 PipelineNotifyChange(int32 pipeline_id)
 {
-	SgPipelineSlot *slot = PipelineSlot(MyDatabaseId, pipeline_id, false);
-
-	if (slot)
-		PipelineWakeWorker(slot);
+	PipelineWakePipeline(MyDatabaseId, pipeline_id);
 	LauncherWake();
 }
 
@@ -239,6 +266,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	bool		dedup;
 	Interval   *dedup_window;
 	bool		new_settings;
+	int32		workers = 1;
 	SgStreamMeta *meta = NULL;
 	SgUserSave	save;
 	Oid			owner = GetUserId();
@@ -288,6 +316,15 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		PipelineCheckBatchTimeout(PG_GETARG_INTERVAL_P(13));
 		PipelineCheckRetry(PG_GETARG_INT32(15), PG_GETARG_INTERVAL_P(16), PG_GETARG_INTERVAL_P(17));
 	}
+	if (PG_NARGS() >= 19)
+	{
+		if (PG_ARGISNULL(18))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("workers must not be NULL")));
+		workers = PG_GETARG_INT32(18);
+		PipelineCheckWorkers(workers);
+	}
 	start_from = SgTextArg(fcinfo, 8, "start_from");
 	(void) SgParseWord(&SgStartFromWords, start_from);
 
@@ -299,6 +336,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		sink_table = text_to_cstring(PG_GETARG_TEXT_PP(11));
 	sink_mode = SgTextArg(fcinfo, 12, "sink_mode");
 	(void) SgParseWord(&SgSinkModeWords, sink_mode);
+	PipelineCheckWorkersRemote(workers > 1 && (source_server || sink_server));
 	if (source_server && sink_server)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -333,16 +371,26 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		Oid			qtypes[1] = {OIDOID};
 		Datum		qvalues[1] = {ObjectIdGetDatum(owner)};
 
-		if (SPI_execute_with_args("SELECT pg_catalog.count(*) FROM streamguard.pipeline "
+		/*
+		 * Each worker of a pipeline takes a shared-memory slot and a
+		 * background worker, so the quota counts workers (under a 0.1
+		 * catalog, reached through the 0.1 signature, pipelines).
+		 */
+		if (SPI_execute_with_args(PG_NARGS() >= 19 ?
+								  "SELECT coalesce(pg_catalog.sum(workers), 0)::int8 FROM streamguard.pipeline "
+								  "WHERE owner OPERATOR(pg_catalog.=) $1" :
+								  "SELECT pg_catalog.count(*) FROM streamguard.pipeline "
 								  "WHERE owner OPERATOR(pg_catalog.=) $1",
 								  1, qtypes, qvalues, NULL, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "pipeline quota lookup failed");
-		SgCheckRoleQuota("pipelines", owner,
+		SgCheckRoleQuota("pipeline workers", owner,
 						 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
-						 1, sg_role_max_pipelines, "streamguard.role_max_pipelines");
+						 workers, sg_role_max_pipelines, "streamguard.role_max_pipelines");
 	}
-	if (SPI_execute("SELECT count(*) FROM streamguard.pipeline", true, 0) == SPI_OK_SELECT &&
-		atoi(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)) >= sg_max_pipelines)
+	if (SPI_execute(PG_NARGS() >= 19 ?
+					"SELECT coalesce(pg_catalog.sum(workers), 0) FROM streamguard.pipeline" :
+					"SELECT pg_catalog.count(*) FROM streamguard.pipeline", true, 0) == SPI_OK_SELECT &&
+		atoi(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)) + workers > sg_max_pipelines)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many pipelines"),
@@ -407,6 +455,14 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 						 "max_attempts = $4, retry_backoff = $5, max_backoff = $6 WHERE id = $1",
 						 6, types, values, SPI_OK_UPDATE);
 	}
+	if (workers > 1)
+	{
+		Oid			types[2] = {INT4OID, INT4OID};
+		Datum		values[2] = {Int32GetDatum(id), Int32GetDatum(workers)};
+
+		PipelineExec("UPDATE streamguard.pipeline SET workers = $2 WHERE id = $1",
+					 2, types, values, SPI_OK_UPDATE);
+	}
 	if (source_server)
 	{
 		/* positions on a remote stream live here; "end" is settled at first run */
@@ -469,7 +525,6 @@ sg_resume_pipeline(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 	Oid			caller = GetUserId();
 	SgPipeRow	row;
-	SgPipelineSlot *slot;
 
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "pipeline name");
@@ -480,19 +535,13 @@ sg_resume_pipeline(PG_FUNCTION_ARGS)
 		Datum		values[1] = {Int32GetDatum(row.id)};
 
 		PipelineExec("UPDATE streamguard.pipeline SET state = 'running', epoch = epoch + 1, "
+					 "generation = generation + 1, "
 						 "started_once = false WHERE id = $1",
 						 1, types, values, SPI_OK_UPDATE);
 	}
 	SgLeaveCatalog(&save);
 	/* a resumed pipeline starts at once, without the crash backoff */
-	slot = PipelineSlot(MyDatabaseId, row.id, false);
-	if (slot)
-	{
-		SpinLockAcquire(&slot->mutex);
-		slot->failures = 0;
-		slot->next_start = 0;
-		SpinLockRelease(&slot->mutex);
-	}
+	PipelineResetBackoff(MyDatabaseId, row.id);
 	PipelineNotifyChange(row.id);
 	PG_RETURN_VOID();
 }
@@ -677,10 +726,10 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 	Oid			caller = GetUserId();
 	SgPipeRow	row;
-	Oid			types[8] = {INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID,
-	INTERVALOID};
-	Datum		values[8];
-	char		nulls[8] = {' ', 'n', 'n', 'n', 'n', 'n', 'n', 'n'};
+	Oid			types[9] = {INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID,
+	INTERVALOID, INT4OID};
+	Datum		values[9];
+	char		nulls[9] = {' ', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n'};
 	char	   *search_path = NULL;
 	int			a;
 
@@ -693,6 +742,8 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 	/* arguments 4 and on are absent from the 0.1 signature */
 	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
 		PipelineCheckBatchTimeout(PG_GETARG_INTERVAL_P(4));
+	if (PG_NARGS() > 8 && !PG_ARGISNULL(8))
+		PipelineCheckWorkers(PG_GETARG_INT32(8));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (!PG_ARGISNULL(1))
@@ -704,7 +755,7 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 	SgBecomeDataOwner(&save, true);
 	row = PipelineLock(name, caller, true);
 	values[0] = Int32GetDatum(row.id);
-	for (a = 1; a < 8 && a < PG_NARGS(); a++)
+	for (a = 1; a < 9 && a < PG_NARGS(); a++)
 		if (!PG_ARGISNULL(a))
 		{
 			values[a] = PG_GETARG_DATUM(a);
@@ -719,13 +770,15 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 							  "batch_timeout = coalesce($5, batch_timeout), "
 							  "max_attempts = coalesce($6, max_attempts), "
 							  "retry_backoff = coalesce($7, retry_backoff), "
-							  "max_backoff = coalesce($8, max_backoff), epoch = epoch + 1 "
-							  "WHERE id = $1 RETURNING max_attempts, retry_backoff, max_backoff" :
+							  "max_backoff = coalesce($8, max_backoff), workers = coalesce($9, workers), "
+							  "epoch = epoch + 1, generation = generation + 1 "
+							  "WHERE id = $1 RETURNING max_attempts, retry_backoff, max_backoff, "
+							  "workers, source_server IS NOT NULL OR sink_server IS NOT NULL" :
 							  "UPDATE streamguard.pipeline SET "
 							  "sql = coalesce($2, sql), batch_size = coalesce($3, batch_size), "
 							  "error_policy = coalesce($4, error_policy), epoch = epoch + 1 "
 							  "WHERE id = $1",
-							  PG_NARGS() > 5 ? 8 : 4, types, values, nulls, false, 0) < 0)
+							  PG_NARGS() > 5 ? 9 : 4, types, values, nulls, false, 0) < 0)
 		elog(ERROR, "alter_pipeline failed");
 	if (PG_NARGS() > 5)
 	{
@@ -735,6 +788,11 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		PipelineCheckRetry(DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
 					   DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)),
 					   DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)));
+		if (DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull)) > 1 &&
+			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull)))
+			PipelineCheckWorkersRemote(true);
+		if (PG_NARGS() > 8 && !PG_ARGISNULL(8) && PG_GETARG_INT32(8) > row.workers)
+			sg_check_more_workers(row.owner, PG_GETARG_INT32(8) - row.workers);
 	}
 	if (search_path)
 	{

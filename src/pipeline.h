@@ -19,6 +19,7 @@
 
 #define SG_BATCH_HISTORY	64	/* checkpoint log entries per pipeline */
 #define SG_HIST_BUCKETS		12	/* batch-duration histogram (metrics) */
+#define SG_MAX_PIPELINE_WORKERS 64	/* workers => 1 .. this */
 
 typedef enum SgGuarantee
 {
@@ -103,6 +104,7 @@ typedef struct SgPipelineSlot
 	/* identity, protected by the slots' LWLock */
 	Oid			dbid;			/* InvalidOid = free */
 	int32		pipeline_id;
+	int32		worker;			/* which of the pipeline's workers */
 	int32		stream_id;
 
 	/* runtime, protected by mutex */
@@ -131,7 +133,17 @@ extern int	sg_max_pipelines;
 extern Size PipelineShmemSize(void);
 extern void PipelineShmemRequest(void);
 extern void PipelineShmemInit(void);
-extern SgPipelineSlot *PipelineSlot(Oid dbid, int32 pipeline_id, bool create);
+extern SgPipelineSlot *PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create);
+extern int	PipelineRequestFence(Oid dbid, int32 pipeline_id, pid_t *pids, int max);
+extern void PipelineWakePipeline(Oid dbid, int32 pipeline_id);
+extern void PipelineResetBackoff(Oid dbid, int32 pipeline_id);
+extern void PipelineFreeWorkers(Oid dbid, int32 pipeline_id, int32 worker);
+
+/* a pipeline worker's bgw_main_arg: the pipeline and which of its workers */
+#define SgWorkerArg(pipeline_id, worker) \
+	UInt64GetDatum((uint64) (uint32) (pipeline_id) | ((uint64) (uint32) (worker) << 32))
+#define SgWorkerArgPipeline(arg)	((int32) (DatumGetUInt64(arg) & 0xFFFFFFFF))
+#define SgWorkerArgWorker(arg)		((int32) (DatumGetUInt64(arg) >> 32))
 extern void PipelineFreeSlot(Oid dbid, int32 pipeline_id);
 extern void PipelineFreeDatabase(Oid dbid);
 extern void PipelineDropForStream(int32 stream_id);
@@ -158,6 +170,7 @@ typedef struct SgPipeRow
 	char	   *stream;
 	char	   *state;
 	int64		epoch;
+	int32		workers;
 } SgPipeRow;
 extern SgPipeRow PipelineLockExt(const char *name, Oid caller, bool fence, bool missing_ok);
 extern SgPipeRow PipelineLock(const char *name, Oid caller, bool fence);
@@ -177,6 +190,8 @@ extern void PipelineCheckRemoteReset(int32 pipeline_id, Oid owner, int32 partiti
 extern void PipelineCheckBatchSize(int32 n);
 extern void PipelineCheckRetry(int32 max_attempts, Interval *backoff, Interval *max_backoff);
 extern void PipelineCheckBatchTimeout(Interval *iv);
+extern void PipelineCheckWorkers(int32 workers);
+extern void PipelineCheckWorkersRemote(bool remote);
 
 /* batchexec.c: a pipeline's SQL as its owner */
 typedef struct SgOwnerContext

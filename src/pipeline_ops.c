@@ -330,11 +330,15 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 	SgEnterCatalog(&save);
 	row = PipelineLock(name, save.userid, false);
 	SgLeaveCatalog(&save);
-	slot = PipelineSlot(MyDatabaseId, row.id, true);
-	SpinLockAcquire(&slot->mutex);
-	slot->fault_point = fp;
-	slot->fault_action = fa;
-	slot->fault_count = times;
-	SpinLockRelease(&slot->mutex);
+	/* every worker of the pipeline (the supervisor creates their slots) */
+	for (i = 0; i < row.workers; i++)
+	{
+		slot = PipelineSlot(MyDatabaseId, row.id, i, true);
+		SpinLockAcquire(&slot->mutex);
+		slot->fault_point = fp;
+		slot->fault_action = fa;
+		slot->fault_count = times;
+		SpinLockRelease(&slot->mutex);
+	}
 	PG_RETURN_VOID();
 }

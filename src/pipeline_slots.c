@@ -89,7 +89,7 @@ PipelineShmemInit(void)
 }
 
 SgPipelineSlot *
-PipelineSlot(Oid dbid, int32 pipeline_id, bool create)
+PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create)
 {
 	int			i,
 				free_slot = -1;
@@ -100,7 +100,7 @@ PipelineSlot(Oid dbid, int32 pipeline_id, bool create)
 	{
 		SgPipelineSlot *s = &sg_pipes->slots[i];
 
-		if (s->dbid == dbid && s->pipeline_id == pipeline_id)
+		if (s->dbid == dbid && s->pipeline_id == pipeline_id && s->worker == worker)
 		{
 			slot = s;
 			break;
@@ -123,6 +123,7 @@ PipelineSlot(Oid dbid, int32 pipeline_id, bool create)
 		SpinLockAcquire(&slot->mutex);
 		slot->dbid = dbid;
 		slot->pipeline_id = pipeline_id;
+		slot->worker = worker;
 		slot->stream_id = 0;
 		slot->worker_pid = 0;
 		slot->worker_procno = -1;
@@ -145,8 +146,9 @@ PipelineSlot(Oid dbid, int32 pipeline_id, bool create)
 	return slot;
 }
 
+/* free the slot of one worker of a pipeline, or of all (worker < 0) */
 void
-PipelineFreeSlot(Oid dbid, int32 pipeline_id)
+PipelineFreeWorkers(Oid dbid, int32 pipeline_id, int32 worker)
 {
 	int			i;
 
@@ -155,12 +157,85 @@ PipelineFreeSlot(Oid dbid, int32 pipeline_id)
 	{
 		SgPipelineSlot *s = &sg_pipes->slots[i];
 
-		if (s->dbid == dbid && s->pipeline_id == pipeline_id)
+		if (s->dbid == dbid && s->pipeline_id == pipeline_id && (worker < 0 || s->worker == worker))
 		{
 			PipelineWakeWorker(s);
 			s->dbid = InvalidOid;
 			s->pipeline_id = 0;
 		}
+	}
+	LWLockRelease(sg_pipes->lock);
+}
+
+void
+PipelineFreeSlot(Oid dbid, int32 pipeline_id)
+{
+	PipelineFreeWorkers(dbid, pipeline_id, -1);
+}
+
+/*
+ * A control call wants the pipeline row: ask every worker of the pipeline
+ * to step aside at its next batch, wake them, and return their pids (to
+ * cancel a batch in flight).
+ */
+int
+PipelineRequestFence(Oid dbid, int32 pipeline_id, pid_t *pids, int max)
+{
+	int			i,
+				n = 0;
+
+	LWLockAcquire(sg_pipes->lock, LW_SHARED);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid != dbid || s->pipeline_id != pipeline_id)
+			continue;
+		SpinLockAcquire(&s->mutex);
+		s->fence_requested = true;
+		if (s->worker_pid != 0 && n < max)
+			pids[n++] = s->worker_pid;
+		SpinLockRelease(&s->mutex);
+		PipelineWakeWorker(s);
+	}
+	LWLockRelease(sg_pipes->lock);
+	return n;
+}
+
+/* wake every worker of a pipeline (its definition or state changed) */
+void
+PipelineWakePipeline(Oid dbid, int32 pipeline_id)
+{
+	int			i;
+
+	LWLockAcquire(sg_pipes->lock, LW_SHARED);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid == dbid && s->pipeline_id == pipeline_id)
+			PipelineWakeWorker(s);
+	}
+	LWLockRelease(sg_pipes->lock);
+}
+
+/* a resumed pipeline's workers start at once, without the crash backoff */
+void
+PipelineResetBackoff(Oid dbid, int32 pipeline_id)
+{
+	int			i;
+
+	LWLockAcquire(sg_pipes->lock, LW_SHARED);
+	for (i = 0; i < sg_max_pipelines; i++)
+	{
+		SgPipelineSlot *s = &sg_pipes->slots[i];
+
+		if (s->dbid != dbid || s->pipeline_id != pipeline_id)
+			continue;
+		SpinLockAcquire(&s->mutex);
+		s->failures = 0;
+		s->next_start = 0;
+		SpinLockRelease(&s->mutex);
 	}
 	LWLockRelease(sg_pipes->lock);
 }
@@ -301,8 +376,8 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < sg_max_pipelines; i++)
 	{
-		Datum		values[8];
-		bool		nulls[8] = {false};
+		Datum		values[9];
+		bool		nulls[9] = {false};
 		bool		no_slot;
 		TimestampTz next_start;
 		SgBatchRecord last;
@@ -337,6 +412,7 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 										no_slot ? "waiting for a worker slot" :
 										next_start > GetCurrentTimestamp() ? "backing off after a failure" :
 										"starting");
+		values[8] = Int32GetDatum(s->worker);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -207,15 +207,15 @@ static void
 sg_ensure_remote_table(SgRemote *rp, const char *server, const char *relname, const char *ddl)
 {
 	const char *params[1] = {relname};
-	PGresult   *res;
+	SgRemoteResult *res;
 	bool		exists;
 	bool		may_create;
 
 	res = RemoteExec(rp, "SELECT pg_catalog.to_regclass($1) IS NOT NULL, "
 					 "pg_catalog.has_schema_privilege('public', 'CREATE')", 1, params);
-	exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	may_create = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-	PQclear(res);
+	exists = strcmp(RemoteGetValue(res, 0, 0), "t") == 0;
+	may_create = strcmp(RemoteGetValue(res, 0, 1), "t") == 0;
+	RemoteClear(res);
 	if (exists)
 		return;
 	if (!may_create)
@@ -251,22 +251,22 @@ static void
 sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table, const char *cols,
 						const char *mode)
 {
-	PGresult   *res;
+	SgRemoteResult *res;
 
-	PQclear(RemoteExec(rp, psprintf("SELECT %s FROM %s LIMIT 0", cols, table), 0, NULL));
+	RemoteClear(RemoteExec(rp, psprintf("SELECT %s FROM %s LIMIT 0", cols, table), 0, NULL));
 	if (strcmp(mode, "two_phase") == 0)
 	{
 		res = RemoteExec(rp, "SELECT pg_catalog.current_setting('max_prepared_transactions')::int", 0, NULL);
-		if (atoi(PQgetvalue(res, 0, 0)) <= 0)
+		if (atoi(RemoteGetValue(res, 0, 0)) <= 0)
 		{
-			PQclear(res);
+			RemoteClear(res);
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("remote server \"%s\" has max_prepared_transactions = 0", server),
 					 errdetail("sink_mode two_phase needs prepared transactions on the remote server."),
 					 errhint("Set max_prepared_transactions > 0 there and restart it, or use sink_mode => 'offsets'.")));
 		}
-		PQclear(res);
+		RemoteClear(res);
 		/* each batch's transaction id, written with its rows (in-doubt resolution) */
 		sg_ensure_remote_table(rp, server, "public.streamguard_sink_marker",
 							   "CREATE TABLE public.streamguard_sink_marker ("
@@ -284,7 +284,7 @@ int
 PipelineCheckRemoteSource(const char *server, const char *stream)
 {
 	SgRemote	r;
-	PGresult   *res;
+	SgRemoteResult *res;
 	const char *params[1] = {stream};
 	int			nparts;
 
@@ -293,17 +293,17 @@ PipelineCheckRemoteSource(const char *server, const char *stream)
 	PG_TRY();
 	{
 		res = RemoteExec(&r, "SELECT partitions FROM streamguard.streams WHERE stream = $1", 1, params);
-		if (PQntuples(res) != 1)
+		if (RemoteNTuples(res) != 1)
 		{
-			PQclear(res);
+			RemoteClear(res);
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("stream \"%s\" does not exist on server \"%s\"", stream, server)));
 		}
-		nparts = atoi(PQgetvalue(res, 0, 0));
-		PQclear(res);
+		nparts = atoi(RemoteGetValue(res, 0, 0));
+		RemoteClear(res);
 		/* the remote checks our read privilege at every read; check it now too */
-		PQclear(RemoteExec(&r, "SELECT count(*) FROM streamguard.read($1, 0, 0, 1)", 1, params));
+		RemoteClear(RemoteExec(&r, "SELECT count(*) FROM streamguard.read($1, 0, 0, 1)", 1, params));
 	}
 	PG_FINALLY();
 	{
@@ -327,7 +327,7 @@ PipelineCheckRemoteReset(int32 pipeline_id, Oid owner, int32 partition, int64 se
 	char	   *server;
 	const char *params[1];
 	SgRemote	r;
-	PGresult   *res;
+	SgRemoteResult *res;
 	int			i,
 				bad = -1;
 	int64		bad_next = 0;
@@ -345,10 +345,10 @@ PipelineCheckRemoteReset(int32 pipeline_id, Oid owner, int32 partition, int64 se
 	{
 		res = RemoteExec(&r, "SELECT partition, next_seq FROM streamguard.stream_partitions "
 						 "WHERE stream OPERATOR(pg_catalog.=) $1 ORDER BY partition", 1, params);
-		for (i = 0; i < PQntuples(res); i++)
+		for (i = 0; i < RemoteNTuples(res); i++)
 		{
-			int			p = atoi(PQgetvalue(res, i, 0));
-			int64		next_seq = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+			int			p = atoi(RemoteGetValue(res, i, 0));
+			int64		next_seq = strtoll(RemoteGetValue(res, i, 1), NULL, 10);
 
 			if ((partition < 0 || p == partition) && seq > next_seq && bad < 0)
 			{
@@ -356,7 +356,7 @@ PipelineCheckRemoteReset(int32 pipeline_id, Oid owner, int32 partition, int64 se
 				bad_next = next_seq;
 			}
 		}
-		PQclear(res);
+		RemoteClear(res);
 	}
 	PG_FINALLY();
 	{
@@ -415,4 +415,29 @@ PipelineCheckBatchTimeout(Interval *iv)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("batch_timeout must be between 1 second and 24 days, got \"%s\"",
 						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv))))));
+}
+
+void
+PipelineCheckWorkers(int32 workers)
+{
+	if (workers < 1 || workers > SG_MAX_PIPELINE_WORKERS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workers must be between 1 and %d, got %d", SG_MAX_PIPELINE_WORKERS, workers)));
+}
+
+/*
+ * Remote sources and sinks run with one worker: their positions (remote
+ * positions, the sink's offsets) are locked per pipeline, and in-doubt
+ * resolution of a two-phase sink settles every prepared transaction of the
+ * pipeline, which would roll back a batch another worker is committing.
+ */
+void
+PipelineCheckWorkersRemote(bool remote)
+{
+	if (remote)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a pipeline with a remote source or sink runs with one worker"),
+				 errhint("Use workers => 1, or a local pipeline feeding several.")));
 }

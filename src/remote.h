@@ -3,6 +3,11 @@
  * remote.h
  *		Connections to remote PostgreSQL servers (remote.c).
  *
+ * Callers hold an SgRemote, a handle: the libpq connection itself belongs
+ * to remote.c, which closes it when a local transaction it belongs to
+ * aborts.  Results of RemoteExec belong to the memory context that was
+ * current when it was called; nothing of libpq is visible here.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef SG_REMOTE_H
@@ -10,25 +15,32 @@
 
 #include "postgres.h"
 
-#include "libpq-fe.h"
-
 typedef struct SgRemote
 {
-	PGconn	   *conn;
+	uint32		conn_id;		/* remote.c's connection; 0: none */
+	int			backend_pid;	/* its remote backend, once set up; 0: none */
 	char		server_name[NAMEDATALEN];
 	int64		rtt_us;			/* last statement's round trip */
 	int			stale_pid;		/* backend of a connection we gave up on */
-	char		last_error[256];
+	char		last_error[256];	/* one line, for the views */
 } SgRemote;
+
+/* a statement's result; freed by RemoteClear or with its memory context */
+typedef struct SgRemoteResult SgRemoteResult;
 
 extern int	sg_remote_timeout_ms;
 
 extern void RemoteConnect(SgRemote *r, const char *server_name, Oid userid);
 extern void RemoteDisconnect(SgRemote *r);
 extern bool RemoteConnected(SgRemote *r);
-extern PGresult *RemoteExec(SgRemote *r, const char *sql, int nparams, const char *const *params);
+extern SgRemoteResult *RemoteExec(SgRemote *r, const char *sql, int nparams, const char *const *params);
 extern void RemoteExecOk(SgRemote *r, const char *sql);
 extern void RemoteCopyIn(SgRemote *r, const char *copy_sql, const char *data, size_t len);
 extern char *RemoteLiteral(SgRemote *r, const char *s);
+
+extern int	RemoteNTuples(const SgRemoteResult *res);
+extern char *RemoteGetValue(const SgRemoteResult *res, int row, int col);
+extern bool RemoteGetIsNull(const SgRemoteResult *res, int row, int col);
+extern void RemoteClear(SgRemoteResult *res);
 
 #endif							/* SG_REMOTE_H */

@@ -118,7 +118,7 @@ SinkResolve(SgWorker *w, SgStreamMeta *meta)
 	else
 	{
 		const char *params[1];
-		PGresult   *res;
+		SgRemoteResult *res;
 		int64	   *pos = palloc(sizeof(int64) * meta->nparts);
 		int			i;
 
@@ -127,14 +127,14 @@ SinkResolve(SgWorker *w, SgStreamMeta *meta)
 						 "WHERE pipeline = $1", 1, params);
 		for (i = 0; i < meta->nparts; i++)
 			pos[i] = -1;
-		for (i = 0; i < PQntuples(res); i++)
+		for (i = 0; i < RemoteNTuples(res); i++)
 		{
-			int			p = atoi(PQgetvalue(res, i, 0));
+			int			p = atoi(RemoteGetValue(res, i, 0));
 
 			if (p >= 0 && p < meta->nparts)
-				pos[p] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+				pos[p] = strtoll(RemoteGetValue(res, i, 1), NULL, 10);
 		}
-		PQclear(res);
+		RemoteClear(res);
 		SgBecomeDataOwner(&save, false);
 		ConsumerAdvance(meta, w->consumer_name, pos);
 		SgRestoreUser(&save);
@@ -219,7 +219,7 @@ SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts)
 			int			p,
 						moved = 0;
 			char	   *key = RemoteLiteral(r, sg_offsets_key(w));
-			PGresult   *res;
+			SgRemoteResult *res;
 			StringInfoData firsts;
 
 			initStringInfo(&sql);
@@ -240,9 +240,9 @@ SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts)
 			if (moved > 0)
 			{
 				res = RemoteExec(r, sql.data, 0, NULL);
-				if (PQntuples(res) != moved)
+				if (RemoteNTuples(res) != moved)
 				{
-					PQclear(res);
+					RemoteClear(res);
 					RemoteExecOk(r, "ROLLBACK");
 					ereport(ERROR,
 							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -250,7 +250,7 @@ SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts)
 									w->def.name, w->def.sink_server),
 							 errdetail("An earlier attempt of this batch committed on the sink; positions are taken from there.")));
 				}
-				PQclear(res);
+				RemoteClear(res);
 			}
 		}
 		RemoteExecOk(r, "COMMIT");

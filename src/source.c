@@ -74,7 +74,7 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	for (k = 0; k < nparts; k++)
 	{
 		const char *params[2];
-		PGresult   *res;
+		SgRemoteResult *res;
 		int			p = k;
 
 		if (pos[p] < 0)
@@ -89,16 +89,16 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 			res = RemoteExec(r, "SELECT readable_horizon OPERATOR(pg_catalog.-) 1 "
 							 "FROM streamguard.stream_partitions WHERE stream OPERATOR(pg_catalog.=) $1 "
 							 "AND partition OPERATOR(pg_catalog.=) $2::pg_catalog.int4", 2, params);
-			if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+			if (RemoteNTuples(res) != 1 || RemoteGetIsNull(res, 0, 0))
 			{
-				PQclear(res);
+				RemoteClear(res);
 				ereport(ERROR,
 						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 						 errmsg("could not find the end of partition %d of stream \"%s\" on server \"%s\"",
 								p, w->def.remote_stream, w->def.source_server)));
 			}
-			pos[p] = Max(strtoll(PQgetvalue(res, 0, 0), NULL, 10), 0);
-			PQclear(res);
+			pos[p] = Max(strtoll(RemoteGetValue(res, 0, 0), NULL, 10), 0);
+			RemoteClear(res);
 			last[p] = pos[p];
 			sg_set_remote_position(w, p, pos[p]);
 		}
@@ -107,7 +107,7 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	{
 		int			p = (int) ((w->remote_rotor + k) % (uint32) nparts);
 		const char *params[4];
-		PGresult   *res;
+		SgRemoteResult *res;
 		int			row;
 
 		params[0] = w->def.remote_stream;
@@ -116,20 +116,20 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 		params[3] = psprintf("%d", remaining);
 		res = RemoteExec(r, "SELECT partition, seq, key, payload, dedup_key, appended_at "
 						 "FROM streamguard.read($1, $2::int, $3::bigint, $4::int)", 4, params);
-		for (row = 0; row < PQntuples(res); row++)
+		for (row = 0; row < RemoteNTuples(res); row++)
 		{
 			Datum		v[6];
 			bool		n[6];
 			int			c;
 
 			for (c = 0; c < 6; c++)
-				n[c] = PQgetisnull(res, row, c);
-			v[0] = Int32GetDatum(atoi(PQgetvalue(res, row, 0)));
-			v[1] = Int64GetDatum(strtoll(PQgetvalue(res, row, 1), NULL, 10));
-			v[2] = n[2] ? (Datum) 0 : CStringGetTextDatum(PQgetvalue(res, row, 2));
-			v[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum(PQgetvalue(res, row, 3)));
-			v[4] = n[4] ? (Datum) 0 : CStringGetTextDatum(PQgetvalue(res, row, 4));
-			v[5] = DirectFunctionCall3(timestamptz_in, CStringGetDatum(PQgetvalue(res, row, 5)),
+				n[c] = RemoteGetIsNull(res, row, c);
+			v[0] = Int32GetDatum(atoi(RemoteGetValue(res, row, 0)));
+			v[1] = Int64GetDatum(strtoll(RemoteGetValue(res, row, 1), NULL, 10));
+			v[2] = n[2] ? (Datum) 0 : CStringGetTextDatum(RemoteGetValue(res, row, 2));
+			v[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum(RemoteGetValue(res, row, 3)));
+			v[4] = n[4] ? (Datum) 0 : CStringGetTextDatum(RemoteGetValue(res, row, 4));
+			v[5] = DirectFunctionCall3(timestamptz_in, CStringGetDatum(RemoteGetValue(res, row, 5)),
 									   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 			tuplestore_putvalues(store, w->event_desc, v, n);
 			if (first[p] == 0)
@@ -137,7 +137,7 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 			last[p] = DatumGetInt64(v[1]);
 			remaining--;
 		}
-		PQclear(res);
+		RemoteClear(res);
 	}
 	w->remote_rotor++;
 	WorkerRemoteStatus(w, SG_SIDE_SOURCE, r);
@@ -215,7 +215,7 @@ SourceFetch(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store,
 	}
 	SgBecomeDataOwner(&save, false);
 	fetched = ConsumerFetch(meta, w->consumer_name, w->def.batch_size, store, w->event_desc,
-							false, advance, first, last);
+							false, advance, w->def.nworkers, w->def.worker, first, last);
 	SgRestoreUser(&save);
 	return fetched;
 }

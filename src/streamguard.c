@@ -117,7 +117,7 @@ _PG_init(void)
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamguard.remote_timeout",
 							"Longest wait for a remote server: connecting, and each remote statement.",
-							"A remote that does not answer in time is cancelled and disconnected; the batch is retried.",
+							"A remote that does not answer in time is disconnected (its own statement_timeout, set to the same value, ends the statement there); the batch is retried.",
 							&sg_remote_timeout_ms, 10000, 100, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamguard.batch_history",

@@ -260,7 +260,7 @@ extern Oid	SgCreateSegment(int32 stream_id, int32 seg);
 /* consumer.c */
 extern int	ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
 						  Tuplestorestate *store, TupleDesc desc, bool skip_locked,
-						  bool advance, int64 *first_seq, int64 *last_seq);
+						  bool advance, int nshares, int share, int64 *first_seq, int64 *last_seq);
 extern void ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 seq);
 extern void ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from);
 extern void ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int64 *last_seq);

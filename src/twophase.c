@@ -74,7 +74,7 @@ PipelineSinkMarker(SgRemote *r, int32 pipeline_id, const char *gid)
 
 	params[0] = PipelineSinkKey(pipeline_id);
 	params[1] = gid;
-	PQclear(RemoteExec(r, "INSERT INTO public.streamguard_sink_marker AS m (pipeline, gid) VALUES ($1, $2) "
+	RemoteClear(RemoteExec(r, "INSERT INTO public.streamguard_sink_marker AS m (pipeline, gid) VALUES ($1, $2) "
 					   "ON CONFLICT (pipeline) DO UPDATE SET gid = excluded.gid", 2, params));
 }
 
@@ -92,7 +92,7 @@ char *
 PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name)
 {
 	const char *params[1];
-	PGresult   *res;
+	SgRemoteResult *res;
 	SgUserSave	save;
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(pipeline_id)};
@@ -115,43 +115,43 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name)
 		elog(ERROR, "in-doubt lookup failed");
 	recs = SPI_tuptable;
 	nrecs = SPI_processed;
-	known = palloc0(sizeof(bool) * Max(PQntuples(res), 1));
+	known = palloc0(sizeof(bool) * Max(RemoteNTuples(res), 1));
 	for (k = 0; k < nrecs; k++)
 	{
 		char	   *rec = SPI_getvalue(recs->vals[k], recs->tupdesc, 1);
 		bool		prepared = false;
 
-		for (i = 0; i < PQntuples(res); i++)
-			if (strcmp(PQgetvalue(res, i, 0), rec) == 0)
+		for (i = 0; i < RemoteNTuples(res); i++)
+			if (strcmp(RemoteGetValue(res, i, 0), rec) == 0)
 				known[i] = prepared = true;
 		if (prepared)
 			continue;
 		/* committed there already, or lost: the marker tells */
 		if (marker == NULL)
 		{
-			PGresult   *mres;
+			SgRemoteResult *mres;
 
 			params[0] = key;
 			mres = RemoteExec(r, "SELECT gid FROM public.streamguard_sink_marker "
 							  "WHERE pipeline OPERATOR(pg_catalog.=) $1", 1, params);
-			marker = pstrdup(PQntuples(mres) == 1 ? PQgetvalue(mres, 0, 0) : "");
-			PQclear(mres);
+			marker = pstrdup(RemoteNTuples(mres) == 1 ? RemoteGetValue(mres, 0, 0) : "");
+			RemoteClear(mres);
 		}
 		if (strcmp(marker, rec) != 0)
 			lost = pstrdup(rec);
 	}
 	/* the decisions recorded here must be durable before they act there */
 	HorizonMakeDurable();
-	for (i = 0; i < PQntuples(res); i++)
+	for (i = 0; i < RemoteNTuples(res); i++)
 	{
-		char	   *gid = RemoteLiteral(r, PQgetvalue(res, i, 0));
+		char	   *gid = RemoteLiteral(r, RemoteGetValue(res, i, 0));
 
 		ereport(LOG,
 				(errmsg("streamguard pipeline \"%s\": %s in-doubt remote transaction %s",
 						name, known[i] ? "committing" : "rolling back", gid)));
 		RemoteExecOk(r, psprintf("%s PREPARED %s", known[i] ? "COMMIT" : "ROLLBACK", gid));
 	}
-	PQclear(res);
+	RemoteClear(res);
 	if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared WHERE pipeline_id = $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "in-doubt cleanup failed");

@@ -100,8 +100,8 @@ sg_note_error(SgWorker *w, const char *message, bool fail)
 static bool
 sg_load_definition(SgWorker *w)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(w->def.id)};
+	Oid			types[2] = {INT4OID, INT4OID};
+	Datum		values[2] = {Int32GetDatum(w->def.id), Int32GetDatum(w->def.worker)};
 	SgUserSave	save;
 	HeapTuple	t;
 	TupleDesc	d;
@@ -112,7 +112,9 @@ sg_load_definition(SgWorker *w)
 	WorkerBegin("start");
 	SgBecomeDataOwner(&save, true);
 	if (SPI_execute_with_args("UPDATE streamguard.pipeline p SET epoch = p.epoch OPERATOR(pg_catalog.+) 1, "
-							  "restarts = p.restarts OPERATOR(pg_catalog.+) CASE WHEN p.started_once THEN 1 ELSE 0 END, "
+							  "restarts = p.restarts OPERATOR(pg_catalog.+) CASE WHEN p.started_once AND EXISTS "
+							  "(SELECT 1 FROM streamguard.pipeline_worker w WHERE w.pipeline_id OPERATOR(pg_catalog.=) p.id "
+							  "AND w.worker OPERATOR(pg_catalog.=) $2) THEN 1 ELSE 0 END, "
 							  "started_once = true "
 							  "WHERE p.id OPERATOR(pg_catalog.=) $1 AND p.state OPERATOR(pg_catalog.=) 'running' "
 							  "RETURNING p.name, (SELECT s.name FROM streamguard.stream s "
@@ -126,8 +128,9 @@ sg_load_definition(SgWorker *w)
 							  "(pg_catalog.date_part('epoch', p.batch_timeout) OPERATOR(pg_catalog.*) 1000)::float8, "
 							  "p.allow_source_append, p.max_attempts, "
 							  "(pg_catalog.date_part('epoch', p.retry_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
-							  "(pg_catalog.date_part('epoch', p.max_backoff) OPERATOR(pg_catalog.*) 1000)::float8",
-							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+							  "(pg_catalog.date_part('epoch', p.max_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
+							  "p.generation, p.workers",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not load pipeline %d", w->def.id);
 	if (SPI_processed != 1)
 		ok = false;
@@ -169,11 +172,28 @@ sg_load_definition(SgWorker *w)
 		w->def.max_attempts = DatumGetInt32(SPI_getbinval(t, d, 21, &isnull));
 		w->def.retry_backoff_ms = (long) DatumGetFloat8(SPI_getbinval(t, d, 22, &isnull));
 		w->def.max_backoff_ms = (long) DatumGetFloat8(SPI_getbinval(t, d, 23, &isnull));
+		w->def.generation = DatumGetInt64(SPI_getbinval(t, d, 24, &isnull));
+		w->def.nworkers = DatumGetInt32(SPI_getbinval(t, d, 25, &isnull));
 		SgRunningPipelineId = w->def.id;
 		SgRunningSourceStream = w->slot->stream_id;
 		SgRunningAllowSourceAppend = w->def.allow_source_append;
 		w->event_desc = SgEventTupleDesc();
 		MemoryContextSwitchTo(old);
+	}
+	if (ok && w->def.worker >= w->def.nworkers)
+		ok = false;				/* the pipeline has fewer workers now */
+	if (ok)
+	{
+		Oid			wtypes[3] = {INT4OID, INT4OID, INT8OID};
+		Datum		wvalues[3] = {Int32GetDatum(w->def.id), Int32GetDatum(w->def.worker),
+		Int64GetDatum(w->def.epoch)};
+
+		/* this incarnation's epoch: the fence of every batch it runs */
+		if (SPI_execute_with_args("INSERT INTO streamguard.pipeline_worker AS w (pipeline_id, worker, epoch) "
+								  "VALUES ($1, $2, $3) ON CONFLICT (pipeline_id, worker) DO UPDATE "
+								  "SET epoch = excluded.epoch, started_at = pg_catalog.now()",
+								  3, wtypes, wvalues, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not register worker %d of pipeline %d", w->def.worker, w->def.id);
 	}
 	if (ok)
 	{
@@ -221,7 +241,8 @@ PipelineWorkerMain(Datum arg)
 	bool		isolate = false;
 
 	w->need_resolve = true;
-	w->def.id = DatumGetInt32(arg);
+	w->def.id = SgWorkerArgPipeline(arg);
+	w->def.worker = SgWorkerArgWorker(arg);
 	memcpy(&dbid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 
 	pqsignal(SIGTERM, die);
@@ -235,7 +256,7 @@ PipelineWorkerMain(Datum arg)
 					pstrdup(GetConfigOption("synchronous_commit", false, false)) : "on",
 					PGC_SUSET, PGC_S_OVERRIDE);
 
-	w->slot = PipelineSlot(dbid, w->def.id, true);
+	w->slot = PipelineSlot(dbid, w->def.id, w->def.worker, true);
 	SpinLockAcquire(&w->slot->mutex);
 	w->slot->worker_pid = MyProcPid;
 	w->slot->worker_procno = SG_MY_PROC_INDEX;

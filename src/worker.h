@@ -52,7 +52,10 @@ typedef struct SgPipeDef
 	int64		dedup_window_us;
 	Oid			owner;
 	char	   *search_path;
-	int64		epoch;
+	int64		epoch;			/* this worker's, taken at start */
+	int64		generation;		/* the pipeline's: bumped by control calls */
+	int32		worker;			/* which of the pipeline's workers */
+	int32		nworkers;		/* it owns partitions p % nworkers = worker */
 	char	   *source_server;	/* remote source, or NULL */
 	char	   *remote_stream;
 	int			remote_nparts;

@@ -169,13 +169,14 @@ WorkerRecordError(SgWorker *w, const char *message, bool fail)
 
 	values[0] = Int32GetDatum(w->def.id);
 	values[1] = CStringGetTextDatum(message);
-	values[2] = Int64GetDatum(w->def.epoch);
+	values[2] = Int64GetDatum(w->def.generation);
 	values[3] = BoolGetDatum(fail);
 	SgBecomeDataOwner(&save, true);
 	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $2, last_error_at = pg_catalog.now(), "
 							  "state = CASE WHEN $4 THEN 'failed' ELSE state END, "
-							  "epoch = CASE WHEN $4 THEN epoch OPERATOR(pg_catalog.+) 1 ELSE epoch END "
-							  "WHERE id OPERATOR(pg_catalog.=) $1 AND epoch OPERATOR(pg_catalog.=) $3",
+							  "epoch = CASE WHEN $4 THEN epoch OPERATOR(pg_catalog.+) 1 ELSE epoch END, "
+							  "generation = CASE WHEN $4 THEN generation OPERATOR(pg_catalog.+) 1 ELSE generation END "
+							  "WHERE id OPERATOR(pg_catalog.=) $1 AND generation OPERATOR(pg_catalog.=) $3",
 							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the pipeline error");
 	SgRestoreUser(&save);

@@ -12,23 +12,16 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 
-my $node = PostgreSQL::Test::Cluster->new('preload');
-$node->init;
-$node->append_conf('postgresql.conf', "log_statement = none\n");
-$node->start;
-
-# Run $sql and return (sqlstate or '', stderr).
-sub sqlstate_of
-{
-	my ($sql) = @_;
-	my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql");
-	my $state = ($err =~ /ERROR:\s+([0-9A-Z]{5}):/) ? $1 : '';
-	return ($state, $err);
-}
+# the library is preloaded only in part 2
+my $node = sg_node('preload', preload => 0);
 
 # ---------------------------------------------------------------------------
 # 1. Not preloaded.
@@ -57,8 +50,8 @@ my @calls = (
 
 foreach my $sql (@calls)
 {
-	my ($state, $stderr) = sqlstate_of($sql);
-	is($state, '55000', "not preloaded: $sql fails with 55000")
+	my ($ok, $out, $stderr) = try_psql($node, $sql);
+	is(sqlstate($stderr), '55000', "not preloaded: $sql fails with 55000")
 	  or diag $stderr;
 	like($stderr, qr/HINT:.*shared_preload_libraries/,
 		"not preloaded: $sql has a hint naming shared_preload_libraries");

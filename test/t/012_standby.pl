@@ -15,15 +15,15 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'streamguard'\nlog_statement = none\n");
-$primary->start;
+my $primary = sg_node('primary', init => { allows_streaming => 1 });
 $primary->safe_psql('postgres', q{CREATE EXTENSION streamguard});
 $primary->safe_psql('postgres', q{SELECT streamguard.create_stream('sb', 1)});
 $primary->safe_psql('postgres',

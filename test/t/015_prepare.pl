@@ -12,19 +12,15 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 
-my $node = PostgreSQL::Test::Cluster->new('prepare');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'streamguard'
-max_prepared_transactions = 4
-log_statement = none
-});
-$node->start;
+my $node = sg_node('prepare', mpx => 4);
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
@@ -50,6 +46,23 @@ sub try_prepare
 		'0', "$what: nothing left prepared");
 }
 
+sub val { return $node->safe_psql('postgres', $_[0]) }
+
+# prepare a transaction that inserts $n into t, as $gid
+sub prepare_insert
+{
+	my ($n, $gid) = @_;
+	val(qq{BEGIN; INSERT INTO t VALUES ($n); PREPARE TRANSACTION '$gid';});
+}
+
+# append {"tag": $tag}, then what consumer c polls: "tag,tag,..."
+sub append_and_poll
+{
+	my ($tag) = @_;
+	val(qq{SELECT streamguard.append('pp', '{"tag": "$tag"}')});
+	return val(q{SELECT string_agg(payload->>'tag', ',' ORDER BY seq) FROM streamguard.poll('pp', 'c', 100)});
+}
+
 try_prepare('append',
 	q{SELECT streamguard.append('pp', '{"tag": "phantom-1"}');}, 'g1');
 try_prepare('append_batch',
@@ -64,25 +77,17 @@ try_prepare('append with a dedup key',
 
 # A prepared transaction that did not append works, and an append committed
 # while it is prepared is readable.
-$node->safe_psql('postgres',
-	q{BEGIN; INSERT INTO t VALUES (1); PREPARE TRANSACTION 'ok1';});
-is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_prepared_xacts WHERE gid = 'ok1'}),
+prepare_insert(1, 'ok1');
+is(val(q{SELECT count(*) FROM pg_prepared_xacts WHERE gid = 'ok1'}),
 	'1', 'a transaction that did not append can be prepared');
-$node->safe_psql('postgres',
-	q{SELECT streamguard.append('pp', '{"tag": "committed-1"}')});
-is( $node->safe_psql('postgres',
-		q{SELECT string_agg(payload->>'tag', ',' ORDER BY seq) FROM streamguard.poll('pp', 'c', 100)}),
-	'committed-1',
+is(append_and_poll('committed-1'), 'committed-1',
 	'a prepared transaction does not hold the horizon back; no phantom from failed prepares');
-$node->safe_psql('postgres', q{COMMIT PREPARED 'ok1'});
-is($node->safe_psql('postgres', 'SELECT count(*) FROM t'),
-	'1', 'COMMIT PREPARED works');
+val(q{COMMIT PREPARED 'ok1'});
+is(val('SELECT count(*) FROM t'), '1', 'COMMIT PREPARED works');
 
-$node->safe_psql('postgres',
-	q{BEGIN; INSERT INTO t VALUES (3); PREPARE TRANSACTION 'ok3';});
-$node->safe_psql('postgres', q{ROLLBACK PREPARED 'ok3'});
-is($node->safe_psql('postgres', 'SELECT count(*) FROM t'),
-	'1', 'ROLLBACK PREPARED works');
+prepare_insert(3, 'ok3');
+val(q{ROLLBACK PREPARED 'ok3'});
+is(val('SELECT count(*) FROM t'), '1', 'ROLLBACK PREPARED works');
 
 # The dedup key of the failed prepare was never committed.
 my $r = $node->safe_psql('postgres',
@@ -93,14 +98,9 @@ is( $node->safe_psql('postgres',
 	'dedup key of a failed prepare is free; its append is a new event');
 
 # Prepared transactions survive a restart; the stream still works after.
-$node->safe_psql('postgres',
-	q{BEGIN; INSERT INTO t VALUES (4); PREPARE TRANSACTION 'ok4';});
+prepare_insert(4, 'ok4');
 $node->restart;
-$node->safe_psql('postgres',
-	q{SELECT streamguard.append('pp', '{"tag": "committed-3"}')});
-is( $node->safe_psql('postgres',
-		q{SELECT string_agg(payload->>'tag', ',' ORDER BY seq) FROM streamguard.poll('pp', 'c', 100)}),
-	'committed-3',
+is(append_and_poll('committed-3'), 'committed-3',
 	'horizon not held back by a prepared transaction recovered at startup');
 $node->safe_psql('postgres', q{COMMIT PREPARED 'ok4'});
 is($node->safe_psql('postgres', 'SELECT count(*) FROM t'),

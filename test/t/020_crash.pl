@@ -22,20 +22,15 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 
-my $node = PostgreSQL::Test::Cluster->new('crash');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'streamguard'
-restart_after_crash = on
-log_statement = none
-streamguard.maintenance_naptime = '1s'
-});
-$node->start;
+my $node = sg_node('crash', extra => "streamguard.maintenance_naptime = '1s'\n");
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
@@ -77,32 +72,32 @@ sub poll_ack
 	return $got;
 }
 
-# Poll and acknowledge until a poll returns nothing (bounded).
-sub poll_ack_all
+# Call $poll until it returns nothing (at most 100 times); all it returned.
+sub poll_until_empty
 {
-	my ($consumer) = @_;
+	my ($poll) = @_;
 	my @all;
 	for (1 .. 100)
 	{
-		my $got = poll_ack($consumer, 100000);
+		my $got = $poll->();
 		last unless @$got;
 		push @all, @$got;
 	}
 	return \@all;
 }
 
-# Everything a fresh consumer can read (bounded loop).
+# Poll and acknowledge until a poll returns nothing.
+sub poll_ack_all
+{
+	my ($consumer) = @_;
+	return poll_until_empty(sub { poll_ack($consumer, 100000) });
+}
+
+# Everything a fresh consumer can read.
 sub poll_everything
 {
 	my ($consumer) = @_;
-	my @all;
-	for (1 .. 100)
-	{
-		my $got = poll_lines($consumer, 100000);
-		last unless @$got;
-		push @all, @$got;
-	}
-	return \@all;
+	return poll_until_empty(sub { poll_lines($consumer, 100000) });
 }
 
 sub max_committed_seq
@@ -210,6 +205,28 @@ sub check_after_recovery
 	ok(!grep(/phantom/, @$all), "$phase: no phantom tag delivered");
 }
 
+# A session whose open transaction runs one statement that appends
+# phantom-$tag-<i> in a loop ($n times, sleeping $nap s after each append
+# when $nap is given).  Returns (session, backend pid).
+sub start_appending_loop
+{
+	my ($tag, $n, $nap) = @_;
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	my $pid = $s->query_safe('SELECT pg_backend_pid()');
+	my $sleep = defined $nap ? "\n\t\tPERFORM pg_sleep($nap);" : '';
+	$s->query_until(
+		qr/started/, qq{\\echo started
+BEGIN;
+DO \$\$
+BEGIN
+	FOR i IN 1..$n LOOP
+		PERFORM streamguard.append('cr', jsonb_build_object('tag', 'phantom-$tag-' || i), partition => i % 2);$sleep
+	END LOOP;
+END \$\$;
+});
+	return ($s, $pid);
+}
+
 sub wait_for_backend_sleeping
 {
 	my ($pid) = @_;
@@ -231,7 +248,7 @@ is( $node->safe_psql('postgres',
 		q{BEGIN; SELECT count(*) FROM streamguard.poll('cr', 'c0', 100); ROLLBACK;}),
 	'0',
 	'phase0: committed append held behind the open one');
-my $log_offset = -s $node->logfile;
+my $log_offset = log_offset($node);
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($term_pid)");
 ok( $node->poll_query_until(
 		'postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $term_pid"),
@@ -281,18 +298,7 @@ is( $node->safe_psql('postgres',
 # that the kill lands inside append most of the time.
 my $next_before = $node->safe_psql('postgres',
 	q{SELECT sum(next_seq) FROM streamguard.stream_partitions WHERE stream = 'cr'});
-my $victim = $node->background_psql('postgres', on_error_stop => 0);
-my $victim_pid = $victim->query_safe('SELECT pg_backend_pid()');
-$victim->query_until(
-	qr/started/, q{\echo started
-BEGIN;
-DO $$
-BEGIN
-	FOR i IN 1..10000000 LOOP
-		PERFORM streamguard.append('cr', jsonb_build_object('tag', 'phantom-mid-' || i), partition => i % 2);
-	END LOOP;
-END $$;
-});
+my ($victim, $victim_pid) = start_appending_loop('mid', 10000000);
 ok( $node->poll_query_until(
 		'postgres',
 		qq{SELECT sum(next_seq) > $next_before + 500 FROM streamguard.stream_partitions WHERE stream = 'cr'}),
@@ -300,7 +306,7 @@ ok( $node->poll_query_until(
 is($node->safe_psql('postgres', "SELECT state FROM pg_stat_activity WHERE pid = $victim_pid"),
 	'active', 'victim is inside its appending statement');
 
-$log_offset = -s $node->logfile;
+$log_offset = log_offset($node);
 note "kill -9 of backend $victim_pid";
 is(kill('KILL', $victim_pid), 1, 'killed the victim backend');
 $node->wait_for_log(qr/all server processes terminated; reinitializing/,
@@ -366,19 +372,7 @@ cmp_ok(scalar(@{ poll_lines('c1', 3, $bg_poll2) }),
 push @open, $bg_poll2;
 
 # A statement appending in a loop.
-my $loop = $node->background_psql('postgres', on_error_stop => 0);
-my $loop_pid = $loop->query_safe('SELECT pg_backend_pid()');
-$loop->query_until(
-	qr/started/, q{\echo started
-BEGIN;
-DO $$
-BEGIN
-	FOR i IN 1..100000 LOOP
-		PERFORM streamguard.append('cr', jsonb_build_object('tag', 'phantom-loop-' || i), partition => i % 2);
-		PERFORM pg_sleep(0.01);
-	END LOOP;
-END $$;
-});
+my ($loop, $loop_pid) = start_appending_loop('loop', 100000, 0.01);
 ok(wait_for_backend_sleeping($loop_pid), 'loop backend is appending');
 push @open, $loop;
 

@@ -23,24 +23,19 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 use IPC::Run;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 
 my $duration = 15;    # seconds of concurrent load (~40k events here)
 
-my $node = PostgreSQL::Test::Cluster->new('torture');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'streamguard'
-log_statement = none
-max_connections = 40
-shared_buffers = 128MB
-});
-$node->start;
+my $node = sg_node('torture', extra => "max_connections = 40\nshared_buffers = 128MB\n");
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
@@ -77,6 +72,27 @@ sub write_script
 	return $path;
 }
 
+# SQL that appends {"id": <a new id>} with streamguard.append('tort', ...$args)
+# and records the id, the columns => values of %rec and the position in
+# committed_ids, in the same transaction
+sub recorded_append
+{
+	my ($args, %rec) = @_;
+	my $cols = join('', map { ", $_" } sort keys %rec);
+	my $vals = join('', map { ", $rec{$_}" } sort keys %rec);
+	return "WITH i AS (SELECT nextval('ids') AS id),\n"
+	  . "\t a AS (SELECT i.id, e.* FROM i, streamguard.append('tort', jsonb_build_object('id', i.id)$args) e)\n"
+	  . "INSERT INTO committed_ids (id$cols, partition, seq) SELECT id$vals, partition, seq FROM a;\n";
+}
+
+# the end of a producer transaction: rolled back when :roll is 1
+my $commit_or_rollback = q{\if :roll = 1
+ROLLBACK;
+\else
+COMMIT;
+\endif
+};
+
 # Three single appends (by key, by explicit partition inside a savepoint that
 # is sometimes rolled back, spread), random think time, 1 in 8 rolled back.
 my $prod_single = write_script('prod_single.sql', q{
@@ -86,28 +102,14 @@ my $prod_single = write_script('prod_single.sql', q{
 \set nap random(0, 2)
 \set roll random(1, 8)
 BEGIN;
-WITH i AS (SELECT nextval('ids') AS id),
-	 a AS (SELECT i.id, e.* FROM i, streamguard.append('tort', jsonb_build_object('id', i.id), key => 'k' || :k) e)
-INSERT INTO committed_ids (id, k, partition, seq) SELECT id, 'k' || :k, partition, seq FROM a;
-SAVEPOINT s;
-WITH i AS (SELECT nextval('ids') AS id),
-	 a AS (SELECT i.id, e.* FROM i, streamguard.append('tort', jsonb_build_object('id', i.id), partition => :p) e)
-INSERT INTO committed_ids (id, req_partition, partition, seq) SELECT id, :p, partition, seq FROM a;
-\if :sub = 1
+} . recorded_append(q{, key => 'k' || :k}, k => q{'k' || :k}) . q{SAVEPOINT s;
+} . recorded_append(q{, partition => :p}, req_partition => ':p') . q{\if :sub = 1
 ROLLBACK TO SAVEPOINT s;
 \else
 RELEASE SAVEPOINT s;
 \endif
-WITH i AS (SELECT nextval('ids') AS id),
-	 a AS (SELECT i.id, e.* FROM i, streamguard.append('tort', jsonb_build_object('id', i.id)) e)
-INSERT INTO committed_ids (id, partition, seq) SELECT id, partition, seq FROM a;
-\sleep :nap ms
-\if :roll = 1
-ROLLBACK;
-\else
-COMMIT;
-\endif
-});
+} . recorded_append('') . q{\sleep :nap ms
+} . $commit_or_rollback);
 
 # append_batch of 2..20 keyed events, 1 in 8 rolled back.
 my $prod_batch = write_script('prod_batch.sql', q{
@@ -124,12 +126,7 @@ WITH i AS MATERIALIZED (
 			 FROM arr, streamguard.append_batch('tort', arr.payloads, keys => arr.keys)
 				  WITH ORDINALITY AS e(partition, seq, ord))
 INSERT INTO committed_ids (id, k, partition, seq) SELECT id, k, partition, seq FROM a;
-\if :roll = 1
-ROLLBACK;
-\else
-COMMIT;
-\endif
-});
+} . $commit_or_rollback);
 
 # One append with a dedup key from a small space shared by all producers:
 # concurrent producers collide, wait for each other, and a duplicate returns the
@@ -139,48 +136,30 @@ my $prod_dedup = write_script('prod_dedup.sql', q{
 \set nap random(0, 2)
 \set roll random(1, 4)
 BEGIN;
-WITH i AS (SELECT nextval('ids') AS id),
-	 a AS (SELECT i.id, e.* FROM i, streamguard.append('tort', jsonb_build_object('id', i.id), dedup_key => 'd' || :d) e)
-INSERT INTO committed_ids (id, dk, partition, seq) SELECT id, 'd' || :d, partition, seq FROM a;
-\sleep :nap ms
-\if :roll = 1
-ROLLBACK;
-\else
-COMMIT;
-\endif
-});
+} . recorded_append(q{, dedup_key => 'd' || :d}, dk => q{'d' || :d}) . q{\sleep :nap ms
+} . $commit_or_rollback);
 
-my $consume = write_script('consume.sql', q{
-\set n random(1, 400)
-BEGIN;
+# A consumer transaction: poll up to 400 events and record them in seen,
+# between $begin and $end.
+sub consume_script
+{
+	my ($name, $begin, $end) = @_;
+	return write_script($name, qq{
+\\set n random(1, 400)
+$begin;
 INSERT INTO seen (id, k, dk, partition, seq)
 	SELECT (payload->>'id')::bigint, key, dedup_key, partition, seq
 	  FROM streamguard.poll('tort', 'tc', :n);
-COMMIT;
-\sleep 1 ms
+$end;
+\\sleep 1 ms
 });
+}
 
-my $consume_rollback = write_script('consume_rollback.sql', q{
-\set n random(1, 400)
-BEGIN;
-INSERT INTO seen (id, k, dk, partition, seq)
-	SELECT (payload->>'id')::bigint, key, dedup_key, partition, seq
-	  FROM streamguard.poll('tort', 'tc', :n);
-ROLLBACK;
-\sleep 1 ms
-});
-
+my $consume = consume_script('consume.sql', 'BEGIN', 'COMMIT');
+my $consume_rollback = consume_script('consume_rollback.sql', 'BEGIN', 'ROLLBACK');
 # The same under REPEATABLE READ: a concurrent acknowledgement after the
 # snapshot raises 40001, which pgbench retries (--max-tries).
-my $consume_rr = write_script('consume_rr.sql', q{
-\set n random(1, 400)
-BEGIN ISOLATION LEVEL REPEATABLE READ;
-INSERT INTO seen (id, k, dk, partition, seq)
-	SELECT (payload->>'id')::bigint, key, dedup_key, partition, seq
-	  FROM streamguard.poll('tort', 'tc', :n);
-COMMIT;
-\sleep 1 ms
-});
+my $consume_rr = consume_script('consume_rr.sql', 'BEGIN ISOLATION LEVEL REPEATABLE READ', 'COMMIT');
 
 my @conn = ('-h', $node->host, '-p', $node->port, 'postgres');
 
@@ -232,23 +211,15 @@ ok( $node->poll_query_until(
 		q{SELECT bool_and(readable_horizon = next_seq) FROM streamguard.stream_partitions WHERE stream = 'tort'}
 	),
 	'horizon caught up with next_seq once producers stopped');
-my $drained = 0;
-for (1 .. 200)
-{
-	my $n = $node->safe_psql('postgres', q{
+# each try records the next events; done when a try finds none
+ok( wait_for_value($node, q{
 WITH ins AS (
 	INSERT INTO seen (id, k, dk, partition, seq)
 	SELECT (payload->>'id')::bigint, key, dedup_key, partition, seq
 	  FROM streamguard.poll('tort', 'tc', 100000)
 	RETURNING 1)
-SELECT count(*) FROM ins});
-	if ($n == 0)
-	{
-		$drained = 1;
-		last;
-	}
-}
-ok($drained, 'stream drained');
+SELECT count(*) FROM ins}, '0', 60),
+	'stream drained');
 
 my $committed_events = $node->safe_psql('postgres',
 	'SELECT count(*) FROM (SELECT DISTINCT partition, seq FROM committed_ids) c');

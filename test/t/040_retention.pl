@@ -19,20 +19,16 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 use Time::HiRes qw(time usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('retention');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'streamguard'
-streamguard.maintenance_naptime = '1s'
-log_statement = none
-});
-$node->start;
+my $node = sg_node('retention', extra => "streamguard.maintenance_naptime = '1s'\n");
 
 $node->safe_psql('postgres', q{CREATE EXTENSION streamguard});
 

@@ -13,7 +13,7 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use SgPipeTest;
+use StreamguardTest;
 
 my $node = sg_node('seqfloor');
 $node->safe_psql('postgres', q{

@@ -14,20 +14,15 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
+use StreamguardTest;
 
-my $node = PostgreSQL::Test::Cluster->new('retention_race');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'streamguard'
-streamguard.maintenance_naptime = '200ms'
-log_statement = none
-});
-$node->start;
+my $node = sg_node('retention_race');    # maintenance every 200ms
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;

@@ -19,14 +19,16 @@
 use strict;
 use warnings;
 
-use lib 'test/t/lib';
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use SgPipeTest;
+use StreamguardTest;
 
 my $node = sg_node('launcher',
-	"max_worker_processes = 24\nstreamguard.launcher_naptime = '200ms'\n");
+	extra => "max_worker_processes = 24\nstreamguard.launcher_naptime = '200ms'\n");
 my $start = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 my $launcher_sql =
   q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'streamguard launcher'};

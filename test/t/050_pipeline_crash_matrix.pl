@@ -47,33 +47,20 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
-use POSIX ();
+use StreamguardTest;
 use Time::HiRes qw(time usleep);
-use SgPipeTest;
 
 my $t_start = time;
-my $seed = $ENV{SG_CRASH_SEED} // 20240601;
-my $min_events = $ENV{SG_CRASH_MIN_EVENTS} // 100_000;
-my $rounds = $ENV{SG_CRASH_ROUNDS} // 2;    # the fault plan, this many times
-srand($seed);
-diag("seed $seed, at least $min_events committed events, $rounds rounds of faults");
+# rounds: the fault plan, this many times
+my ($seed, $min_events, $rounds) = run_knobs('SG_CRASH', seed => 20240601, min_events => 100_000, rounds => 2);
 
-my $node = sg_node('pipecrash', "max_connections=50\nshared_buffers=128MB\n");
+my $node = sg_node('pipecrash', extra => "max_connections=50\nshared_buffers=128MB\n");
 my @pipes = qw(p_eo p_agg p_alo p_amo);
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
 SELECT streamguard.create_stream('src', 4);
-CREATE SEQUENCE ev_id;
--- exactly the committed events (written in the producer's transaction)
-CREATE TABLE produced (
-	id bigint PRIMARY KEY,
-	customer text NOT NULL,
-	amount numeric NOT NULL,
-	producer int NOT NULL);
--- ids of rolled-back producer transactions (loaded at the end)
-CREATE TABLE aborted (id bigint PRIMARY KEY);
+} . producer_sql('src', key_prefix => 'c', key_mod => 50, amounts => 1) . q{
 -- sinks: no unique constraint on id, so duplicates are visible
 CREATE TABLE sink_eo (n bigserial, id bigint NOT NULL, customer text, amount numeric,
 	partition int, seq bigint, at timestamptz DEFAULT clock_timestamp());
@@ -84,35 +71,6 @@ CREATE SEQUENCE sink_amo_n;
 ALTER TABLE sink_alo ALTER n SET DEFAULT nextval('sink_alo_n');
 ALTER TABLE sink_amo ALTER n SET DEFAULT nextval('sink_amo_n');
 CREATE TABLE agg (customer text PRIMARY KEY, total numeric NOT NULL, events bigint NOT NULL);
-
-CREATE FUNCTION produce(n int, producer int, single boolean) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-	ids bigint[];
-	amts numeric[];
-	custs text[];
-	i int;
-BEGIN
-	SELECT array_agg(id ORDER BY id), array_agg(amt ORDER BY id),
-		   array_agg('c' || (id % 50) ORDER BY id)
-	  INTO ids, amts, custs
-	  FROM (SELECT nextval('ev_id') AS id, (1 + floor(random() * 100000)) / 100 AS amt
-			  FROM generate_series(1, n)) s;
-	INSERT INTO produced (id, customer, amount, producer)
-	SELECT u.id, u.c, u.a, produce.producer FROM unnest(ids, custs, amts) AS u(id, c, a);
-	IF single THEN
-		FOR i IN 1 .. n LOOP
-			PERFORM streamguard.append('src', jsonb_build_object('id', ids[i], 'amount', amts[i]),
-									   key => custs[i]);
-		END LOOP;
-	ELSE
-		PERFORM count(*) FROM streamguard.append_batch('src',
-			ARRAY(SELECT jsonb_build_object('id', ids[k], 'amount', amts[k])
-				  FROM generate_subscripts(ids, 1) AS k ORDER BY k),
-			custs);
-	END IF;
-	RETURN array_to_string(ids, ',');
-END $$;
 
 SELECT streamguard.create_pipeline('p_eo', 'src',
 	$$INSERT INTO sink_eo (id, customer, amount, partition, seq)
@@ -139,211 +97,78 @@ ok(wait_pipelines_running($node, \@pipes, 60), 'all four pipelines have a runnin
 
 # ------------------------------------------------------------ producers
 
-my $work = "${PostgreSQL::Test::Utils::tmp_check}/pipecrash_work";
-mkdir $work;
-my $stopfile = "$work/stop";
-unlink $stopfile;
-my $nproducers = 3;
-
-sub producer_main
-{
-	my ($pno) = @_;
-	srand($seed * 10 + $pno);
-	my %st = (commits => 0, aborts => 0, failures => 0, events => 0, aborted_events => 0);
-	open(my $af, '>', "$work/aborted.$pno") or POSIX::_exit(2);
-	while (!-e $stopfile)
-	{
-		my $single = rand() < 0.1 ? 1 : 0;
-		my $n = $single ? 20 + int(rand(181)) : 100 + int(rand(901));
-		my $abort = rand() < 0.2;
-		my $end = $abort ? 'ROLLBACK' : 'COMMIT';
-		my $sql = "BEGIN;\nSELECT produce($n, $pno, " . ($single ? 'true' : 'false') . ");\n$end;\n";
-		my ($ok, $out, $err) = try_psql($node, $sql, timeout => 120);
-		if ($ok && $out =~ /^\d+(,\d+)*$/)
-		{
-			if ($abort)
-			{
-				print $af join("\n", split(/,/, $out)), "\n";
-				$st{aborts}++;
-				$st{aborted_events} += $n;
-			}
-			else
-			{
-				$st{commits}++;
-				$st{events} += $n;
-			}
-		}
-		else
-		{
-			# the server went away (crash, restart): outcome unknown, the
-			# produced table decides
-			$st{failures}++;
-			usleep(200_000);
-		}
-		usleep(100_000 + int(rand(300_000)));
-	}
-	close $af;
-	open(my $sf, '>', "$work/stats.$pno") or POSIX::_exit(2);
-	print $sf join(' ', map { "$_=$st{$_}" } sort keys %st), "\n";
-	close $sf;
-	POSIX::_exit(0);
-}
-
-my @children;
-for my $pno (1 .. $nproducers)
-{
-	my $pid = fork();
-	die "fork failed: $!" unless defined $pid;
-	producer_main($pno) if $pid == 0;
-	push @children, $pid;
-}
-diag("producers started: pids @children");
-
-sub committed_count
-{
-	my $c = q1($node, 'SELECT count(*) FROM produced', 60);
-	return $c // -1;
-}
+my $producers = start_producers($node, name => 'pipecrash', count => 3, seed => $seed,
+	batch => [ 100, 1000 ], single => [ 20, 200 ], abort => 0.2, pause_us => [ 100_000, 300_000 ]);
 
 # ---------------------------------------------------------------- faults
 
-my %armed;        # kind => times tried
-my %fired;        # kind => times it happened
-my %notes;
-my $healthy = 1;
+my $fx = fault_context($node, \@pipes);
 
-sub after_crash
+# kill -9 of the backend that $pid_sql names
+sub kill_backend
 {
-	my ($kind, $offset) = @_;
-	my $o = wait_crash_recovery($node, $offset, 90);
-	if (!defined $o)
+	my ($fx, $kind, $what, $pid_sql) = @_;
+	$fx->{armed}{$kind}++;
+	my $pid = q1($node, $pid_sql, 60);
+	if (!defined $pid || $pid !~ /^\d+$/)
 	{
-		diag("$kind: server did not come back");
+		diag("$kind: no $what");
 		return 0;
 	}
-	return 1;
-}
-
-sub wait_running
-{
-	my ($kind) = @_;
-	return 1 if wait_pipelines_running($node, \@pipes, 90);
-	diag("$kind: pipelines not all running again:\n" . pipelines_report($node));
-	return 0;
-}
-
-# Arm a fault and wait for it to fire (the log says so).  Kill faults are
-# followed by crash recovery.  Returns 1 when fired and recovered, 0 when
-# it did not fire in time (disarmed then), -1 when recovery failed.
-sub inject
-{
-	my ($kind, $pipe, $point, $action, $times) = @_;
-	$times //= 1;
 	my $off = log_offset($node);
-	$armed{$kind}++;
-	return -1
-	  unless defined q1($node,
-		"SELECT streamguard.inject_fault('$pipe', '$point', '$action', $times)", 60);
-	my $re =
-	    $action eq 'kill' ? qr/pipeline "$pipe": injected fault, killing the worker/
-	  : $action eq 'exit' ? qr/pipeline "$pipe": injected fault, exiting/
-	  :                     qr/pipeline "$pipe": batch failed \(attempt \d+\): injected fault in pipeline "$pipe"/;
-	my $deadline = time + 45;
-	my $seen = 0;
-	while (time < $deadline)
-	{
-		$seen = count_log($node, $re, $off);
-		last if $seen >= $times;
-		usleep(100_000);
-	}
-	if ($seen < $times)
-	{
-		diag("$kind: fired $seen of $times times within 45 s; disarming");
-		q1($node, "SELECT streamguard.inject_fault('$pipe', 'none')", 60);
-		return 0 if $seen == 0;
-	}
-	$fired{$kind}++;
-	if ($action eq 'kill')
-	{
-		return -1 unless after_crash($kind, $off);
-	}
-	return -1 unless wait_running($kind);
-	return 1;
+	kill 'KILL', $pid;
+	return fault_fired($fx, $kind, $off);
 }
 
 sub kill_worker
 {
-	my ($kind, $pipe) = @_;
-	$armed{$kind}++;
-	my $pid = q1($node, qq{
+	my ($fx, $kind, $pipe) = @_;
+	return kill_backend($fx, $kind, "worker pid for $pipe", qq{
 SELECT p.worker_pid FROM streamguard.pipelines p
 JOIN pg_stat_activity a ON a.pid = p.worker_pid AND a.backend_type = 'streamguard pipeline'
-WHERE p.pipeline = '$pipe'}, 60);
-	if (!defined $pid || $pid !~ /^\d+$/)
-	{
-		diag("$kind: no worker pid for $pipe");
-		return 0;
-	}
-	my $off = log_offset($node);
-	kill 'KILL', $pid;
-	$fired{$kind}++;
-	return -1 unless after_crash($kind, $off);
-	return wait_running($kind) ? 1 : -1;
+WHERE p.pipeline = '$pipe'});
 }
 
 sub kill_launcher
 {
-	my ($kind) = @_;
-	$armed{$kind}++;
-	my $pid = q1($node,
-		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'streamguard launcher'", 60);
-	if (!defined $pid || $pid !~ /^\d+$/)
-	{
-		diag("$kind: no launcher in pg_stat_activity");
-		return 0;
-	}
-	my $off = log_offset($node);
-	kill 'KILL', $pid;
-	$fired{$kind}++;
-	return -1 unless after_crash($kind, $off);
-	return wait_running($kind) ? 1 : -1;
+	my ($fx, $kind) = @_;
+	return kill_backend($fx, $kind, 'launcher in pg_stat_activity',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'streamguard launcher'");
 }
 
 sub immediate_restart
 {
-	my ($kind) = @_;
-	$armed{$kind}++;
+	my ($fx, $kind) = @_;
+	$fx->{armed}{$kind}++;
 	$node->stop('immediate');
 	$node->start;
-	$fired{$kind}++;
-	return wait_running($kind) ? 1 : -1;
+	return fault_fired($fx, $kind);
 }
 
 sub pause_resume
 {
-	my ($kind, $pipe) = @_;
-	$armed{$kind}++;
+	my ($fx, $kind, $pipe) = @_;
+	$fx->{armed}{$kind}++;
 	return -1 unless defined q1($node, "SELECT streamguard.pause_pipeline('$pipe')", 60);
 	usleep(int(rand(500_000)));
 	return -1 unless defined q1($node, "SELECT streamguard.resume_pipeline('$pipe')", 60);
-	$fired{$kind}++;
-	return wait_running($kind) ? 1 : -1;
+	return fault_fired($fx, $kind);
 }
 
 my @plan = (
-	(['eo_before_commit_kill',      \&inject, 'p_eo',  'before_commit',   'kill']) x 3,
-	(['eo_mid_batch_kill',          \&inject, 'p_eo',  'mid_batch',       'kill']) x 3,
-	(['eo_after_commit_kill',       \&inject, 'p_eo',  'after_commit',    'kill']) x 2,
-	(['agg_before_commit_kill',     \&inject, 'p_agg', 'before_commit',   'kill']) x 2,
-	(['agg_mid_batch_kill',         \&inject, 'p_agg', 'mid_batch',       'kill']) x 1,
-	(['alo_between_commits_kill',   \&inject, 'p_alo', 'between_commits', 'kill']) x 3,
-	(['amo_between_commits_kill',   \&inject, 'p_amo', 'between_commits', 'kill']) x 3,
-	(['eo_before_commit_error x2',  \&inject, 'p_eo',  'before_commit',   'error', 2]) x 2,
-	(['eo_mid_batch_error x3 (isolation)', \&inject, 'p_eo', 'mid_batch', 'error', 3]) x 1,
-	(['agg_before_commit_error x3 (isolation)', \&inject, 'p_agg', 'before_commit', 'error', 3]) x 1,
-	(['alo_before_commit_error',    \&inject, 'p_alo', 'before_commit',   'error', 1]) x 1,
-	(['amo_mid_batch_error',        \&inject, 'p_amo', 'mid_batch',       'error', 1]) x 1,
-	(['eo_before_commit_exit',      \&inject, 'p_eo',  'before_commit',   'exit']) x 2,
+	(['eo_before_commit_kill',      \&fault_inject, 'p_eo',  'before_commit',   'kill']) x 3,
+	(['eo_mid_batch_kill',          \&fault_inject, 'p_eo',  'mid_batch',       'kill']) x 3,
+	(['eo_after_commit_kill',       \&fault_inject, 'p_eo',  'after_commit',    'kill']) x 2,
+	(['agg_before_commit_kill',     \&fault_inject, 'p_agg', 'before_commit',   'kill']) x 2,
+	(['agg_mid_batch_kill',         \&fault_inject, 'p_agg', 'mid_batch',       'kill']) x 1,
+	(['alo_between_commits_kill',   \&fault_inject, 'p_alo', 'between_commits', 'kill']) x 3,
+	(['amo_between_commits_kill',   \&fault_inject, 'p_amo', 'between_commits', 'kill']) x 3,
+	(['eo_before_commit_error x2',  \&fault_inject, 'p_eo',  'before_commit',   'error', 2]) x 2,
+	(['eo_mid_batch_error x3 (isolation)', \&fault_inject, 'p_eo', 'mid_batch', 'error', 3]) x 1,
+	(['agg_before_commit_error x3 (isolation)', \&fault_inject, 'p_agg', 'before_commit', 'error', 3]) x 1,
+	(['alo_before_commit_error',    \&fault_inject, 'p_alo', 'before_commit',   'error', 1]) x 1,
+	(['amo_mid_batch_error',        \&fault_inject, 'p_amo', 'mid_batch',       'error', 1]) x 1,
+	(['eo_before_commit_exit',      \&fault_inject, 'p_eo',  'before_commit',   'exit']) x 2,
 	(['eo_pause_resume',            \&pause_resume, 'p_eo']) x 2,
 	(['agg_pause_resume',           \&pause_resume, 'p_agg']) x 1,
 	(['kill9_worker p_eo',          \&kill_worker, 'p_eo']) x 2,
@@ -353,87 +178,13 @@ my @plan = (
 	(['kill9_launcher',             \&kill_launcher]) x 3,
 	(['immediate_restart',          \&immediate_restart]) x 3,
 );
-@plan = (@plan) x $rounds;
-# shuffle (Fisher-Yates, seeded)
-for (my $i = $#plan; $i > 0; $i--)
-{
-	my $j = int(rand($i + 1));
-	@plan[ $i, $j ] = @plan[ $j, $i ];
-}
-
-my $t_faults = time;
-my $nfault = 0;
-for my $f (@plan)
-{
-	my ($kind, $fn, @args) = @$f;
-	# let events flow between faults
-	usleep(300_000 + int(rand(1_200_000)));
-	$nfault++;
-	my $r = $fn->($kind, @args);
-	note(sprintf("fault %d/%d %s -> %s (%.0f s)", $nfault, scalar @plan, $kind, $r, time - $t_start));
-	if ($r < 0)
-	{
-		$healthy = 0;
-		diag("fault $kind left the server or the pipelines unhealthy; stopping the fault loop");
-		diag(pipelines_report($node));
-		last;
-	}
-}
-my $fault_secs = time - $t_faults;
+my ($healthy, $fault_secs) = run_fault_plan($fx, \@plan, rounds => $rounds,
+	gap_us => [ 300_000, 1_200_000 ], t_start => $t_start);
 ok($healthy, 'server and pipelines recovered after every fault');
 
 # keep producing until enough events committed (bounded)
-{
-	my $deadline = time + 180;
-	my $c;
-	while (($c = committed_count()) < $min_events && time < $deadline)
-	{
-		sleep 1;
-	}
-	diag("committed events when stopping the producers: $c");
-}
-open(my $sfh, '>', $stopfile) or die;
-close $sfh;
-{
-	my $deadline = time + 150;
-	my %left = map { $_ => 1 } @children;
-	while (%left && time < $deadline)
-	{
-		for my $pid (keys %left)
-		{
-			delete $left{$pid} if waitpid($pid, POSIX::WNOHANG()) == $pid;
-		}
-		usleep(100_000);
-	}
-	for my $pid (keys %left)
-	{
-		diag("producer $pid did not stop; killing it");
-		kill 'TERM', $pid;
-		waitpid($pid, 0);
-	}
-}
-my %pstats;
-for my $pno (1 .. $nproducers)
-{
-	my $line = -e "$work/stats.$pno" ? slurp_file("$work/stats.$pno") : '';
-	for my $kv (split /\s+/, $line)
-	{
-		my ($k, $v) = split /=/, $kv;
-		$pstats{$k} += $v if defined $v;
-	}
-}
-
-# the aborted ids
-{
-	open(my $all, '>', "$work/aborted.all") or die;
-	for my $pno (1 .. $nproducers)
-	{
-		print $all slurp_file("$work/aborted.$pno") if -e "$work/aborted.$pno";
-	}
-	close $all;
-	chmod 0644, "$work/aborted.all";
-	$node->safe_psql('postgres', "COPY aborted FROM '$work/aborted.all'");
-}
+producers_wait_for($producers, $min_events, timeout => 180);
+my $pstats = stop_producers($producers);    # and load the aborted ids
 
 # ------------------------------------------------------------ drain
 
@@ -446,35 +197,16 @@ SELECT (SELECT count(*) FROM streamguard.pipelines
    AND (SELECT sum(events) FROM agg) >= (SELECT count(*) FROM produced)},
 	't', 240);
 ok($drained, 'every pipeline drained (lag 0)') or diag(pipelines_report($node));
-# sinks stable
-{
-	my $sig = q{SELECT (SELECT count(*) FROM sink_eo) || '/' || (SELECT count(*) FROM sink_alo)
-		|| '/' || (SELECT count(*) FROM sink_amo) || '/' || (SELECT sum(events) FROM agg)};
-	my $a = q1($node, $sig);
-	sleep 2;
-	my $b = q1($node, $sig);
-	is($b, $a, 'sink counts are stable after the drain');
-}
+is_stable($node, q{SELECT (SELECT count(*) FROM sink_eo) || '/' || (SELECT count(*) FROM sink_alo)
+	|| '/' || (SELECT count(*) FROM sink_amo) || '/' || (SELECT sum(events) FROM agg)},
+	2, 'sink counts are stable after the drain');
 my $drain_secs = time - $t_drain;
 
 # ------------------------------------------------------------ verify
 
 # the stream itself, read back completely by a fresh consumer
-$node->safe_psql('postgres',
-	'CREATE TABLE streamed (partition int, seq bigint, id bigint, customer text, amount numeric)');
-{
-	my $deadline = time + 120;
-	while (time < $deadline)
-	{
-		my $got = $node->safe_psql('postgres', q{
-WITH ins AS (
-  INSERT INTO streamed
-  SELECT partition, seq, (payload->>'id')::bigint, key, (payload->>'amount')::numeric
-  FROM streamguard.poll('src', 'verify', 100000) RETURNING 1)
-SELECT count(*) FROM ins});
-		last if $got == 0;
-	}
-}
+copy_stream($node, 'src', columns => 'customer text, amount numeric',
+	values => q{key, (payload->>'amount')::numeric});
 
 sub val { my ($sql) = @_; return $node->safe_psql('postgres', $sql); }
 
@@ -577,23 +309,18 @@ is(val(q{SELECT count(*) FROM streamguard.pipelines WHERE state <> 'running' OR 
 
 # ------------------------------------------------------------ report
 
-diag(sprintf("events: %d committed, %d in rolled-back transactions; producer txns: %d committed, %d rolled back, %d broken by faults",
-	$n_committed, $n_aborted, $pstats{commits} // 0, $pstats{aborts} // 0, $pstats{failures} // 0));
-diag("faults fired/armed by kind:");
-for my $k (sort keys %armed)
-{
-	diag(sprintf("  %-40s %d/%d", $k, $fired{$k} // 0, $armed{$k}));
-}
+producers_summary($pstats, $n_committed, $n_aborted);
+fault_summary($fx);
 my $restarts = () = slurp_file($node->logfile) =~ /all server processes terminated; reinitializing/g;
 diag("server crash restarts (postmaster reinitialized): $restarts; immediate restarts: "
-	  . ($fired{immediate_restart} // 0));
+	  . ($fx->{fired}{immediate_restart} // 0));
 diag(sprintf("exactly_once  sink rows %d: lost %d, duplicates %d, phantom %d; aggregate events - committed = %s",
 	$eo->{rows}, $eo->{lost}, $eo->{dups}, $eo->{phantom}, $agg_diff));
 diag(sprintf("at_least_once sink rows %d: lost %d, duplicates %d, phantom %d",
 	$alo->{rows}, $alo->{lost}, $alo->{dups}, $alo->{phantom}));
 diag(sprintf("at_most_once  sink rows %d: lost %d, duplicates %d, phantom %d",
 	$amo->{rows}, $amo->{lost}, $amo->{dups}, $amo->{phantom}));
-diag("pipelines:\n" . pipelines_report($node));
+state_diag($node);
 diag(sprintf("durations: faults %.0f s, drain %.0f s, total %.0f s", $fault_secs, $drain_secs, time - $t_start));
 
 $node->stop;

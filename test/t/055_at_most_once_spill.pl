@@ -18,11 +18,13 @@
 use strict;
 use warnings;
 
-use lib 'test/t/lib';
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use SgPipeTest;
+use StreamguardTest;
 
 my $node = sg_node('amo_spill');
 $node->safe_psql('postgres', q{

@@ -29,11 +29,11 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 use Time::HiRes qw(time usleep);
-use SgPipeTest;
 
 my $t_start = time;
-my $node = sg_node('piperun', "track_commit_timestamp=on\n");
+my $node = sg_node('piperun', extra => "track_commit_timestamp=on\n");
 
 $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
 
@@ -43,14 +43,13 @@ sub val
 	return $node->safe_psql('postgres', $sql);
 }
 
-# SQLSTATE of a failing statement ('ok' when it succeeds)
-sub sqlstate_of
+# one check: no pipeline worker runs that the pipelines view does not show
+sub no_stray_worker
 {
-	my ($sql) = @_;
-	my ($ok, $out, $err) = try_psql($node, "\\set VERBOSITY verbose\n$sql");
-	return 'ok' if $ok;
-	return $1 if $err =~ /ERROR:\s+([0-9A-Z]{5}):/;
-	return "? $err";
+	my ($name) = @_;
+	is(val(q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'streamguard pipeline'
+	AND pid NOT IN (SELECT worker_pid FROM streamguard.pipelines WHERE worker_pid IS NOT NULL)}),
+		0, $name);
 }
 
 # ------------------------------------------------------------------ (a)
@@ -108,9 +107,7 @@ ok(wait_for_value($node, "SELECT state || '|' || coalesce(worker_pid::text, 'nul
 val(q{SELECT streamguard.append_batch('ps', array(SELECT jsonb_build_object('id', g) FROM generate_series(11, 20) g))});
 sleep 2;
 is(val('SELECT count(*) FROM ps_sink'), 10, '(b) nothing processed while paused (2 s)');
-is(val(q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'streamguard pipeline'
-	AND pid NOT IN (SELECT worker_pid FROM streamguard.pipelines WHERE worker_pid IS NOT NULL)}),
-	0, '(b) no stray pipeline worker');
+no_stray_worker('(b) no stray pipeline worker');
 val("SELECT streamguard.resume_pipeline('p_pause')");
 ok(wait_for_value($node, q{SELECT count(*) || '|' || count(DISTINCT id) FROM ps_sink}, '20|20', 30),
 	'(b) resumed: the 10 events appended while paused are processed, once');
@@ -222,9 +219,9 @@ is(val(q{SELECT string_agg(id || version, ',' ORDER BY id) FROM alt_sink}),
 	'1v1,2v1,3v1,4v1,5v1,60v2,70v2,80v2,90v2,100v2',
 	'(d) new events follow the new SQL, old ones were not reprocessed');
 is(val("SELECT batch_size FROM streamguard.pipelines WHERE pipeline = 'p_alter'"), 2, '(d) batch_size altered');
-is(sqlstate_of(q{SELECT streamguard.alter_pipeline('p_alter', sql => 'INSERT INTO no_such_table SELECT 1 FROM batch')}),
+is(sql_state($node, q{SELECT streamguard.alter_pipeline('p_alter', sql => 'INSERT INTO no_such_table SELECT 1 FROM batch')}),
 	'42P01', '(d) alter with invalid SQL is refused (42P01)');
-is(sqlstate_of(q{SELECT streamguard.alter_pipeline('p_alter', sql => 'COMMIT')}),
+is(sql_state($node, q{SELECT streamguard.alter_pipeline('p_alter', sql => 'COMMIT')}),
 	'22023', '(d) alter with transaction control is refused (22023)');
 
 # ------------------------------------------------------------------ (e)
@@ -342,15 +339,15 @@ for my $call (
 	"pause_pipeline('p_alice_ok')", "resume_pipeline('p_alice_ok')", "reset_pipeline('p_alice_ok')",
 	"alter_pipeline('p_alice_ok', batch_size => 5)", "drop_pipeline('p_alice_ok')")
 {
-	is(sqlstate_of("SET ROLE bob; SELECT streamguard.$call"), '42501', "(f) bob (not a member of alice): $call -> 42501");
+	is(sql_state($node, "SET ROLE bob; SELECT streamguard.$call"), '42501', "(f) bob (not a member of alice): $call -> 42501");
 }
-is(sqlstate_of(q{SET ROLE bob; SELECT streamguard.inject_fault('p_alice_ok', 'mid_batch')}), '42501',
+is(sql_state($node, q{SET ROLE bob; SELECT streamguard.inject_fault('p_alice_ok', 'mid_batch')}), '42501',
 	'(f) bob cannot inject faults (42501)');
 is(val("SELECT state FROM streamguard.pipelines WHERE pipeline = 'p_alice_ok'"), 'running',
 	'(f) p_alice_ok untouched by bob');
-is(sqlstate_of(q{SET ROLE carol; SELECT streamguard.pause_pipeline('p_alice_ok'); SELECT streamguard.resume_pipeline('p_alice_ok')}),
+is(sql_state($node, q{SET ROLE carol; SELECT streamguard.pause_pipeline('p_alice_ok'); SELECT streamguard.resume_pipeline('p_alice_ok')}),
 	'ok', '(f) carol (member of alice) may pause and resume');
-is(sqlstate_of(q{SET ROLE bob; SELECT streamguard.create_pipeline('p_bob', 'sec', 'SELECT 1 FROM batch')}), '42501',
+is(sql_state($node, q{SET ROLE bob; SELECT streamguard.create_pipeline('p_bob', 'sec', 'SELECT 1 FROM batch')}), '42501',
 	'(f) bob without read on the stream cannot create a pipeline on it (42501)');
 ok(wait_pipelines_running($node, ['p_alice_ok'], 30), '(f) p_alice_ok running again');
 
@@ -377,10 +374,8 @@ is(val("SELECT count(*) FROM streamguard.pipelines WHERE pipeline = 'p_drop'"), 
 val(q{SELECT streamguard.append_batch('dr', array(SELECT jsonb_build_object('id', g) FROM generate_series(11, 20) g))});
 sleep 2;
 is(val('SELECT count(*) FROM dr_sink'), 10, '(g) nothing processed after the drop');
-is(val(q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'streamguard pipeline'
-	AND pid NOT IN (SELECT worker_pid FROM streamguard.pipelines WHERE worker_pid IS NOT NULL)}),
-	0, '(g) no stray pipeline worker');
-is(sqlstate_of(q{SELECT streamguard.drop_pipeline('p_drop')}), '42704', '(g) dropping it again: 42704');
+no_stray_worker('(g) no stray pipeline worker');
+is(sql_state($node, q{SELECT streamguard.drop_pipeline('p_drop')}), '42704', '(g) dropping it again: 42704');
 
 # ------------------------------------------------------------------ (h)
 # fast restart
@@ -411,7 +406,7 @@ is(val('SELECT count(*) FROM ps_sink'), $ps_before, '(h) the paused pipeline sta
 val("SELECT streamguard.resume_pipeline('p_pause')");
 ok(wait_for_value($node, 'SELECT count(*) FROM ps_sink', $ps_before + 10, 30), '(h) resumed after the restart');
 
-diag("pipelines at the end:\n" . pipelines_report($node));
+state_diag($node);
 diag(sprintf("duration %.0f s", time - $t_start));
 $node->stop;
 done_testing();

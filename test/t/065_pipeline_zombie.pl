@@ -37,8 +37,8 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
-use SgPipeTest;
+use StreamguardTest;
+use Time::HiRes qw(time);
 
 my $t_start = time;
 my $node = sg_node('zombie');
@@ -60,28 +60,16 @@ sub append_ids
 	return @ids;
 }
 
-sub position
-{
-	my ($p) = @_;
-	return val("SELECT coalesce(sum(position), -1) FROM streamguard.consumer WHERE name = 'pipeline:$p'");
-}
+# what a pipeline has done, and its sink table's ids
+sub position { val("SELECT coalesce(sum(position), -1) FROM streamguard.consumer WHERE name = 'pipeline:$_[0]'") }
+sub counters { val("SELECT batches || '/' || events_in || '/' || epoch FROM streamguard.pipelines WHERE pipeline = '$_[0]'") }
+sub worker_pid { val("SELECT worker_pid FROM streamguard.pipelines WHERE pipeline = '$_[0]'") }
+sub sink { val("SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM $_[0]") }
 
-sub counters
+sub caught_up
 {
-	my ($p) = @_;
-	return val("SELECT batches || '/' || events_in || '/' || epoch FROM streamguard.pipelines WHERE pipeline = '$p'");
-}
-
-sub worker_pid
-{
-	my ($p) = @_;
-	return val("SELECT worker_pid FROM streamguard.pipelines WHERE pipeline = '$p'");
-}
-
-sub sink
-{
-	my ($table) = @_;
-	return val("SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM $table");
+	my ($p, $name) = @_;
+	ok(wait_for_value($node, "SELECT lag_events FROM streamguard.pipelines WHERE pipeline = '$p'", '0', 30), $name);
 }
 
 sub wait_gone
@@ -101,8 +89,7 @@ SELECT streamguard.create_pipeline('$p', 's_$p', \$\$$sql\$\$, guarantee => '$gu
 	ok(wait_pipelines_running($node, [$p], 30), "$p running");
 	my @ids = append_ids("s_$p", $n);
 	ok(wait_for_value($node, "SELECT count(*) FROM t_$p", $n, 30), "$p processed its first $n events");
-	ok(wait_for_value($node, "SELECT lag_events FROM streamguard.pipelines WHERE pipeline = '$p'", '0', 30),
-		"$p caught up");
+	caught_up($p, "$p caught up");
 }
 
 # arm a hold at $point, append one event, wait until the worker is held there
@@ -126,20 +113,27 @@ sub release
 sub timed
 {
 	my ($sql) = @_;
-	my $t0 = time;
-	my ($ok, $out, $err) = try_psql($node, $sql, timeout => 30);
-	return ($ok, time - $t0, $err);
+	my ($secs, $ok, $err) = timed_psql($node, $sql, timeout => 30);
+	return ($ok, $secs, $err);
 }
 
 my $ins = q{INSERT INTO t_%s (id) SELECT (payload->>'id')::int FROM batch};
 
+# a running pipeline $p ($guarantee, SQL $sql, default $ins) that processed
+# $n events (2), then its worker held at $point with one more event.
+# Returns (sink before, position before, the worker's pid, the held id).
+sub held_case
+{
+	my ($p, $guarantee, $point, $n, $sql) = @_;
+	setup($p, $guarantee, $sql // sprintf($ins, $p), $n // 2);
+	my ($sink0, $pos0, $pid) = (sink("t_$p"), position($p), worker_pid($p));
+	return ($sink0, $pos0, $pid, hold($p, $point));
+}
+
 # ------------------------------------------------------------------ (a)
 {
 	my $p = 'zpause';
-	setup($p, 'exactly_once', sprintf($ins, $p), 2);
-	my ($sink0, $pos0, $cnt0) = (sink("t_$p"), position($p), counters($p));
-	my $pid = worker_pid($p);
-	my $held = hold($p, 'before_fence');
+	my ($sink0, $pos0, $pid, $held) = held_case($p, 'exactly_once', 'before_fence');
 	my ($ok, $secs, $err) = timed("SELECT streamguard.pause_pipeline('$p')");
 	ok($ok && $secs < 5, "(a) pause commits at once while the worker is held before its fence ("
 		  . sprintf('%.2f s', $secs) . ")") or diag($err);
@@ -152,18 +146,14 @@ my $ins = q{INSERT INTO t_%s (id) SELECT (payload->>'id')::int FROM batch};
 	my ($later) = append_ids("s_$p", 1);
 	val("SELECT streamguard.resume_pipeline('$p')");
 	ok(wait_for_value($node, "SELECT count(*) FROM t_$p", '4', 30), '(a) resumed pipeline processes the rest');
-	ok(wait_for_value($node, "SELECT lag_events FROM streamguard.pipelines WHERE pipeline = '$p'", '0', 30),
-		'(a) caught up');
+	caught_up($p, '(a) caught up');
 	is(sink("t_$p"), "$sink0,$held,$later", '(a) after resume: every event exactly once');
 }
 
 # ------------------------------------------------------------------ (b)
 {
 	my $p = 'zalo';
-	setup($p, 'at_least_once', sprintf($ins, $p), 2);
-	my ($sink0, $pos0) = (sink("t_$p"), position($p));
-	my $pid = worker_pid($p);
-	my $held = hold($p, 'between_commits');
+	my ($sink0, $pos0, $pid, $held) = held_case($p, 'at_least_once', 'between_commits');
 	is(sink("t_$p"), "$sink0,$held", '(b) T1 committed the effects');
 	is(position($p), $pos0, '(b) positions not moved by T1');
 	my ($ok, $secs, $err) = timed("SELECT streamguard.pause_pipeline('$p')");
@@ -172,8 +162,7 @@ my $ins = q{INSERT INTO t_%s (id) SELECT (payload->>'id')::int FROM batch};
 	wait_gone($pid, '(b)');
 	is(position($p), $pos0, '(b) T2 of the zombie was fenced: positions unchanged');
 	val("SELECT streamguard.resume_pipeline('$p')");
-	ok(wait_for_value($node, "SELECT lag_events FROM streamguard.pipelines WHERE pipeline = '$p'", '0', 30),
-		'(b) caught up after resume');
+	caught_up($p, '(b) caught up after resume');
 	ok(wait_for_value($node, "SELECT count(*) FROM t_$p", '4', 30), '(b) the batch was repeated');
 	is(sink("t_$p"), "$sink0,$held,$held", '(b) at_least_once: the held batch twice, nothing lost');
 	is(position($p), $pos0 + 1, '(b) positions moved past it after the repeat');
@@ -200,8 +189,7 @@ SELECT streamguard.create_pipeline('$p', 's_$p', \$\$INSERT INTO t_$p (id) SELEC
 	wait_gone($pid, '(b2)');
 	is(position($p), '0', '(b2) T2 fenced: positions unchanged');
 	val("SELECT streamguard.resume_pipeline('$p')");
-	ok(wait_for_value($node, "SELECT lag_events FROM streamguard.pipelines WHERE pipeline = '$p'", '0', 30),
-		'(b2) the repeat ran after resume');
+	caught_up($p, '(b2) the repeat ran after resume');
 	my $later = ++$next_id;
 	val(qq{SELECT streamguard.append('s_$p', '{"id": $later}', dedup_key => 'k$later')});
 	ok(wait_for_value($node, "SELECT count(*) FROM t_$p WHERE id = $later", '1', 30), '(b2) later events flow');
@@ -211,10 +199,7 @@ SELECT streamguard.create_pipeline('$p', 's_$p', \$\$INSERT INTO t_$p (id) SELEC
 # ------------------------------------------------------------------ (c)
 {
 	my $p = 'zamo';
-	setup($p, 'at_most_once', sprintf($ins, $p), 2);
-	my ($sink0, $pos0) = (sink("t_$p"), position($p));
-	my $pid = worker_pid($p);
-	my $held = hold($p, 'between_commits');
+	my ($sink0, $pos0, $pid, $held) = held_case($p, 'at_most_once', 'between_commits');
 	is(position($p), $pos0 + 1, '(c) T1 committed the positions');
 	my ($ok, $secs, $err) = timed("SELECT streamguard.pause_pipeline('$p')");
 	ok($ok && $secs < 5, '(c) pause commits at once between the two commits') or diag($err);
@@ -230,18 +215,15 @@ SELECT streamguard.create_pipeline('$p', 's_$p', \$\$INSERT INTO t_$p (id) SELEC
 # ------------------------------------------------------------------ (d)
 {
 	my $p = 'zreset';
-	setup($p, 'exactly_once', sprintf($ins, $p), 3);
-	my ($e1, $e2, $e3) = split(/,/, sink("t_$p"));
-	my $pid = worker_pid($p);
-	my $held = hold($p, 'before_fence');
+	my ($sink0, $pos0, $pid, $held) = held_case($p, 'exactly_once', 'before_fence', 3);
+	my ($e1, $e2, $e3) = split(/,/, $sink0);
 	my $epoch_held = val("SELECT epoch FROM streamguard.pipelines WHERE pipeline = '$p'");
 	my ($ok, $secs, $err) = timed("SELECT streamguard.reset_pipeline('$p', seq => 2)");
 	ok($ok && $secs < 5, '(d) reset commits at once while the worker is held') or diag($err);
 	release($p);
 	wait_gone($pid, '(d)');
 	ok(wait_for_value($node, "SELECT count(*) FROM t_$p", '6', 30), '(d) the replay ran');
-	ok(wait_for_value($node, "SELECT lag_events FROM streamguard.pipelines WHERE pipeline = '$p'", '0', 30),
-		'(d) caught up');
+	caught_up($p, '(d) caught up');
 	is(sink("t_$p"), join(',', sort { $a <=> $b } ($e1, $e2, $e2, $e3, $e3, $held)),
 		'(d) exactly the replay from seq 2: seqs 2..4 once more, 1 not');
 	is(val("SELECT count(*) FROM streamguard.pipeline_batches WHERE pipeline = '$p' AND epoch = $epoch_held AND last_seq > 3"),
@@ -251,9 +233,8 @@ SELECT streamguard.create_pipeline('$p', 's_$p', \$\$INSERT INTO t_$p (id) SELEC
 # ------------------------------------------------------------------ (e)
 {
 	my $p = 'zalter';
-	setup($p, 'exactly_once', q{INSERT INTO t_zalter SELECT (payload->>'id')::int, 'v1' FROM batch}, 2);
-	my $pid = worker_pid($p);
-	my $held = hold($p, 'before_fence');
+	my (undef, undef, $pid, $held) = held_case($p, 'exactly_once', 'before_fence', 2,
+		q{INSERT INTO t_zalter SELECT (payload->>'id')::int, 'v1' FROM batch});
 	my ($ok, $secs, $err) = timed(
 		q{SELECT streamguard.alter_pipeline('zalter', sql => $$INSERT INTO t_zalter SELECT (payload->>'id')::int, 'v2' FROM batch$$)});
 	ok($ok && $secs < 5, '(e) alter commits at once while the worker is held') or diag($err);
@@ -269,10 +250,7 @@ SELECT streamguard.create_pipeline('$p', 's_$p', \$\$INSERT INTO t_$p (id) SELEC
 # ------------------------------------------------------------------ (f)
 {
 	my $p = 'zdrop';
-	setup($p, 'exactly_once', sprintf($ins, $p), 2);
-	my $sink0 = sink("t_$p");
-	my $pid = worker_pid($p);
-	hold($p, 'before_fence');
+	my ($sink0, undef, $pid) = held_case($p, 'exactly_once', 'before_fence');
 	# disarming needs the pipeline, so it comes first in the dropping
 	# transaction; inject_fault locks the pipeline row, so the released
 	# worker reaches its fence only after the drop committed
@@ -287,10 +265,7 @@ SELECT streamguard.create_pipeline('$p', 's_$p', \$\$INSERT INTO t_$p (id) SELEC
 # ------------------------------------------------------------------ (g)
 {
 	my $p = 'zsecond';
-	setup($p, 'exactly_once', sprintf($ins, $p), 2);
-	my $sink0 = sink("t_$p");
-	my $pid = worker_pid($p);
-	my $held = hold($p, 'before_fence');
+	my ($sink0, undef, $pid, $held) = held_case($p, 'exactly_once', 'before_fence');
 	my $epoch_held = val("SELECT epoch FROM streamguard.pipelines WHERE pipeline = '$p'");
 	my $maint = val(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'streamguard maintenance' AND datname = 'postgres'});
 	ok($maint, '(g) a maintenance worker runs');

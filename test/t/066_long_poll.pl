@@ -21,8 +21,8 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 use Time::HiRes qw(time usleep);
-use SgPipeTest;
 
 my $node = sg_node('longpoll');
 $node->safe_psql('postgres', q{
@@ -41,19 +41,14 @@ sub start_poller
 	return ($h, \$out, \$err);
 }
 
+# the pid of the backend waiting in a poll (within 20 s), or undef
 sub waiting_poller_pid
 {
-	my $deadline = time + 20;
-	while (time < $deadline)
-	{
-		my $pid = $node->safe_psql('postgres', q{
-			SELECT pid FROM pg_stat_activity
-			WHERE query LIKE '%streamguard.poll%' AND wait_event_type = 'Extension'
-			  AND pid <> pg_backend_pid()});
-		return $pid if $pid ne '';
-		usleep(20_000);
-	}
-	return undef;
+	my $waiting = q{FROM pg_stat_activity
+		WHERE query LIKE '%streamguard.poll%' AND wait_event_type = 'Extension' AND pid <> pg_backend_pid()};
+	return undef unless wait_for_value($node, "SELECT count(*) > 0 $waiting", 't', 20);
+	my $pid = $node->safe_psql('postgres', "SELECT pid $waiting");
+	return $pid ne '' ? $pid : undef;
 }
 
 # --------------------------------------------------- no wait: at once

@@ -20,8 +20,8 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
-use SgPipeTest;
+use StreamguardTest;
+use Time::HiRes qw(time);
 
 my $node = sg_node('metrics');
 $node->safe_psql('postgres', q{

@@ -16,9 +16,9 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use SgPipeTest;
+use StreamguardTest;
 
-my $node = sg_node('ckpt', "streamguard.batch_history = 1000\n");
+my $node = sg_node('ckpt', extra => "streamguard.batch_history = 1000\n");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
 SELECT streamguard.create_stream('ck', 2);

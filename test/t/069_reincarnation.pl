@@ -13,9 +13,9 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use SgPipeTest;
+use StreamguardTest;
 
-my $node = sg_node('reinc', "streamguard.max_streams = 4\nstreamguard.launcher_naptime = '500ms'\n");
+my $node = sg_node('reinc', extra => "streamguard.max_streams = 4\nstreamguard.launcher_naptime = '500ms'\n");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
 SELECT streamguard.create_stream('old_s', 2);

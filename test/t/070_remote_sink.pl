@@ -48,35 +48,24 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 use IO::Socket::INET;
-use POSIX ();
-use Time::HiRes qw(time usleep);
-use RemoteTest;
+use Time::HiRes qw(time);
 
 my $t_start = time;
-my $seed = $ENV{SG_REMOTE_SEED} // 20240707;
-my $min_events = $ENV{SG_REMOTE_MIN_EVENTS} // 50_000;
-my $rounds = $ENV{SG_REMOTE_ROUNDS} // 2;
-srand($seed);
-diag("seed $seed, at least $min_events committed events, $rounds round(s) of faults");
+my ($seed, $min_events, $rounds) = run_knobs('SG_REMOTE', seed => 20240707, min_events => 50_000, rounds => 2);
 
 my $remote_timeout = 2;    # seconds, streamguard.remote_timeout on "local"
-my $remote = rt_node('remote', remote => 1, mpx => 10);
-my $nomp = rt_node('nomp', remote => 1, mpx => 0);
-my $local = rt_node('local',
-	extra => "streamguard.remote_timeout='${remote_timeout}s'\nshared_buffers=128MB\n");
+my ($remote, $local) = sg_remote_pair(remote => { mpx => 10 },
+	local => { extra => "streamguard.remote_timeout='${remote_timeout}s'\nshared_buffers=128MB\n" });
+my $nomp = sg_node('nomp', remote => 1, mpx => 0);
 # a node that is never started: its port refuses connections
 my $dead = PostgreSQL::Test::Cluster->new('dead');
-
-# backends we SIGSTOPped: always continued, whatever happens
-my %stopped;
-END { kill 'CONT', $_ for keys %stopped; }
 
 my @pipes = qw(p_2pc p_off p_alo p_amo);
 my %sink = (p_2pc => 'sink_2pc', p_off => 'sink_off', p_alo => 'sink_alo', p_amo => 'sink_amo');
 my %app = map { $_ => 'sg_' . substr($_, 2) } @pipes;    # p_2pc -> sg_2pc
 my %srv = map { $_ => 'rs_' . substr($_, 2) } @pipes;    # p_2pc -> rs_2pc
-my $rport = $remote->port;
 my $sinkpw = 'sink-Pw-3141';
 
 for my $n ($remote, $nomp)
@@ -100,51 +89,16 @@ CREATE SEQUENCE ${_}_n;
 ALTER TABLE $_ ALTER n SET DEFAULT nextval('${_}_n');
 } } qw(sink_off sink_alo sink_amo)));
 
-my $servers = '';
-for my $p (@pipes)
-{
-	$servers .= qq{
-CREATE SERVER $srv{$p} FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$rport', dbname 'postgres', application_name '$app{$p}');
-CREATE USER MAPPING FOR CURRENT_USER SERVER $srv{$p} OPTIONS (user 'sinker', password '$sinkpw');
-};
-}
-my $nport = $nomp->port;
-my $dport = $dead->port;
+my %sinker = (user => 'sinker', password => $sinkpw);
+my $servers = join('', map { remote_server_sql($srv{$_}, $remote, app => $app{$_}, %sinker) } @pipes);
 $local->safe_psql('postgres', qq{
 CREATE EXTENSION streamguard;
 SELECT streamguard.create_stream('src', 4);
-CREATE SEQUENCE ev_id;
-CREATE TABLE produced (id bigint PRIMARY KEY, producer int NOT NULL);
-CREATE TABLE aborted (id bigint PRIMARY KEY);
+@{[ producer_sql('src') ]}
 CREATE TABLE local_t (id bigint);
 $servers
-CREATE SERVER rs_nomp FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$nport', dbname 'postgres', application_name 'sg_nomp');
-CREATE USER MAPPING FOR CURRENT_USER SERVER rs_nomp OPTIONS (user 'sinker', password '$sinkpw');
-CREATE SERVER rs_dead FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$dport', dbname 'postgres');
-CREATE USER MAPPING FOR CURRENT_USER SERVER rs_dead OPTIONS (user 'sinker', password '$sinkpw');
-
-CREATE FUNCTION produce(n int, producer int, single boolean) RETURNS text
-LANGUAGE plpgsql AS \$\$
-DECLARE
-	ids bigint[];
-	i int;
-BEGIN
-	SELECT array_agg(nextval('ev_id') ORDER BY g) INTO ids FROM generate_series(1, n) g;
-	INSERT INTO produced (id, producer) SELECT u.id, produce.producer FROM unnest(ids) AS u(id);
-	IF single THEN
-		FOR i IN 1 .. n LOOP
-			PERFORM streamguard.append('src', jsonb_build_object('id', ids[i]), key => 'k' || (ids[i] % 64));
-		END LOOP;
-	ELSE
-		PERFORM count(*) FROM streamguard.append_batch('src',
-			ARRAY(SELECT jsonb_build_object('id', ids[k]) FROM generate_subscripts(ids, 1) AS k ORDER BY k),
-			ARRAY(SELECT 'k' || (ids[k] % 64) FROM generate_subscripts(ids, 1) AS k ORDER BY k));
-	END IF;
-	RETURN array_to_string(ids, ',');
-END \$\$;
+@{[ remote_server_sql('rs_nomp', $nomp, app => 'sg_nomp', %sinker) ]}
+@{[ remote_server_sql('rs_dead', $dead, %sinker) ]}
 });
 
 my $select = q{SELECT (payload->>'id')::bigint AS id, partition, seq FROM batch};
@@ -167,11 +121,7 @@ my $select = q{SELECT (payload->>'id')::bigint AS id, partition, seq FROM batch}
 	my $hole = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 16, Proto => 'tcp')
 	  or die "cannot listen: $!";
 	my $hport = $hole->sockport;
-	$local->safe_psql('postgres', qq{
-CREATE SERVER rs_hole FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$hport', dbname 'postgres');
-CREATE USER MAPPING FOR CURRENT_USER SERVER rs_hole OPTIONS (user 'sinker', password '$sinkpw');
-});
+	$local->safe_psql('postgres', remote_server_sql('rs_hole', $hport, %sinker));
 	$el = expect_error($local,
 		qq{SELECT streamguard.create_pipeline('bad_hole', 'src', \$\$$sel\$\$, sink_server => 'rs_hole', sink_table => 'sink_2pc')},
 		'08006', qr/remote server "rs_hole": could not connect.*timed out/s,
@@ -215,9 +165,9 @@ CREATE USER MAPPING FOR CURRENT_USER SERVER rs_hole OPTIONS (user 'sinker', pass
 		0, 'failed create_pipeline calls left nothing behind');
 
 	# offsets mode on the remote without prepared transactions works
-	my ($ok, $out, $err) = try_psql($local,
-		qq{SELECT streamguard.create_pipeline('nomp_off', 'src', \$\$$sel\$\$, sink_server => 'rs_nomp', sink_table => 'sink_off', sink_mode => 'offsets', batch_size => 100)});
-	ok($ok, 'sink_mode offsets on a remote with max_prepared_transactions = 0 is accepted') or diag($err);
+	expect_ok($local,
+		qq{SELECT streamguard.create_pipeline('nomp_off', 'src', \$\$$sel\$\$, sink_server => 'rs_nomp', sink_table => 'sink_off', sink_mode => 'offsets', batch_size => 100)},
+		'sink_mode offsets on a remote with max_prepared_transactions = 0 is accepted');
 	$local->safe_psql('postgres', q{
 BEGIN;
 SELECT count(*) FROM streamguard.append_batch('src', ARRAY(SELECT jsonb_build_object('id', -g) FROM generate_series(1, 300) g));
@@ -244,7 +194,7 @@ SELECT streamguard.create_pipeline('p_alo', 'src', \$\$$select\$\$, batch_size =
 SELECT streamguard.create_pipeline('p_amo', 'src', \$\$$select\$\$, batch_size => 500,
 	guarantee => 'at_most_once', sink_server => 'rs_amo', sink_table => 'sink_amo');
 });
-ok(wait_running($local, \@pipes, 60), 'the four remote-sink pipelines run')
+ok(wait_pipelines_running($local, \@pipes, 60), 'the four remote-sink pipelines run')
   or BAIL_OUT("pipelines did not start:\n" . pipelines_report($local));
 # the 300 events of the bad-input check reach the sinks (not counted later)
 ok( wait_for_value($remote,
@@ -258,121 +208,18 @@ ok( wait_for_value($local,
 
 # ============================================================== producers
 
-my $work = "${PostgreSQL::Test::Utils::tmp_check}/remote_sink_work";
-mkdir $work;
-my $stopfile = "$work/stop";
-unlink $stopfile;
-my $nproducers = 2;
-
-sub producer_main
-{
-	my ($pno) = @_;
-	srand($seed * 10 + $pno);
-	my %st = (commits => 0, aborts => 0, failures => 0, events => 0);
-	open(my $af, '>', "$work/aborted.$pno") or POSIX::_exit(2);
-	while (!-e $stopfile)
-	{
-		my $single = rand() < 0.1 ? 1 : 0;
-		my $n = $single ? 20 + int(rand(81)) : 50 + int(rand(451));
-		my $abort = rand() < 0.15;
-		my $sql = "BEGIN;\nSELECT produce($n, $pno, " . ($single ? 'true' : 'false') . ");\n"
-		  . ($abort ? 'ROLLBACK' : 'COMMIT') . ";\n";
-		my ($ok, $out) = try_psql($local, $sql, timeout => 120);
-		if ($ok && $out =~ /^\d+(,\d+)*$/)
-		{
-			if ($abort)
-			{
-				print $af join("\n", split(/,/, $out)), "\n";
-				$st{aborts}++;
-			}
-			else
-			{
-				$st{commits}++;
-				$st{events} += $n;
-			}
-		}
-		else
-		{
-			$st{failures}++;    # outcome unknown: `produced` decides
-			usleep(200_000);
-		}
-		usleep(300_000 + int(rand(500_000)));
-	}
-	close $af;
-	open(my $sf, '>', "$work/stats.$pno") or POSIX::_exit(2);
-	print $sf join(' ', map { "$_=$st{$_}" } sort keys %st), "\n";
-	close $sf;
-	POSIX::_exit(0);
-}
-
-my @children;
-for my $pno (1 .. $nproducers)
-{
-	my $pid = fork();
-	die "fork failed: $!" unless defined $pid;
-	producer_main($pno) if $pid == 0;
-	push @children, $pid;
-}
+my $producers = start_producers($local, name => 'remote_sink', seed => $seed,
+	batch => [ 50, 500 ], single => [ 20, 100 ], abort => 0.15, pause_us => [ 300_000, 500_000 ]);
 
 # ================================================================= faults
 
-my (%armed, %fired);
-
-sub wait_all_running
-{
-	my ($kind) = @_;
-	return 1 if wait_running($local, \@pipes, 90);
-	diag("$kind: pipelines not all running again:\n" . pipelines_report($local));
-	return 0;
-}
-
-# Arm a kill fault and wait for it to fire, then for the crash recovery.
-# 1 fired and recovered, 0 did not fire in time (disarmed), -1 unhealthy.
-sub inject
-{
-	my ($kind, $pipe, $point) = @_;
-	my $off = log_offset($local);
-	$armed{$kind}++;
-	return -1 unless defined q1($local, "SELECT streamguard.inject_fault('$pipe', '$point', 'kill')", 60);
-	my $o = wait_log($local, qr/pipeline "$pipe": injected fault, killing the worker/, $off, 45);
-	if (!defined $o)
-	{
-		diag("$kind: did not fire within 45 s; disarming");
-		q1($local, "SELECT streamguard.inject_fault('$pipe', 'none')", 60);
-		return 0;
-	}
-	$fired{$kind}++;
-	if (!defined wait_crash_recovery($local, $off, 90))
-	{
-		diag("$kind: local server did not come back");
-		return -1;
-	}
-	return wait_all_running($kind) ? 1 : -1;
-}
-
-sub remote_restart
-{
-	my ($kind, $mode) = @_;
-	$armed{$kind}++;
-	if ($mode eq 'fast')
-	{
-		$remote->restart;
-	}
-	else
-	{
-		$remote->stop('immediate');
-		usleep(int(rand(1_000_000)));
-		$remote->start;
-	}
-	$fired{$kind}++;
-	return wait_all_running($kind) ? 1 : -1;
-}
+my $fx = fault_context($local, \@pipes, remote => $remote);
 
 # the remote down for a while: remote_status must say so
 sub remote_down
 {
-	my ($kind, $mode) = @_;
-	$armed{$kind}++;
+	my ($fx, $kind, $mode) = @_;
+	$fx->{armed}{$kind}++;
 	$remote->stop($mode);
 	my $seen = wait_for_value($local, q{
 SELECT count(*) FROM streamguard.remote_status
@@ -381,183 +228,46 @@ WHERE side = 'sink' AND NOT connected AND coalesce(last_error, '') <> ''}, 4, 40
 	  or diag(remote_status_report($local));
 	diag("remote_status while the remote is down:\n" . remote_status_report($local));
 	$remote->start;
-	$fired{$kind}++;
-	return wait_all_running($kind) ? 1 : -1;
+	return fault_fired($fx, $kind);
 }
 
-sub terminate_session
-{
-	my ($kind, $pipe) = @_;
-	$armed{$kind}++;
-	my $deadline = time + 20;
-	while (time < $deadline)
-	{
-		my $r = q1($remote, qq{
-SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-WHERE application_name = '$app{$pipe}' AND backend_type = 'client backend'}, 30);
-		if (defined $r && $r > 0)
-		{
-			$fired{$kind}++;
-			last;
-		}
-		usleep(100_000);
-	}
-	return wait_all_running($kind) ? 1 : -1;
-}
-
-# SIGSTOP the remote backend serving $pipe for longer than remote_timeout:
-# the worker must give up on it (cancel, drop the connection) and carry on
-# with a new session while the old one is still stopped.
-my @stall_moved;
-sub stall
-{
-	my ($kind, $pipe, $secs) = @_;
-	$armed{$kind}++;
-	my $deadline = time + 20;
-	my @pids;
-	while (time < $deadline && !(@pids = remote_pids($remote, $app{$pipe})))
-	{
-		usleep(100_000);
-	}
-	if (!@pids)
-	{
-		diag("$kind: no remote session of $pipe");
-		return 0;
-	}
-	my %old = map { $_ => 1 } @pids;
-	for my $pid (@pids)
-	{
-		$stopped{$pid} = 1;
-		kill 'STOP', $pid;
-	}
-	my $t0 = time;
-	my $moved;
-	while (time < $t0 + $secs)
-	{
-		if (!defined $moved && grep { !$old{$_} } remote_pids($remote, $app{$pipe}))
-		{
-			$moved = time - $t0;
-		}
-		usleep(100_000);
-	}
-	for my $pid (@pids)
-	{
-		kill 'CONT', $pid;
-		delete $stopped{$pid};
-	}
-	$fired{$kind}++;
-	push @stall_moved, defined $moved ? sprintf('%.1f', $moved) : 'never';
-	note("$kind: a new session after " . ($moved // 'never'));
-	return wait_all_running($kind) ? 1 : -1;
-}
-
+# A stall is a SIGSTOP of the remote backend serving a pipeline for longer
+# than remote_timeout: the worker must give up on it (cancel, drop the
+# connection) and carry on with a new session while the old one is still
+# stopped.
 my @plan = (
-	(['2pc after_prepare kill',       \&inject, 'p_2pc', 'after_prepare']) x 2,
-	(['2pc after_local_commit kill',  \&inject, 'p_2pc', 'after_local_commit']) x 2,
-	(['2pc mid_copy kill',            \&inject, 'p_2pc', 'mid_copy']) x 2,
-	(['2pc before_commit kill',       \&inject, 'p_2pc', 'before_commit']) x 2,
-	(['off after_remote_commit kill', \&inject, 'p_off', 'after_remote_commit']) x 2,
-	(['off mid_copy kill',            \&inject, 'p_off', 'mid_copy']) x 2,
-	(['off before_commit kill',       \&inject, 'p_off', 'before_commit']) x 2,
-	(['alo after_remote_commit kill', \&inject, 'p_alo', 'after_remote_commit']) x 2,
-	(['alo between_commits kill',     \&inject, 'p_alo', 'between_commits']) x 2,
-	(['amo between_commits kill',     \&inject, 'p_amo', 'between_commits']) x 3,
-	(['remote restart fast',          \&remote_restart, 'fast']) x 2,
-	(['remote restart immediate',     \&remote_restart, 'immediate']) x 2,
-	(['terminate 2pc session',        \&terminate_session, 'p_2pc']) x 2,
-	(['terminate off session',        \&terminate_session, 'p_off']) x 2,
-	(['terminate alo session',        \&terminate_session, 'p_alo']) x 1,
-	(['terminate amo session',        \&terminate_session, 'p_amo']) x 1,
-	(['stall 2pc backend',            \&stall, 'p_2pc', $remote_timeout + 4]) x 2,
-	(['stall off backend',            \&stall, 'p_off', $remote_timeout + 4]) x 2,
-	(['stall alo backend',            \&stall, 'p_alo', $remote_timeout + 4]) x 1,
+	(['2pc after_prepare kill',       \&fault_inject, 'p_2pc', 'after_prepare']) x 2,
+	(['2pc after_local_commit kill',  \&fault_inject, 'p_2pc', 'after_local_commit']) x 2,
+	(['2pc mid_copy kill',            \&fault_inject, 'p_2pc', 'mid_copy']) x 2,
+	(['2pc before_commit kill',       \&fault_inject, 'p_2pc', 'before_commit']) x 2,
+	(['off after_remote_commit kill', \&fault_inject, 'p_off', 'after_remote_commit']) x 2,
+	(['off mid_copy kill',            \&fault_inject, 'p_off', 'mid_copy']) x 2,
+	(['off before_commit kill',       \&fault_inject, 'p_off', 'before_commit']) x 2,
+	(['alo after_remote_commit kill', \&fault_inject, 'p_alo', 'after_remote_commit']) x 2,
+	(['alo between_commits kill',     \&fault_inject, 'p_alo', 'between_commits']) x 2,
+	(['amo between_commits kill',     \&fault_inject, 'p_amo', 'between_commits']) x 3,
+	(['remote restart fast',          \&fault_remote_restart, 'fast']) x 2,
+	(['remote restart immediate',     \&fault_remote_restart, 'immediate']) x 2,
+	(['terminate 2pc session',        \&fault_terminate_remote, $app{p_2pc}]) x 2,
+	(['terminate off session',        \&fault_terminate_remote, $app{p_off}]) x 2,
+	(['terminate alo session',        \&fault_terminate_remote, $app{p_alo}]) x 1,
+	(['terminate amo session',        \&fault_terminate_remote, $app{p_amo}]) x 1,
+	(['stall 2pc backend',            \&fault_stall_remote, $app{p_2pc}, $remote_timeout + 4]) x 2,
+	(['stall off backend',            \&fault_stall_remote, $app{p_off}, $remote_timeout + 4]) x 2,
+	(['stall alo backend',            \&fault_stall_remote, $app{p_alo}, $remote_timeout + 4]) x 1,
 );
-@plan = (@plan) x $rounds;
-for (my $i = $#plan; $i > 0; $i--)
-{
-	my $j = int(rand($i + 1));
-	@plan[ $i, $j ] = @plan[ $j, $i ];
-}
 # the remote down, in the middle of the plan (it asserts)
-splice(@plan, int(@plan / 2), 0, ['remote down (fast stop)', \&remote_down, 'fast']);
-
-my $t_faults = time;
-my $healthy = 1;
-my $nfault = 0;
-for my $f (@plan)
-{
-	my ($kind, $fn, @args) = @$f;
-	usleep(300_000 + int(rand(1_000_000)));    # let events flow
-	$nfault++;
-	my $r = $fn->($kind, @args);
-	note(sprintf("fault %d/%d %s -> %s (%.0f s)", $nfault, scalar @plan, $kind, $r, time - $t_start));
-	if ($r < 0)
-	{
-		$healthy = 0;
-		diag("fault $kind left a server or the pipelines unhealthy; stopping the fault loop");
-		diag(pipelines_report($local));
-		last;
-	}
-}
-my $fault_secs = time - $t_faults;
+my ($healthy, $fault_secs) = run_fault_plan($fx, \@plan, rounds => $rounds,
+	middle => [ 'remote down (fast stop)', \&remote_down, 'fast' ], gap_us => [ 300_000, 1_000_000 ],
+	t_start => $t_start);
 ok($healthy, 'servers and pipelines recovered after every fault');
-ok(@stall_moved && !grep({ $_ eq 'never' } @stall_moved),
-	'a stalled remote backend: the worker gave up on it and went on with a new session (bounded wait)')
-  or diag("new session after: @stall_moved");
+my @stall_moved = fault_stalls_ok($fx,
+	'a stalled remote backend: the worker gave up on it and went on with a new session (bounded wait)');
 
 # produce until enough events committed (bounded), a little longer anyway so
 # that every pipeline runs batches after the last fault
-{
-	my $deadline = time + 150;
-	sleep 2;
-	my $c;
-	while ((($c = q1($local, 'SELECT count(*) FROM produced', 60)) // -1) < $min_events
-		&& time < $deadline)
-	{
-		sleep 1;
-	}
-	diag("committed events when stopping the producers: " . ($c // '?'));
-}
-open(my $sfh, '>', $stopfile) or die;
-close $sfh;
-{
-	my $deadline = time + 150;
-	my %left = map { $_ => 1 } @children;
-	while (%left && time < $deadline)
-	{
-		for my $pid (keys %left)
-		{
-			delete $left{$pid} if waitpid($pid, POSIX::WNOHANG()) == $pid;
-		}
-		usleep(100_000);
-	}
-	for my $pid (keys %left)
-	{
-		diag("producer $pid did not stop; killing it");
-		kill 'TERM', $pid;
-		waitpid($pid, 0);
-	}
-}
-my %pstats;
-for my $pno (1 .. $nproducers)
-{
-	my $line = -e "$work/stats.$pno" ? slurp_file("$work/stats.$pno") : '';
-	for my $kv (split /\s+/, $line)
-	{
-		my ($k, $v) = split /=/, $kv;
-		$pstats{$k} += $v if defined $v;
-	}
-}
-{
-	open(my $all, '>', "$work/aborted.all") or die;
-	for my $pno (1 .. $nproducers)
-	{
-		print $all slurp_file("$work/aborted.$pno") if -e "$work/aborted.$pno";
-	}
-	close $all;
-	chmod 0644, "$work/aborted.all";
-	$local->safe_psql('postgres', "COPY aborted FROM '$work/aborted.all'");
-}
+producers_wait_for($producers, $min_events, settle => 2, timeout => 150);
+my $pstats = stop_producers($producers);
 
 # ================================================================== drain
 
@@ -570,15 +280,9 @@ SELECT (SELECT count(*) FROM streamguard.pipelines
 	't', 240);
 ok($drained, 'every pipeline drained (lag 0, nothing pending)')
   or diag(pipelines_report($local) . "\n" . remote_status_report($local));
-my $sigsql = q{SELECT (SELECT count(*) FROM sink_2pc) || '/' || (SELECT count(*) FROM sink_off)
+is_stable($remote, q{SELECT (SELECT count(*) FROM sink_2pc) || '/' || (SELECT count(*) FROM sink_off)
 	|| '/' || (SELECT count(*) FROM sink_alo) || '/' || (SELECT count(*) FROM sink_amo)
-	|| '/' || (SELECT count(*) FROM pg_prepared_xacts)};
-{
-	my $a = q1($remote, $sigsql);
-	sleep 3;
-	my $b = q1($remote, $sigsql);
-	is($b, $a, "remote sinks are stable after the drain ($b)");
-}
+	|| '/' || (SELECT count(*) FROM pg_prepared_xacts)}, 3, 'remote sinks are stable after the drain (%s)');
 my $drain_secs = time - $t_drain;
 
 # ================================================================= verify
@@ -586,31 +290,13 @@ my $drain_secs = time - $t_drain;
 sub val { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 
 # the stream itself, read back by a fresh consumer: id -> "partition:seq"
-$local->safe_psql('postgres', 'CREATE TABLE streamed (partition int, seq bigint, id bigint)');
-{
-	my $deadline = time + 120;
-	while (time < $deadline)
-	{
-		my $got = val($local, q{
-WITH ins AS (
-  INSERT INTO streamed
-  SELECT partition, seq, (payload->>'id')::bigint FROM streamguard.poll('src', 'verify', 100000) RETURNING 1)
-SELECT count(*) FROM ins});
-		last if $got == 0;
-	}
-}
-my %pos;
-for my $l (split /\n/, val($local, q{SELECT id, partition || ':' || seq FROM streamed WHERE id > 0}))
-{
-	my ($id, $ps) = split /\|/, $l;
-	$pos{$id} = $ps;
-}
-my %committed = map { $_ => 1 } split /\n/, val($local, 'SELECT id FROM produced');
-my %aborted = map { $_ => 1 } split /\n/, val($local, 'SELECT id FROM aborted');
-my $n_committed = scalar keys %committed;
+copy_stream($local, 'src');
+my %pos = streamed_positions($local, 'id > 0');
+my ($committed, $aborted) = producer_ids($local);
+my $n_committed = scalar keys %$committed;
 cmp_ok($n_committed, '>=', $min_events, "at least $min_events committed events");
-is(scalar(grep { !$pos{$_} } keys %committed), 0, 'stream: every committed event is in the stream');
-is(scalar(grep { !$committed{$_} } keys %pos), 0, 'stream: nothing else in the stream');
+is(scalar(grep { !$pos{$_} } keys %$committed), 0, 'stream: every committed event is in the stream');
+is(scalar(grep { !$committed->{$_} } keys %pos), 0, 'stream: nothing else in the stream');
 
 # one sink, compared with the committed events
 sub sink_counts
@@ -629,10 +315,10 @@ sub sink_counts
 	{
 		$r{rows} += $cnt{$id};
 		$r{dups} += $cnt{$id} - 1;
-		$r{phantom}++ unless $committed{$id};
-		$r{aborted}++ if $aborted{$id};
+		$r{phantom}++ unless $committed->{$id};
+		$r{aborted}++ if $aborted->{$id};
 	}
-	$r{lost} = scalar grep { !$cnt{$_} } keys %committed;
+	$r{lost} = scalar grep { !$cnt{$_} } keys %$committed;
 	return \%r;
 }
 
@@ -725,17 +411,15 @@ is( val($local, "SELECT rows_out FROM streamguard.pipelines WHERE pipeline = 'p_
 # Either way the result must still be exactly once, with nothing left
 # prepared on the remote.
 
-my $pxdir = "$work/proxy";
-my ($pxport, $pxpid) = start_proxy($rport, $pxdir);
+my $pxdir = "${PostgreSQL::Test::Utils::tmp_check}/remote_sink_proxy";
+my ($pxport, $pxpid) = start_proxy($remote->port, $pxdir);
 $remote->safe_psql('postgres', q{
 SET ROLE sinker;
 CREATE TABLE sink_pxoff (n bigserial, id bigint NOT NULL, partition int, seq bigint);
 CREATE TABLE sink_px2pc (n bigserial, id bigint NOT NULL, partition int, seq bigint);
 });
 $local->safe_psql('postgres', qq{
-CREATE SERVER rs_px FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$pxport', dbname 'postgres', application_name 'sg_px');
-CREATE USER MAPPING FOR CURRENT_USER SERVER rs_px OPTIONS (user 'sinker', password '$sinkpw');
+@{[ remote_server_sql('rs_px', $pxport, app => 'sg_px', %sinker) ]}
 SELECT streamguard.create_stream('px', 1);
 SELECT streamguard.create_pipeline('q_pxoff', 'px', \$\$$select\$\$, batch_size => 1000,
 	sink_server => 'rs_px', sink_table => 'sink_pxoff', sink_mode => 'offsets');
@@ -764,46 +448,18 @@ ok( wait_for_value($remote,
 		'100/100', 60),
 	'delayed messages: both pipelines deliver through the proxy');
 
-sub px_hold
-{
-	my ($re) = @_;
-	open(my $fh, '>', "$pxdir/hold.tmp") or die;
-	print $fh "$re\n";
-	close $fh;
-	rename "$pxdir/hold.tmp", "$pxdir/hold";
-}
-
-sub px_release
-{
-	open(my $fh, '>', "$pxdir/release") or die;
-	close $fh;
-	my $deadline = time + 10;
-	usleep(50_000) while -e "$pxdir/release" && time < $deadline;
-}
-
-sub px_held
-{
-	my $deadline = time + 30;
-	while (time < $deadline)
-	{
-		return 1 if -e "$pxdir/log" && slurp_file("$pxdir/log") =~ /hold/;
-		usleep(100_000);
-	}
-	return 0;
-}
-
 # offsets: the COMMIT of the remote transaction delayed
 {
 	my $off = log_offset($local);
-	px_hold('COMMIT\x00');
+	proxy_hold($pxdir, 'COMMIT\x00');
 	px_append(1001, 1100);
-	ok(px_held(), 'offsets: the remote COMMIT is held by the proxy');
+	ok(proxy_held($pxdir), 'offsets: the remote COMMIT is held by the proxy');
 	# wait until the retry is blocked behind the first transaction's locks
 	my $blocked = wait_for_value($remote, q{
 SELECT count(*) > 0 FROM pg_stat_activity
 WHERE application_name = 'sg_px' AND wait_event_type = 'Lock'}, 't', 30);
 	note("offsets: a retry waits for the first transaction's locks: $blocked");
-	px_release();
+	proxy_release($pxdir);
 	ok(wait_for_value($local, q{SELECT lag_events FROM streamguard.pipelines WHERE pipeline = 'q_pxoff'}, '0', 60),
 		'offsets: the pipeline catches up after the delayed COMMIT');
 	sleep 2;
@@ -817,13 +473,13 @@ WHERE application_name = 'sg_px' AND wait_event_type = 'Lock'}, 't', 30);
 # two_phase: the PREPARE TRANSACTION delayed
 {
 	my $off = log_offset($local);
-	px_hold('PREPARE TRANSACTION');
+	proxy_hold($pxdir, 'PREPARE TRANSACTION');
 	px_append(2001, 2100);
-	ok(px_held(), 'two_phase: the PREPARE TRANSACTION is held by the proxy');
+	ok(proxy_held($pxdir), 'two_phase: the PREPARE TRANSACTION is held by the proxy');
 	# the worker gives up, retries in a new session and commits the batch
 	my $retried = wait_for_value($remote, q{SELECT count(*) FROM sink_px2pc WHERE id BETWEEN 2001 AND 2100}, 100, 40);
 	note("two_phase: the batch committed by a retry while the first PREPARE is delayed: $retried");
-	px_release();
+	proxy_release($pxdir);
 	sleep 2;
 	# the pipeline goes on; give it time to settle whatever was left
 	px_append(2101, 2200);
@@ -844,14 +500,14 @@ WHERE application_name = 'sg_px' AND wait_event_type = 'Lock'}, 't', 30);
 {
 	my $off = log_offset($local);
 	q1($local, q{SELECT streamguard.inject_fault('q_px2pc', 'after_commit', 'kill')});
-	px_hold('PREPARE TRANSACTION');
+	proxy_hold($pxdir, 'PREPARE TRANSACTION');
 	px_append(3001, 3100);
-	ok(px_held(), 'two_phase + crash: the PREPARE TRANSACTION is held by the proxy');
+	ok(proxy_held($pxdir), 'two_phase + crash: the PREPARE TRANSACTION is held by the proxy');
 	my $o = wait_log($local, qr/pipeline "q_px2pc": injected fault, killing the worker/, $off, 40);
 	ok(defined $o, 'two_phase + crash: the retry committed and the worker was killed after it');
-	px_release();
+	proxy_release($pxdir);
 	ok(defined wait_crash_recovery($local, $off, 60), 'two_phase + crash: local server recovered');
-	ok(wait_running($local, [qw(q_px2pc q_pxoff)], 60), 'two_phase + crash: pipelines run again');
+	ok(wait_pipelines_running($local, [qw(q_px2pc q_pxoff)], 60), 'two_phase + crash: pipelines run again');
 	px_append(3101, 3200);
 	wait_for_value($remote, q{SELECT count(DISTINCT id) FROM sink_px2pc WHERE id BETWEEN 3101 AND 3200}, 100, 30);
 	is(px_counts('sink_px2pc', 3001, 3200), '200/200',
@@ -863,21 +519,15 @@ WHERE application_name = 'sg_px' AND wait_event_type = 'Lock'}, 't', 30);
 			slurp_file($local->logfile, $off) =~ /pipeline "q_px2pc": ((?:committing|rolling back) in-doubt[^\n]*)/g));
 }
 diag("proxy log:\n" . (-e "$pxdir/log" ? slurp_file("$pxdir/log") : ''));
-{
-	open(my $fh, '>', "$pxdir/exit") or die;
-	close $fh;
-	waitpid($pxpid, 0);
-}
+proxy_stop($pxdir, $pxpid);
 
 # ================================================================= report
 
 my $lrestarts = count_log($local, qr/all server processes terminated; reinitializing/);
 my $commits_ip = count_log($local, qr/committing in-doubt remote transaction/);
 my $rollbacks_ip = count_log($local, qr/rolling back in-doubt remote transaction/);
-diag(sprintf("events: %d committed, %d in rolled-back transactions; producer txns: %d committed, %d rolled back, %d broken by faults",
-	$n_committed, scalar(keys %aborted), $pstats{commits} // 0, $pstats{aborts} // 0, $pstats{failures} // 0));
-diag("faults fired/armed by kind:");
-diag(sprintf("  %-32s %d/%d", $_, $fired{$_} // 0, $armed{$_})) for sort keys %armed;
+producers_summary($pstats, $n_committed, scalar(keys %$aborted));
+fault_summary($fx);
 diag("local crash restarts: $lrestarts; in-doubt remote transactions committed $commits_ip, rolled back $rollbacks_ip; "
 	  . "stalls: a new session after (s) @stall_moved");
 for my $p (@pipes)
@@ -886,8 +536,7 @@ for my $p (@pipes)
 	diag(sprintf("%-6s sink rows %6d: lost %5d, duplicates %5d, phantom %d, rolled-back %d, wrong position %d",
 		$p, $r->{rows}, $r->{lost}, $r->{dups}, $r->{phantom}, $r->{aborted}, $r->{wrong_pos}));
 }
-diag("pipelines:\n" . pipelines_report($local));
-diag("remote_status:\n" . remote_status_report($local));
+state_diag($local, remote => 1);
 diag(sprintf("durations: faults %.0f s, drain %.0f s, total %.0f s", $fault_secs, $drain_secs, time - $t_start));
 
 $local->stop;

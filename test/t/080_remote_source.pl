@@ -37,27 +37,18 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use POSIX ();
-use Time::HiRes qw(time usleep);
-use RemoteTest;
+use StreamguardTest;
+use Time::HiRes qw(time);
 
 my $t_start = time;
-my $seed = $ENV{SG_REMOTE_SEED} // 20240808;
-my $min_events = $ENV{SG_REMOTE_MIN_EVENTS} // 50_000;
-my $rounds = $ENV{SG_REMOTE_ROUNDS} // 3;
-srand($seed);
-diag("seed $seed, at least $min_events committed events, $rounds round(s) of faults");
+my ($seed, $min_events, $rounds) = run_knobs('SG_REMOTE', seed => 20240808, min_events => 50_000, rounds => 3);
 
 my $remote_timeout = 2;
-my $remote = rt_node('remote', remote => 1, extra => "shared_buffers=128MB\n");
-my $local = rt_node('local',
-	extra => "streamguard.remote_timeout='${remote_timeout}s'\nshared_buffers=128MB\n");
-
-my %stopped;
-END { kill 'CONT', $_ for keys %stopped; }
+my ($remote, $local) = sg_remote_pair(
+	remote => { extra => "shared_buffers=128MB\n" },
+	local  => { extra => "streamguard.remote_timeout='${remote_timeout}s'\nshared_buffers=128MB\n" });
 
 my $app = 'sg_src';
-my $rport = $remote->port;
 my $readerpw = 'reader-Pw-2718';
 
 $remote->safe_psql('postgres', qq{
@@ -65,43 +56,19 @@ CREATE EXTENSION streamguard;
 CREATE ROLE reader LOGIN PASSWORD '$readerpw';
 SELECT streamguard.create_stream('rsrc', 4);
 SELECT streamguard.grant_stream('rsrc', 'reader', 'read');
-CREATE SEQUENCE ev_id;
-CREATE TABLE produced (id bigint PRIMARY KEY, producer int NOT NULL);
-CREATE TABLE aborted (id bigint PRIMARY KEY);
-
-CREATE FUNCTION produce(n int, producer int, single boolean) RETURNS text
-LANGUAGE plpgsql AS \$\$
-DECLARE
-	ids bigint[];
-	i int;
-BEGIN
-	SELECT array_agg(nextval('ev_id') ORDER BY g) INTO ids FROM generate_series(1, n) g;
-	INSERT INTO produced (id, producer) SELECT u.id, produce.producer FROM unnest(ids) AS u(id);
-	IF single THEN
-		FOR i IN 1 .. n LOOP
-			PERFORM streamguard.append('rsrc', jsonb_build_object('id', ids[i]), key => 'k' || (ids[i] % 64));
-		END LOOP;
-	ELSE
-		PERFORM count(*) FROM streamguard.append_batch('rsrc',
-			ARRAY(SELECT jsonb_build_object('id', ids[k]) FROM generate_subscripts(ids, 1) AS k ORDER BY k),
-			ARRAY(SELECT 'k' || (ids[k] % 64) FROM generate_subscripts(ids, 1) AS k ORDER BY k));
-	END IF;
-	RETURN array_to_string(ids, ',');
-END \$\$;
+@{[ producer_sql('rsrc') ]}
 });
 
 $local->safe_psql('postgres', qq{
 CREATE EXTENSION streamguard;
 CREATE TABLE sink (n bigserial, id bigint NOT NULL, partition int, seq bigint,
 	at timestamptz DEFAULT clock_timestamp());
-CREATE SERVER rs_src FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$rport', dbname 'postgres', application_name '$app');
-CREATE USER MAPPING FOR CURRENT_USER SERVER rs_src OPTIONS (user 'reader', password '$readerpw');
+@{[ remote_server_sql('rs_src', $remote, app => $app, user => 'reader', password => $readerpw) ]}
 SELECT streamguard.create_pipeline('p_rsrc', 'rsrc',
 	\$\$INSERT INTO sink (id, partition, seq) SELECT (payload->>'id')::bigint, partition, seq FROM batch\$\$,
 	batch_size => 500, source_server => 'rs_src');
 });
-ok(wait_running($local, ['p_rsrc'], 60), 'the remote-source pipeline runs')
+ok(wait_pipelines_running($local, ['p_rsrc'], 60), 'the remote-source pipeline runs')
   or BAIL_OUT("pipeline did not start:\n" . pipelines_report($local));
 is( $local->safe_psql('postgres',
 		q{SELECT string_agg(partition || ':' || position, ',' ORDER BY partition) FROM streamguard.remote_position}),
@@ -119,168 +86,12 @@ ok( wait_for_value($local,
 
 # ============================================================== producers
 
-my $work = "${PostgreSQL::Test::Utils::tmp_check}/remote_source_work";
-mkdir $work;
-my $stopfile = "$work/stop";
-unlink $stopfile;
-my $nproducers = 2;
-
-sub producer_main
-{
-	my ($pno) = @_;
-	srand($seed * 10 + $pno);
-	my %st = (commits => 0, aborts => 0, failures => 0, events => 0);
-	open(my $af, '>', "$work/aborted.$pno") or POSIX::_exit(2);
-	while (!-e $stopfile)
-	{
-		my $single = rand() < 0.1 ? 1 : 0;
-		my $n = $single ? 20 + int(rand(81)) : 100 + int(rand(601));
-		my $abort = rand() < 0.15;
-		my $sql = "BEGIN;\nSELECT produce($n, $pno, " . ($single ? 'true' : 'false') . ");\n"
-		  . ($abort ? 'ROLLBACK' : 'COMMIT') . ";\n";
-		my ($ok, $out) = try_psql($remote, $sql, timeout => 120);
-		if ($ok && $out =~ /^\d+(,\d+)*$/)
-		{
-			if ($abort)
-			{
-				print $af join("\n", split(/,/, $out)), "\n";
-				$st{aborts}++;
-			}
-			else
-			{
-				$st{commits}++;
-				$st{events} += $n;
-			}
-		}
-		else
-		{
-			$st{failures}++;
-			usleep(200_000);
-		}
-		usleep(300_000 + int(rand(500_000)));
-	}
-	close $af;
-	open(my $sf, '>', "$work/stats.$pno") or POSIX::_exit(2);
-	print $sf join(' ', map { "$_=$st{$_}" } sort keys %st), "\n";
-	close $sf;
-	POSIX::_exit(0);
-}
-
-my @children;
-for my $pno (1 .. $nproducers)
-{
-	my $pid = fork();
-	die "fork failed: $!" unless defined $pid;
-	producer_main($pno) if $pid == 0;
-	push @children, $pid;
-}
+my $producers = start_producers($remote, name => 'remote_source', seed => $seed,
+	batch => [ 100, 700 ], single => [ 20, 100 ], abort => 0.15, pause_us => [ 300_000, 500_000 ]);
 
 # ================================================================= faults
 
-my (%armed, %fired);
-
-sub wait_ok
-{
-	my ($kind) = @_;
-	return 1 if wait_running($local, ['p_rsrc'], 90);
-	diag("$kind: pipeline not running again:\n" . pipelines_report($local));
-	return 0;
-}
-
-sub inject
-{
-	my ($kind, $point) = @_;
-	my $off = log_offset($local);
-	$armed{$kind}++;
-	return -1 unless defined q1($local, "SELECT streamguard.inject_fault('p_rsrc', '$point', 'kill')", 60);
-	my $o = wait_log($local, qr/pipeline "p_rsrc": injected fault, killing the worker/, $off, 45);
-	if (!defined $o)
-	{
-		diag("$kind: did not fire within 45 s; disarming");
-		q1($local, "SELECT streamguard.inject_fault('p_rsrc', 'none')", 60);
-		return 0;
-	}
-	$fired{$kind}++;
-	if (!defined wait_crash_recovery($local, $off, 90))
-	{
-		diag("$kind: local server did not come back");
-		return -1;
-	}
-	return wait_ok($kind) ? 1 : -1;
-}
-
-sub remote_restart
-{
-	my ($kind, $mode) = @_;
-	$armed{$kind}++;
-	if ($mode eq 'fast')
-	{
-		$remote->restart;
-	}
-	else
-	{
-		$remote->stop('immediate');
-		usleep(int(rand(1_000_000)));
-		$remote->start;
-	}
-	$fired{$kind}++;
-	return wait_ok($kind) ? 1 : -1;
-}
-
-sub terminate_session
-{
-	my ($kind) = @_;
-	$armed{$kind}++;
-	my $deadline = time + 20;
-	while (time < $deadline)
-	{
-		my $r = q1($remote, qq{
-SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-WHERE application_name = '$app' AND backend_type = 'client backend'}, 30);
-		if (defined $r && $r > 0)
-		{
-			$fired{$kind}++;
-			last;
-		}
-		usleep(100_000);
-	}
-	return wait_ok($kind) ? 1 : -1;
-}
-
-my @stall_moved;
-sub stall
-{
-	my ($kind, $secs) = @_;
-	$armed{$kind}++;
-	my $deadline = time + 20;
-	my @pids;
-	while (time < $deadline && !(@pids = remote_pids($remote, $app)))
-	{
-		usleep(100_000);
-	}
-	return 0 unless @pids;
-	my %old = map { $_ => 1 } @pids;
-	for my $pid (@pids)
-	{
-		$stopped{$pid} = 1;
-		kill 'STOP', $pid;
-	}
-	my $t0 = time;
-	my $moved;
-	while (time < $t0 + $secs)
-	{
-		$moved = time - $t0 if !defined $moved && grep { !$old{$_} } remote_pids($remote, $app);
-		usleep(100_000);
-	}
-	for my $pid (@pids)
-	{
-		kill 'CONT', $pid;
-		delete $stopped{$pid};
-	}
-	$fired{$kind}++;
-	push @stall_moved, defined $moved ? sprintf('%.1f', $moved) : 'never';
-	return wait_ok($kind) ? 1 : -1;
-}
+my $fx = fault_context($local, ['p_rsrc'], remote => $remote);
 
 # ---------------------------------------------------------- the horizon
 #
@@ -288,8 +99,8 @@ sub stall
 my %horizon;
 sub horizon_check
 {
-	my ($kind) = @_;
-	$armed{$kind}++;
+	my ($fx, $kind) = @_;
+	$fx->{armed}{$kind}++;
 	my $holder = $remote->background_psql('postgres', on_error_stop => 0);
 	$holder->query_safe('BEGIN');
 	my $held = $holder->query_safe(
@@ -311,7 +122,7 @@ SELECT string_agg(seq::text, ',' ORDER BY seq) FROM streamguard.append_batch('rs
 	$remote->safe_psql('postgres', q{SELECT streamguard.append('rsrc', '{"id": -20}', partition => 1)});
 	ok(wait_for_value($local, 'SELECT count(*) FROM sink WHERE id = -20', 1, 30),
 		'horizon: an event committed later in partition 1 is delivered');
-	my $r = inject("$kind: worker kill while held", 'before_commit');
+	my $r = fault_inject($fx, "$kind: worker kill while held", 'p_rsrc', 'before_commit');
 	$remote->safe_psql('postgres', q{SELECT streamguard.append('rsrc', '{"id": -21}', partition => 2)});
 	ok(wait_for_value($local, 'SELECT count(*) FROM sink WHERE id = -21', 1, 30),
 		'horizon: ... and after a worker crash, one in partition 2');
@@ -332,102 +143,28 @@ SELECT string_agg(seq::text, ',' ORDER BY seq) FROM streamguard.append_batch('rs
 	is( $local->safe_psql('postgres',
 			q{SELECT string_agg(seq::text, ',' ORDER BY n) FROM sink WHERE id BETWEEN -11 AND -1}),
 		join(',', $held, @later), 'horizon: ... once each, in seq order');
-	$fired{$kind}++;
+	$fx->{fired}{$kind}++;
 	$horizon{held} = $held;
 	return $r;
 }
 
 my @plan = (
-	(['kill before_commit', \&inject, 'before_commit']) x 3,
-	(['kill mid_batch',     \&inject, 'mid_batch']) x 3,
-	(['kill after_commit',  \&inject, 'after_commit']) x 1,
-	(['remote restart fast',      \&remote_restart, 'fast']) x 2,
-	(['remote restart immediate', \&remote_restart, 'immediate']) x 2,
-	(['terminate remote session', \&terminate_session]) x 3,
-	(['stall remote backend',     \&stall, $remote_timeout + 3]) x 1,
+	(['kill before_commit', \&fault_inject, 'p_rsrc', 'before_commit']) x 3,
+	(['kill mid_batch',     \&fault_inject, 'p_rsrc', 'mid_batch']) x 3,
+	(['kill after_commit',  \&fault_inject, 'p_rsrc', 'after_commit']) x 1,
+	(['remote restart fast',      \&fault_remote_restart, 'fast']) x 2,
+	(['remote restart immediate', \&fault_remote_restart, 'immediate']) x 2,
+	(['terminate remote session', \&fault_terminate_remote, $app]) x 3,
+	(['stall remote backend',     \&fault_stall_remote, $app, $remote_timeout + 3]) x 1,
 );
-@plan = (@plan) x $rounds;
-for (my $i = $#plan; $i > 0; $i--)
-{
-	my $j = int(rand($i + 1));
-	@plan[ $i, $j ] = @plan[ $j, $i ];
-}
-splice(@plan, int(@plan / 2), 0, ['horizon', \&horizon_check]);
-
-my $t_faults = time;
-my $healthy = 1;
-my $nfault = 0;
-for my $f (@plan)
-{
-	my ($kind, $fn, @args) = @$f;
-	usleep(300_000 + int(rand(1_000_000)));
-	$nfault++;
-	my $r = $fn->($kind, @args);
-	note(sprintf("fault %d/%d %s -> %s (%.0f s)", $nfault, scalar @plan, $kind, $r, time - $t_start));
-	if ($r < 0)
-	{
-		$healthy = 0;
-		diag("fault $kind left a server or the pipeline unhealthy; stopping the fault loop");
-		diag(pipelines_report($local));
-		last;
-	}
-}
-my $fault_secs = time - $t_faults;
+my ($healthy, $fault_secs) = run_fault_plan($fx, \@plan, rounds => $rounds,
+	middle => [ 'horizon', \&horizon_check ], gap_us => [ 300_000, 1_000_000 ], t_start => $t_start);
 ok($healthy, 'servers and pipeline recovered after every fault');
-ok(@stall_moved && !grep({ $_ eq 'never' } @stall_moved),
-	'a stalled remote backend: the worker gave up on it and read through a new session (bounded wait)')
-  or diag("new session after: @stall_moved");
+my @stall_moved = fault_stalls_ok($fx,
+	'a stalled remote backend: the worker gave up on it and read through a new session (bounded wait)');
 
-{
-	my $deadline = time + 150;
-	sleep 2;
-	my $c;
-	while ((($c = q1($remote, 'SELECT count(*) FROM produced', 60)) // -1) < $min_events && time < $deadline)
-	{
-		sleep 1;
-	}
-	diag("committed events when stopping the producers: " . ($c // '?'));
-}
-open(my $sfh, '>', $stopfile) or die;
-close $sfh;
-{
-	my $deadline = time + 150;
-	my %left = map { $_ => 1 } @children;
-	while (%left && time < $deadline)
-	{
-		for my $pid (keys %left)
-		{
-			delete $left{$pid} if waitpid($pid, POSIX::WNOHANG()) == $pid;
-		}
-		usleep(100_000);
-	}
-	for my $pid (keys %left)
-	{
-		diag("producer $pid did not stop; killing it");
-		kill 'TERM', $pid;
-		waitpid($pid, 0);
-	}
-}
-my %pstats;
-for my $pno (1 .. $nproducers)
-{
-	my $line = -e "$work/stats.$pno" ? slurp_file("$work/stats.$pno") : '';
-	for my $kv (split /\s+/, $line)
-	{
-		my ($k, $v) = split /=/, $kv;
-		$pstats{$k} += $v if defined $v;
-	}
-}
-{
-	open(my $all, '>', "$work/aborted.all") or die;
-	for my $pno (1 .. $nproducers)
-	{
-		print $all slurp_file("$work/aborted.$pno") if -e "$work/aborted.$pno";
-	}
-	close $all;
-	chmod 0644, "$work/aborted.all";
-	$remote->safe_psql('postgres', "COPY aborted FROM '$work/aborted.all'");
-}
+producers_wait_for($producers, $min_events, settle => 2, timeout => 150);
+my $pstats = stop_producers($producers);
 
 # ================================================================== drain
 
@@ -443,37 +180,18 @@ my $remote_last = val($remote, $last_seqs_sql);
 my $drained = wait_for_value($local, $positions_sql, $remote_last, 240);
 ok($drained, 'the pipeline drained: its remote positions reached the remote partitions\' last seqs')
   or diag(pipelines_report($local));
-{
-	my $a = val($local, 'SELECT count(*) FROM sink');
-	sleep 2;
-	my $b = val($local, 'SELECT count(*) FROM sink');
-	is($b, $a, "the local sink is stable after the drain ($b rows)");
-}
+is_stable($local, 'SELECT count(*) FROM sink', 2, 'the local sink is stable after the drain (%s rows)');
 my $drain_secs = time - $t_drain;
 
 # ================================================================= verify
 
 # the remote stream, read back by a fresh consumer: id -> "partition:seq"
-my %pos;
-{
-	my $deadline = time + 120;
-	while (time < $deadline)
-	{
-		my $got = val($remote, q{SELECT (payload->>'id') || '|' || partition || ':' || seq
-			FROM streamguard.poll('rsrc', 'verify', 100000)});
-		last if $got eq '';
-		for my $l (split /\n/, $got)
-		{
-			my ($id, $ps) = split /\|/, $l;
-			$pos{$id} = $ps;
-		}
-	}
-}
-my %committed = map { $_ => 1 } split /\n/, val($remote, 'SELECT id FROM produced');
-my %aborted = map { $_ => 1 } split /\n/, val($remote, 'SELECT id FROM aborted');
-my $n_committed = scalar keys %committed;
+copy_stream($remote, 'rsrc');
+my %pos = streamed_positions($remote);
+my ($committed, $aborted) = producer_ids($remote);
+my $n_committed = scalar keys %$committed;
 cmp_ok($n_committed, '>=', $min_events, "at least $min_events committed events on the remote");
-is(scalar(grep { !$pos{$_} } keys %committed), 0, 'remote stream: every committed event is there');
+is(scalar(grep { !$pos{$_} } keys %$committed), 0, 'remote stream: every committed event is there');
 
 my (%cnt, $wrong_pos, $rows);
 $wrong_pos = 0;
@@ -485,11 +203,11 @@ for my $l (split /\n/, val($local, q{SELECT id, partition || ':' || seq FROM sin
 	$rows++;
 	$wrong_pos++ if !defined $pos{$id} || $pos{$id} ne $ps;
 }
-my $lost = grep { !$cnt{$_} } keys %committed;
+my $lost = grep { !$cnt{$_} } keys %$committed;
 my $dups = 0;
 $dups += $cnt{$_} - 1 for keys %cnt;
-my $phantom = grep { $_ > 0 && !$committed{$_} } keys %cnt;
-my $aborted_seen = grep { $aborted{$_} } keys %cnt;
+my $phantom = grep { $_ > 0 && !$committed->{$_} } keys %cnt;
+my $aborted_seen = grep { $aborted->{$_} } keys %cnt;
 my $horizon_events = grep { $_ < 0 } keys %cnt;
 is($lost, 0, 'exactly_once: no committed remote event lost');
 is($dups, 0, 'exactly_once: no duplicate');
@@ -545,16 +263,13 @@ is(val($local, q{SELECT state FROM streamguard.pipelines WHERE pipeline = 'p_rsr
 # ================================================================= report
 
 my $lrestarts = count_log($local, qr/all server processes terminated; reinitializing/);
-diag(sprintf("events: %d committed, %d in rolled-back transactions; producer txns: %d committed, %d rolled back, %d broken by faults",
-	$n_committed, scalar(keys %aborted), $pstats{commits} // 0, $pstats{aborts} // 0, $pstats{failures} // 0));
-diag("faults fired/armed by kind:");
-diag(sprintf("  %-44s %d/%d", $_, $fired{$_} // 0, $armed{$_})) for sort keys %armed;
+producers_summary($pstats, $n_committed, scalar(keys %$aborted));
+fault_summary($fx);
 diag("local crash restarts: $lrestarts; stalls: a new session after (s) @stall_moved; horizon held at seq "
 	  . ($horizon{held} // '?'));
 diag(sprintf("sink rows %d: lost %d, duplicates %d, phantom %d, rolled-back %d, wrong position %d",
 	$rows, $lost, $dups, $phantom, $aborted_seen, $wrong_pos));
-diag("pipelines:\n" . pipelines_report($local));
-diag("remote_status:\n" . remote_status_report($local));
+state_diag($local, remote => 1);
 diag(sprintf("durations: faults %.0f s, drain %.0f s, total %.0f s", $fault_secs, $drain_secs, time - $t_start));
 
 $local->stop;

@@ -39,13 +39,12 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
-use RemoteTest;
+use StreamguardTest;
 
 my $walconf = "wal_writer_delay='10s'\nwal_writer_flush_after=0\n";
-my $remote = rt_node('remote', remote => 1, mpx => 10, extra => $walconf);
-my $local = rt_node('local', mpx => 4,
-	extra => $walconf . "synchronous_commit=off\nstreamguard.remote_timeout='2s'\n");
+my ($remote, $local) = sg_remote_pair(
+	remote => { mpx => 10, extra => $walconf },
+	local  => { mpx => 4, extra => $walconf . "synchronous_commit=off\nstreamguard.remote_timeout='2s'\n" });
 
 # a copy of "local" taken before the extension exists: same system
 # identifier, same database OIDs (a clone, or a restored base backup)
@@ -59,7 +58,6 @@ is($twin->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system
 	$local->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
 	'the twin shares the system identifier of local');
 
-my $rport = $remote->port;
 my $pw = 'edge-Pw-1618';
 
 $remote->safe_psql('postgres', qq{
@@ -74,11 +72,7 @@ CREATE TABLE sink_2pc (id bigint NOT NULL, sc text);
 CREATE TABLE sink_twin (id bigint NOT NULL);
 });
 
-my $servers = qq{
-CREATE SERVER rs FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$rport', dbname 'postgres', application_name 'sg_edge');
-CREATE USER MAPPING FOR CURRENT_USER SERVER rs OPTIONS (user 'edger', password '$pw');
-};
+my $servers = remote_server_sql('rs', $remote, app => 'sg_edge', user => 'edger', password => $pw);
 for my $n ($local, $twin)
 {
 	$n->safe_psql('postgres', qq{
@@ -212,7 +206,7 @@ SELECT streamguard.create_pipeline('p_off', 'src',
 	$$SELECT (payload->>'id')::bigint AS id FROM batch$$,
 	sink_server => 'rs', sink_table => 'sink_off', sink_mode => 'offsets', start_from => 'end');
 });
-ok(wait_running($local, ['p_off'], 30), 'p_off runs');
+ok(wait_pipelines_running($local, ['p_off'], 30), 'p_off runs');
 {
 	my $off = log_offset($local);
 	$local->safe_psql('postgres', q{SELECT streamguard.inject_fault('p_off', 'after_remote_commit', 'kill')});
@@ -230,7 +224,7 @@ COMMIT;
 		'durability: the sink has the event');
 	is($local->safe_psql('postgres', 'SELECT count(*) FROM produced WHERE id = 7'), 1,
 		'durability: ... and the producer\'s transaction survived the crash here');
-	ok(wait_running($local, ['p_off'], 30), 'p_off runs again');
+	ok(wait_pipelines_running($local, ['p_off'], 30), 'p_off runs again');
 	$local->safe_psql('postgres', q{SELECT streamguard.append('src', '{"id": 8}')});
 	ok(wait_for_value($remote, 'SELECT count(*) FROM sink_off WHERE id IN (7, 8)', 2, 30),
 		'durability: the next event follows, nothing twice');
@@ -245,7 +239,7 @@ SELECT streamguard.create_pipeline('p_2pc', 'src',
 	$$SELECT (payload->>'id')::bigint AS id, pg_catalog.current_setting('synchronous_commit') AS sc FROM batch$$,
 	sink_server => 'rs', sink_table => 'sink_2pc', sink_mode => 'two_phase', start_from => 'end');
 });
-ok(wait_running($local, ['p_2pc'], 30), 'p_2pc runs');
+ok(wait_pipelines_running($local, ['p_2pc'], 30), 'p_2pc runs');
 $local->safe_psql('postgres', q{SELECT streamguard.append('src', '{"id": 20}')});
 ok(wait_for_value($remote, 'SELECT count(*) FROM sink_2pc WHERE id = 20', 1, 30), 'two_phase: delivered');
 is($remote->safe_psql('postgres', 'SELECT sc FROM sink_2pc WHERE id = 20'), 'on',

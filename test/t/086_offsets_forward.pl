@@ -20,14 +20,14 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use RemoteTest;
+use StreamguardTest;
 
 sub val { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 
-my $remote = rt_node('fwd_remote', remote => 1);
-my $local = rt_node('fwd_local', extra => "streamguard.remote_timeout='5s'\n");
-my $rport = $remote->port;
+my ($remote, $local) = sg_remote_pair(remote_name => 'fwd_remote', local_name => 'fwd_local',
+	local => { extra => "streamguard.remote_timeout='5s'\n" });
 my $pw = 'fwd-Pw-2718';
+my $server = remote_server_sql('fwd', $remote, user => 'loader', password => $pw);
 
 $remote->safe_psql('postgres', qq{
 CREATE ROLE loader LOGIN PASSWORD '$pw';
@@ -37,9 +37,7 @@ CREATE TABLE fwd_sink (id bigint NOT NULL, seq bigint NOT NULL);
 });
 $local->safe_psql('postgres', qq{
 CREATE EXTENSION streamguard;
-CREATE SERVER fwd FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$rport', dbname 'postgres');
-CREATE USER MAPPING FOR CURRENT_USER SERVER fwd OPTIONS (user 'loader', password '$pw');
+$server
 SELECT streamguard.create_stream('fwd_src', 1);
 SELECT streamguard.create_pipeline('fwd_p', 'fwd_src',
 	\$\$SELECT (payload->>'id')::bigint AS id, seq FROM batch\$\$, batch_size => 100,

@@ -31,15 +31,12 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
-use RemoteTest;
+use StreamguardTest;
+use Time::HiRes qw(time);
 
 my $t_start = time;
-my $remote = rt_node('remote', remote => 1, trust_tcp => ['r_trusted']);
-my $local = rt_node('local', extra => "streamguard.remote_timeout='5s'\n");
-
-my $rport = $remote->port;
-my $rsock = $remote->host;    # the remote's unix socket directory
+my ($remote, $local) = sg_remote_pair(remote => { trust_tcp => ['r_trusted'] },
+	local => { extra => "streamguard.remote_timeout='5s'\n" });
 my $loader_pw = 'LoaderSecret-q7Zx';
 my $trusted_pw = 'TrustedSecret-k2Vw';
 my $bob_pw = 'BobSecret-p9Lm';
@@ -52,9 +49,7 @@ CREATE ROLE r_loader LOGIN PASSWORD '$loader_pw';
 CREATE ROLE r_trusted LOGIN PASSWORD '$trusted_pw';
 CREATE TABLE sink (id bigint NOT NULL, seq bigint);
 GRANT SELECT, INSERT ON sink TO r_loader, r_trusted;
--- the two-phase sinks' bookkeeping table, made by the remote's administrator
-CREATE TABLE public.streamguard_sink_marker (pipeline text PRIMARY KEY, gid text NOT NULL);
-GRANT SELECT, INSERT, UPDATE, DELETE ON public.streamguard_sink_marker TO r_loader, r_trusted;
+@{[ sink_marker_sql('r_loader', 'r_trusted') ]}
 SELECT streamguard.create_stream('rstream', 1);
 SELECT streamguard.grant_stream('rstream', 'r_loader', 'read');
 SELECT streamguard.grant_stream('rstream', 'r_trusted', 'read');
@@ -80,12 +75,10 @@ SELECT streamguard.create_stream('ev', 2);
 SELECT streamguard.grant_stream('ev', 'alice', 'read');
 SELECT streamguard.grant_stream('ev', 'bob', 'read');
 SELECT streamguard.grant_stream('ev', 'carol', 'read');
-CREATE SERVER srv FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$rport', dbname 'postgres');
-CREATE SERVER srv_t FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$rport', dbname 'postgres');
-CREATE SERVER srv_sock FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '$rsock', port '$rport', dbname 'postgres');
+@{[ remote_server_sql('srv', $remote) ]}
+@{[ remote_server_sql('srv_t', $remote) ]}
+-- through the remote's unix socket directory
+@{[ remote_server_sql('srv_sock', $remote, host => $remote->host) ]}
 GRANT USAGE ON FOREIGN SERVER srv, srv_t, srv_sock TO alice;
 CREATE USER MAPPING FOR alice SERVER srv OPTIONS (user 'r_loader');
 CREATE USER MAPPING FOR alice SERVER srv_t OPTIONS (user 'r_trusted', password '$trusted_pw');
@@ -138,23 +131,17 @@ is($local->safe_psql('postgres', q{SELECT count(*) FROM streamguard.pipelines}),
 
 # the superuser is exempt from the rule (postgres_fdw's rule too)
 $local->safe_psql('postgres', qq{CREATE USER MAPPING FOR CURRENT_USER SERVER srv_t OPTIONS (user 'r_trusted')});
-{
-	my ($ok, $out, $err) = try_psql($local, sink_pipeline('su_trust', 'srv_t'));
-	ok($ok, 'a superuser\'s mapping without a password is accepted') or diag($err);
-	$local->safe_psql('postgres', q{SELECT streamguard.drop_pipeline('su_trust')}) if $ok;
-}
+$local->safe_psql('postgres', q{SELECT streamguard.drop_pipeline('su_trust')})
+  if expect_ok($local, sink_pipeline('su_trust', 'srv_t'), 'a superuser\'s mapping without a password is accepted');
 
 # the right password: it works, as alice, through r_loader
 $local->safe_psql('postgres', qq{ALTER USER MAPPING FOR alice SERVER srv OPTIONS (SET password '$loader_pw')});
-{
-	my ($ok, $out, $err) = try_psql($local, sink_pipeline('a_ok', 'srv'), user => 'alice');
-	ok($ok, 'with the password the remote asks for, alice creates a remote-sink pipeline') or diag($err);
-	($ok, $out, $err) = try_psql($local, source_pipeline('a_ok_src', 'srv'), user => 'alice');
-	ok($ok, '... and a remote-source pipeline') or diag($err);
-}
+expect_ok($local, sink_pipeline('a_ok', 'srv'),
+	'with the password the remote asks for, alice creates a remote-sink pipeline', user => 'alice');
+expect_ok($local, source_pipeline('a_ok_src', 'srv'), '... and a remote-source pipeline', user => 'alice');
 is($local->safe_psql('postgres', q{SELECT string_agg(pipeline || ':' || owner, ',' ORDER BY pipeline) FROM streamguard.pipelines}),
 	'a_ok:alice,a_ok_src:alice', 'both pipelines are owned by alice');
-ok(wait_running($local, [qw(a_ok a_ok_src)], 60), 'both run');
+ok(wait_pipelines_running($local, [qw(a_ok a_ok_src)], 60), 'both run');
 $local->safe_psql('postgres',
 	q{SELECT count(*) FROM streamguard.append_batch('ev', ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, 100) g))});
 $remote->safe_psql('postgres',
@@ -257,8 +244,7 @@ is($local->safe_psql('postgres', q{SELECT count(*) FROM pg_foreign_server WHERE 
 expect_error($local, q{SELECT streamguard.inject_fault('a_ok', 'mid_batch')}, '42501', undef,
 	'alice cannot inject faults', user => 'alice');
 
-diag("pipelines:\n" . pipelines_report($local));
-diag("remote_status:\n" . remote_status_report($local));
+state_diag($local, remote => 1);
 diag(sprintf('duration %.0f s', time - $t_start));
 
 $local->stop;

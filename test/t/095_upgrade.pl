@@ -18,7 +18,7 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use SgPipeTest;
+use StreamguardTest;
 
 my $node = sg_node('upgrade');
 
@@ -42,12 +42,11 @@ is($node->safe_psql('old_db', q{SELECT extversion FROM pg_extension WHERE extnam
 
 # a 0.1 pipeline, created before the update (the new library serves 0.1's
 # create_pipeline signature: the SQL script decides which arguments exist)
-my ($ok, $out, $err) = try_psql($node, q{
+expect_ok($node, q{
 SELECT streamguard.create_pipeline('totals', 'orders',
 	$$INSERT INTO totals SELECT key, sum((payload->>'amount')::numeric) FROM batch GROUP BY key
 	  ON CONFLICT (customer) DO UPDATE SET amount = totals.amount + excluded.amount$$)},
-	dbname => 'old_db');
-ok($ok, 'a pipeline created on 0.1') or diag($err);
+	'a pipeline created on 0.1', dbname => 'old_db');
 
 # ----------------------------------------------------------------- update
 $node->safe_psql('old_db', 'ALTER EXTENSION streamguard UPDATE');
@@ -55,14 +54,14 @@ is($node->safe_psql('old_db', q{SELECT extversion FROM pg_extension WHERE extnam
 	'0.2', 'ALTER EXTENSION streamguard UPDATE reaches 0.2');
 
 # the pipeline processes every event exactly once after the update
-ok(wait_for_value($node, q{SELECT coalesce(sum(amount), 0) FROM totals}, '5050', 60, 'old_db'),
+ok(wait_for_value($node, q{SELECT coalesce(sum(amount), 0) FROM totals}, '5050', 60, dbname => 'old_db'),
 	'the 0.1 pipeline delivers all 100 events exactly once after the update');
 $node->safe_psql('old_db', q{
 SELECT count(*) FROM streamguard.append_batch('orders',
 	ARRAY(SELECT jsonb_build_object('amount', g) FROM generate_series(101, 110) g),
 	ARRAY(SELECT 'c' || (g % 5) FROM generate_series(101, 110) g));
 });
-ok(wait_for_value($node, q{SELECT sum(amount) FROM totals}, '6105', 60, 'old_db'),
+ok(wait_for_value($node, q{SELECT sum(amount) FROM totals}, '6105', 60, dbname => 'old_db'),
 	'... and new appends after it');
 
 # the consumer kept its position; new functions and settings work

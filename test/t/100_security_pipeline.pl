@@ -9,8 +9,9 @@
 # SET work_mem; pg_catalog.set_config(..., false)).  If those settings
 # survive the user's SQL, every statement the worker runs afterwards as the
 # superuser / data owner that names an operator or function without
-# pg_catalog resolves the attacker's look-alike (SecTest.pm) and runs it
-# with superuser rights: ALTER ROLE attacker SUPERUSER.
+# pg_catalog resolves the attacker's look-alike (sec_evil_sql in
+# StreamguardTest.pm) and runs it with superuser rights: ALTER ROLE
+# attacker SUPERUSER.
 #
 # Cases (one attacker role and schema per case, so that the cases do not
 # contaminate each other):
@@ -22,11 +23,11 @@
 #         dead-letter SQL)
 #   rsink remote two_phase sink (remote bookkeeping: remote_prepared)
 #   rsrc  remote source (remote_position bookkeeping)
-# Each case asserts: no escalation (SecTest), the pipeline ran as the
-# attacker, and nothing a batch set is visible to the next batch: every
-# batch records current_setting('search_path'/'work_mem') before setting
-# them, and every record shows the definition-time search_path and the
-# default work_mem, never '77kB'.
+# Each case asserts: no escalation (sec_assert_no_escalation), the
+# pipeline ran as the attacker, and nothing a batch set is visible to the
+# next batch: every batch records current_setting('search_path'/'work_mem')
+# before setting them, and every record shows the definition-time
+# search_path and the default work_mem, never '77kB'.
 
 use strict;
 use warnings;
@@ -37,14 +38,11 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
-use RemoteTest;
-use SecTest;
+use StreamguardTest;
+use Time::HiRes qw(time);
 
 my $t_start = time;
-my $remote = rt_node('sec100_remote', remote => 1);
-my $node = rt_node('sec100_local');
-my $rport = $remote->port;
+my ($remote, $node) = sg_remote_pair(remote_name => 'sec100_remote', local_name => 'sec100_local');
 my $pw = 'LoaderPw-x81Q';
 
 $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
@@ -53,10 +51,7 @@ CREATE EXTENSION streamguard;
 CREATE ROLE r_loader LOGIN PASSWORD '$pw';
 CREATE TABLE sink_rs (seq bigint, wm text, sp text, x1 text, x2 text);
 GRANT SELECT, INSERT ON sink_rs TO r_loader;
--- the two-phase sink's bookkeeping table, made by the remote's administrator
--- (r_loader may not create tables in schema public)
-CREATE TABLE public.streamguard_sink_marker (pipeline text PRIMARY KEY, gid text NOT NULL);
-GRANT SELECT, INSERT, UPDATE, DELETE ON public.streamguard_sink_marker TO r_loader;
+@{[ sink_marker_sql('r_loader') ]}
 SELECT streamguard.create_stream('rsrc', 1);
 SELECT streamguard.grant_stream('rsrc', 'r_loader', 'read');
 });
@@ -73,10 +68,7 @@ my @local = (
 );
 my @all = (@local, { tag => 'rsink', remote => 'sink' }, { tag => 'rsrc', remote => 'source' });
 
-$node->safe_psql('postgres', qq{
-CREATE SERVER rsrv FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$rport', dbname 'postgres');
-});
+$node->safe_psql('postgres', remote_server_sql('rsrv', $remote));
 
 for my $c (@all)
 {
@@ -129,17 +121,15 @@ SELECT seq, pg_catalog.current_setting('work_mem') AS wm, pg_catalog.current_set
 FROM batch
 \$sql\$, sink_server => 'rsrv', sink_table => 'public.sink_rs', sink_mode => 'two_phase');};
 	}
-	my ($ok, $out, $err) = try_psql($node, qq{
+	$c->{created} = expect_ok($node, qq{
 SET search_path = public;
 CREATE TABLE $s.seen (sp text, wm text);
 CREATE TABLE $s.sink (seq bigint, n int, who name);
-$create}, user => $r);
-	ok($ok, "$t: $r creates its stream and pipeline p_$t") or diag($err);
-	$c->{created} = $ok;
+$create}, "$t: $r creates its stream and pipeline p_$t", user => $r);
 }
 
 my @created = map { "p_$_->{tag}" } grep { $_->{created} } @all;
-ok(wait_running($node, \@created, 60), 'the pipelines run') or diag(pipelines_report($node));
+ok(wait_pipelines_running($node, \@created, 60), 'the pipelines run') or diag(pipelines_report($node));
 
 # ---------------------------------------------------------------- batches
 #
@@ -217,7 +207,7 @@ for my $p (@created)
 {
 	$node->safe_psql('postgres', "SELECT streamguard.pause_pipeline('$p'); SELECT streamguard.resume_pipeline('$p')");
 }
-ok(wait_running($node, \@created, 60), 'after pause and resume the pipelines run again');
+ok(wait_pipelines_running($node, \@created, 60), 'after pause and resume the pipelines run again');
 for my $c (grep { $_->{created} && !$_->{remote} } @all)
 {
 	$node->safe_psql('postgres', "TRUNCATE $c->{schema}.seen");
@@ -230,7 +220,7 @@ for my $c (grep { $_->{created} && !$_->{remote} } @all)
 		name => "$c->{tag} after restart");
 }
 
-diag("pipelines:\n" . pipelines_report($node));
+state_diag($node);
 diag(sprintf('duration %.0f s', time - $t_start));
 $node->stop;
 $remote->stop;

@@ -8,7 +8,7 @@
 # Threats:
 #  (a) the owner of a database (an ordinary role) sets the database's
 #      search_path to a schema of look-alike operators and functions
-#      (SecTest.pm).  Background workers connecting to that database — the
+#      (StreamguardTest.pm).  Background workers connecting to that database — the
 #      maintenance worker (segment rotation, retention, dedup expiry,
 #      pipeline supervision) and the pipeline workers — connect as the
 #      bootstrap superuser and load the database's settings at connect: an
@@ -30,12 +30,11 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 use Time::HiRes qw(time usleep);
-use RemoteTest;
-use SecTest;
 
 my $t_start = time;
-my $node = rt_node('sec101', extra => "streamguard.launcher_naptime='1s'\n");
+my $node = sg_node('sec101', extra => "streamguard.launcher_naptime='1s'\n");
 my $pin = sec_pin();
 
 sub sq
@@ -60,21 +59,16 @@ SELECT streamguard.create_pipeline('p_ret', 'ret',
 	dedup_window => '1 second');
 SELECT count(*) FROM streamguard.poll('ret', 'c1');
 });
-ok( wait_for_value($node,
-		$pin . q{SELECT count(*) FROM streamguard.pipelines WHERE pipeline = 'p_ret' AND worker_pid IS NOT NULL}, 1, 30,
+ok( sec_wait($node,
+		q{SELECT count(*) FROM streamguard.pipelines WHERE pipeline = 'p_ret' AND worker_pid IS NOT NULL}, 1, 30,
 		dbname => 'evil_db'), '(a) the pipeline of evil_db runs');
 
 # the database owner prepares its traps and poisons the database's settings
-{
-	my ($ok, $out, $err) = try_psql($node, 'CREATE SCHEMA evil', user => 'attacker', dbname => 'evil_db');
-	ok($ok, '(a) the database owner creates schema evil') or diag($err);
-}
+expect_ok($node, 'CREATE SCHEMA evil',
+	'(a) the database owner creates schema evil', user => 'attacker', dbname => 'evil_db');
 sec_install_evil($node, role => 'attacker', schema => 'evil', tag => 'db', dbname => 'evil_db');
-{
-	my ($ok, $out, $err) = try_psql($node, 'ALTER DATABASE evil_db SET search_path = evil, pg_catalog',
-		user => 'attacker', dbname => 'evil_db');
-	ok($ok, '(a) the database owner sets the database search_path to evil, pg_catalog') or diag($err);
-}
+expect_ok($node, 'ALTER DATABASE evil_db SET search_path = evil, pg_catalog',
+	'(a) the database owner sets the database search_path to evil, pg_catalog', user => 'attacker', dbname => 'evil_db');
 
 # Append a steady trickle (with dedup keys, so that dedup expiry has work)
 # until retention has dropped a segment and the consumer lost events to it.
@@ -103,18 +97,18 @@ sub trickle_until_dropped
 # the pipeline's worker
 sq('evil_db', q{SELECT streamguard.pause_pipeline('p_ret'); SELECT streamguard.resume_pipeline('p_ret')});
 ok(trickle_until_dropped('before restart', 30), '(a) retention drops segments of evil_db (before a restart)');
-ok( wait_for_value($node, $pin . q{SELECT count(DISTINCT seq) > 4 FROM public.ret_sink}, 't', 30, dbname => 'evil_db'),
+ok( sec_wait($node, q{SELECT count(DISTINCT seq) > 4 FROM public.ret_sink}, 't', 30, dbname => 'evil_db'),
 	'(a) the pipeline processed batches');
 sec_assert_no_escalation($node, role => 'attacker', schema => 'evil', tag => 'db', dbname => 'evil_db',
 	name => '(a) database search_path, running workers');
 
 # a restart: the maintenance worker and the pipeline worker connect anew
 $node->restart;
-ok(wait_for_value($node, $pin . q{SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = 'evil_db'
+ok(sec_wait($node, q{SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = 'evil_db'
 	AND backend_type <> 'client backend'}, 't', 30), '(a) evil_db has background workers again');
 ok(trickle_until_dropped('after restart', 30), '(a) retention drops segments of evil_db after the restart');
 # dedup keys older than the window expire; supervision runs every round
-ok( wait_for_value($node, $pin . q{SELECT count(*) > 0 FROM streamguard.pipelines WHERE pipeline = 'p_ret'
+ok( sec_wait($node, q{SELECT count(*) > 0 FROM streamguard.pipelines WHERE pipeline = 'p_ret'
 	AND worker_pid IS NOT NULL}, 't', 30, dbname => 'evil_db'), '(a) the pipeline runs after the restart');
 sec_assert_no_escalation($node, role => 'attacker', schema => 'evil', tag => 'db', dbname => 'evil_db',
 	name => '(a) database search_path, after a restart');
@@ -133,18 +127,13 @@ SELECT streamguard.create_stream('theirs', 2, dedup_window => '1 second');
 SELECT streamguard.grant_stream('theirs', 'attacker2', 'all');
 SELECT count(*) FROM streamguard.append_batch('theirs', ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, 20) g));
 });
-{
-	my ($ok, $out, $err) = try_psql($node, 'CREATE SCHEMA evil2', user => 'attacker2', dbname => 'evil_db2');
-	ok($ok, '(b) attacker2 creates schema evil2') or diag($err);
-}
+expect_ok($node, 'CREATE SCHEMA evil2',
+	'(b) attacker2 creates schema evil2', user => 'attacker2', dbname => 'evil_db2');
 sec_install_evil($node, role => 'attacker2', schema => 'evil2', tag => 'role', dbname => 'evil_db2');
-{
-	my ($ok, $out, $err) = try_psql($node, 'ALTER ROLE attacker2 IN DATABASE evil_db2 SET search_path = evil2, pg_catalog',
-		user => 'attacker2', dbname => 'evil_db2');
-	ok($ok, '(b) attacker2 sets its own search_path in evil_db2') or diag($err);
-	($ok, $out) = try_psql($node, 'SHOW search_path', user => 'attacker2', dbname => 'evil_db2');
-	is($out, 'evil2, pg_catalog', '(b) ... which its sessions there use');
-}
+expect_ok($node, 'ALTER ROLE attacker2 IN DATABASE evil_db2 SET search_path = evil2, pg_catalog',
+	'(b) attacker2 sets its own search_path in evil_db2', user => 'attacker2', dbname => 'evil_db2');
+is((try_psql($node, 'SHOW search_path', user => 'attacker2', dbname => 'evil_db2'))[1], 'evil2, pg_catalog',
+	'(b) ... which its sessions there use');
 
 # every entry point, in attacker2's sessions, on its own stream and on a
 # stream of the superuser's that it was granted
@@ -178,16 +167,16 @@ my @calls = (
 );
 for my $c (@calls)
 {
-	my ($ok, $out, $err) = try_psql($node, $c->[1], user => 'attacker2', dbname => 'evil_db2');
-	ok($ok, "(b) attacker2 calls $c->[0] with its poisoned search_path") or diag($err);
+	expect_ok($node, $c->[1], "(b) attacker2 calls $c->[0] with its poisoned search_path",
+		user => 'attacker2', dbname => 'evil_db2');
 }
-ok(wait_for_value($node, $pin . q{SELECT count(*) > 0 FROM evil2.psink}, 't', 30, dbname => 'evil_db2'),
+ok(sec_wait($node, q{SELECT count(*) > 0 FROM evil2.psink}, 't', 30, dbname => 'evil_db2'),
 	'(b) attacker2\'s pipeline runs');
 for my $c ([ 'drop_pipeline', q{SELECT streamguard.drop_pipeline('p_role')} ],
 	[ 'drop_stream', q{SELECT streamguard.drop_consumer('mine', 'c'); SELECT streamguard.drop_stream('mine')} ])
 {
-	my ($ok, $out, $err) = try_psql($node, $c->[1], user => 'attacker2', dbname => 'evil_db2');
-	ok($ok, "(b) attacker2 calls $c->[0] with its poisoned search_path") or diag($err);
+	expect_ok($node, $c->[1], "(b) attacker2 calls $c->[0] with its poisoned search_path",
+		user => 'attacker2', dbname => 'evil_db2');
 }
 is(sec_val($node, q{SELECT count(*) > 0 FROM evil2.evil_calls WHERE who = 'attacker2'}, dbname => 'evil_db2'), 't',
 	'(b) the look-alikes were live in attacker2\'s sessions (called as attacker2)');

@@ -34,15 +34,14 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 use Time::HiRes qw(time usleep);
-use RemoteTest;
-use SecTest;
 
 my $t_start = time;
 
 # ================================================================ (quota)
 
-my $node = rt_node('sec102a', extra => "streamguard.max_partitions=2048\n");
+my $node = sg_node('sec102a', extra => "streamguard.max_partitions=2048\n");
 my $cs = 'streamguard.create_stream(text, int, interval, interval, interval)';
 $node->safe_psql('postgres', qq{
 CREATE EXTENSION streamguard;
@@ -64,18 +63,24 @@ for my $g ([ 'role_max_streams', 64 ], [ 'role_max_partitions', 1024 ], [ 'role_
 sub alter_role
 {
 	my ($sql) = @_;
-	my ($ok, $out, $err) = try_psql($node, $sql);
-	ok($ok, "(quota) superuser: $sql") or diag($err);
+	expect_ok($node, $sql, "(quota) superuser: $sql");
+}
+
+# as attacker, under streamguard.$setting = $limit: $ok_sql works,
+# $over_sql goes over the limit and fails with 53400 naming both
+sub quota_case
+{
+	my ($setting, $limit, $ok_sql, $ok_name, $over_sql, $over_name) = @_;
+	expect_ok($node, $ok_sql, "(quota) $ok_name", user => 'attacker');
+	expect_error($node, $over_sql, '53400',
+		qr/attacker.*($setting|\b$limit\b)|($setting|\b$limit\b).*attacker/s,
+		"(quota) $over_name", user => 'attacker');
 }
 
 alter_role('ALTER ROLE attacker SET streamguard.role_max_partitions = 8');
-{
-	my ($ok, $out, $err) = try_psql($node, q{SELECT streamguard.create_stream('qa', 8)}, user => 'attacker');
-	ok($ok, '(quota) attacker creates a stream of 8 partitions (its limit)') or diag($err);
-}
-expect_error($node, q{SELECT streamguard.create_stream('qb', 1)}, '53400',
-	qr/attacker.*(role_max_partitions|\b8\b)|(role_max_partitions|\b8\b).*attacker/s,
-	'(quota) one partition more than streamguard.role_max_partitions = 8', user => 'attacker');
+quota_case('role_max_partitions', 8,
+	q{SELECT streamguard.create_stream('qa', 8)}, 'attacker creates a stream of 8 partitions (its limit)',
+	q{SELECT streamguard.create_stream('qb', 1)}, 'one partition more than streamguard.role_max_partitions = 8');
 expect_error($node, q{SET streamguard.role_max_partitions = 100}, '42501', qr/role_max_partitions/,
 	'(quota) attacker raises its own role_max_partitions', user => 'attacker');
 expect_error($node, q{SET streamguard.role_max_streams = -1}, '42501', qr/role_max_streams/,
@@ -83,34 +88,38 @@ expect_error($node, q{SET streamguard.role_max_streams = -1}, '42501', qr/role_m
 
 alter_role('ALTER ROLE attacker SET streamguard.role_max_partitions = -1');
 alter_role('ALTER ROLE attacker SET streamguard.role_max_streams = 2');
-{
-	my ($ok, $out, $err) = try_psql($node, q{SELECT streamguard.create_stream('qc', 1)}, user => 'attacker');
-	ok($ok, '(quota) attacker creates its second stream (role_max_streams = 2)') or diag($err);
-}
-expect_error($node, q{SELECT streamguard.create_stream('qd', 1)}, '53400',
-	qr/attacker.*(role_max_streams|\b2\b)|(role_max_streams|\b2\b).*attacker/s,
-	'(quota) a third stream, over streamguard.role_max_streams = 2', user => 'attacker');
+quota_case('role_max_streams', 2,
+	q{SELECT streamguard.create_stream('qc', 1)}, 'attacker creates its second stream (role_max_streams = 2)',
+	q{SELECT streamguard.create_stream('qd', 1)}, 'a third stream, over streamguard.role_max_streams = 2');
 
 alter_role('ALTER ROLE attacker SET streamguard.role_max_pipelines = 1');
-{
-	my ($ok, $out, $err) = try_psql($node,
-		q{SELECT streamguard.create_pipeline('pq1', 'qa', $$INSERT INTO public.q_sink SELECT seq FROM batch$$)},
-		user => 'attacker');
-	ok($ok, '(quota) attacker creates its one pipeline (role_max_pipelines = 1)') or diag($err);
-}
-expect_error($node,
+quota_case('role_max_pipelines', 1,
+	q{SELECT streamguard.create_pipeline('pq1', 'qa', $$INSERT INTO public.q_sink SELECT seq FROM batch$$)},
+	'attacker creates its one pipeline (role_max_pipelines = 1)',
 	q{SELECT streamguard.create_pipeline('pq2', 'qc', $$INSERT INTO public.q_sink SELECT seq FROM batch$$)},
-	'53400', qr/attacker.*(role_max_pipelines|\b1\b)|(role_max_pipelines|\b1\b).*attacker/s,
-	'(quota) a second pipeline, over streamguard.role_max_pipelines = 1', user => 'attacker');
+	'a second pipeline, over streamguard.role_max_pipelines = 1');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM streamguard.pipelines WHERE pipeline = 'pq2'}), 0,
 	'(quota) ... which left nothing behind');
+# each worker of a pipeline counts: a pipeline with more workers than the
+# quota, and an alter that raises the workers over it, are refused
+alter_role('ALTER ROLE attacker SET streamguard.role_max_pipelines = 3');
+expect_error($node, q{SELECT streamguard.create_pipeline('pq3', 'qc', $$INSERT INTO public.q_sink SELECT seq FROM batch$$, workers => 3)},
+	'53400', qr/attacker.*at most 3 pipeline workers/s,
+	'(quota) a pipeline of 3 workers next to one of 1, over role_max_pipelines = 3', user => 'attacker');
+expect_error($node, q{SELECT streamguard.alter_pipeline('pq1', workers => 4)}, '53400',
+	qr/attacker.*at most 3 pipeline workers/s, '(quota) alter_pipeline to 4 workers, over role_max_pipelines = 3',
+	user => 'attacker');
+is($node->safe_psql('postgres', q{SELECT workers FROM streamguard.pipelines WHERE pipeline = 'pq1'}), '1',
+	'(quota) ... which left the worker count alone');
+expect_ok($node, q{SELECT streamguard.alter_pipeline('pq1', workers => 3)},
+	'(quota) alter_pipeline to 3 workers, within role_max_pipelines = 3', user => 'attacker');
 {
 	# superusers are exempt
-	my ($ok, $out, $err) = try_psql($node, q{SET streamguard.role_max_streams = 0;
+	expect_ok($node, q{SET streamguard.role_max_streams = 0;
 SET streamguard.role_max_partitions = 0;
 SELECT streamguard.create_stream('su_exempt', 4);
-SELECT streamguard.drop_stream('su_exempt');});
-	ok($ok, '(quota) a superuser is exempt from the per-role limits') or diag($err);
+SELECT streamguard.drop_stream('su_exempt');},
+		'(quota) a superuser is exempt from the per-role limits');
 }
 # clean up (whatever of it exists)
 try_psql($node, $_) for (q{ALTER ROLE attacker RESET ALL}, q{SELECT streamguard.drop_stream('qa', force => true)},
@@ -118,11 +127,9 @@ try_psql($node, $_) for (q{ALTER ROLE attacker RESET ALL}, q{SELECT streamguard.
 
 # ================================================================= (leak)
 
-{
-	my ($ok, $out, $err) = try_psql($node, q{SELECT streamguard.create_stream('keep', 2);
-SELECT streamguard.append('keep', '{}');});
-	ok($ok, '(leak) the superuser creates and appends to stream keep') or diag($err);
-}
+expect_ok($node, q{SELECT streamguard.create_stream('keep', 2);
+SELECT streamguard.append('keep', '{}');},
+	'(leak) the superuser creates and appends to stream keep');
 my $leak_ok = 0;
 my $leak_err = '';
 for my $i (1 .. 10)
@@ -145,22 +152,18 @@ SELECT count(*) FROM streamguard.poll('after', 'c');}, user => 'other');
 }
 for my $who (qw(attacker other), undef)
 {
-	my ($ok, $out, $err) = try_psql($node, q{SELECT count(*) FROM streamguard.streams;
+	expect_ok($node, q{SELECT count(*) FROM streamguard.streams;
 SELECT count(*) FROM streamguard.consumers; SELECT count(*) FROM streamguard.stream_partitions;},
-		$who ? (user => $who) : ());
-	ok($ok, '(leak) the stream views work for ' . ($who // 'the superuser')) or diag($err);
+		'(leak) the stream views work for ' . ($who // 'the superuser'), $who ? (user => $who) : ());
 }
-{
-	my ($ok, $out, $err) = try_psql($node, q{SELECT streamguard.drop_stream('keep')});
-	ok($ok, '(leak) drop_stream of an existing stream works') or diag($err);
-	($ok, $out, $err) = try_psql($node, q{SELECT count(*) FROM streamguard.streams WHERE stream = 'big'});
-	is($out, '0', '(leak) no trace of the rolled-back stream') or diag($err);
-}
+expect_ok($node, q{SELECT streamguard.drop_stream('keep')}, '(leak) drop_stream of an existing stream works');
+is((try_psql($node, q{SELECT count(*) FROM streamguard.streams WHERE stream = 'big'}))[1], '0',
+	'(leak) no trace of the rolled-back stream');
 $node->stop;
 
 # ================================================================= (full)
 
-$node = rt_node('sec102b', extra => "streamguard.max_streams=4\n");
+$node = sg_node('sec102b', extra => "streamguard.max_streams=4\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
 {
 	my ($created, $appended, $refused, $other) = (0, 0, 0, '');
@@ -178,9 +181,8 @@ $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
 	note("(full) appends: $appended worked, $refused refused with 53400");
 	my ($ok, $out, $err) = try_psql($node, 'SELECT count(*) FROM streamguard.streams');
 	is($out, '6', '(full) streamguard.streams works and lists all six') or diag($err);
-	($ok, $out, $err) = try_psql($node, q{SELECT count(*) FROM streamguard.stream_partitions;
-SELECT count(*) FROM streamguard.consumers; SELECT count(*) FROM streamguard.pipelines;});
-	ok($ok, '(full) the other views work too') or diag($err);
+	expect_ok($node, q{SELECT count(*) FROM streamguard.stream_partitions;
+SELECT count(*) FROM streamguard.consumers; SELECT count(*) FROM streamguard.pipelines;}, '(full) the other views work too');
 	my $dropped = 0;
 	my $derr = '';
 	for my $i (1 .. 6)
@@ -199,19 +201,16 @@ $node->stop;
 
 # 4 worker processes: the streamguard launcher, the maintenance worker of
 # postgres and the logical replication launcher leave one for pipelines
-$node = rt_node('sec102c', extra => "max_worker_processes=4\n");
+$node = sg_node('sec102c', extra => "max_worker_processes=4\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
-{
-	my ($ok, $out, $err) = try_psql($node, q{
+expect_ok($node, q{
 CREATE TABLE public.w_sink (seq bigint);
 SELECT streamguard.create_stream('w', 1);
 SELECT streamguard.create_pipeline('pw1', 'w', $$INSERT INTO public.w_sink SELECT seq FROM batch$$);
 SELECT streamguard.create_pipeline('pw2', 'w', $$INSERT INTO public.w_sink SELECT seq FROM batch$$);
 SELECT streamguard.create_pipeline('pw3', 'w', $$INSERT INTO public.w_sink SELECT seq FROM batch$$);
 SELECT streamguard.create_pipeline('pw4', 'w', $$INSERT INTO public.w_sink SELECT seq FROM batch$$);
-});
-	ok($ok, '(slots) four pipelines created') or diag($err);
-}
+}, '(slots) four pipelines created');
 ok( wait_for_value($node, q{SELECT count(worker_pid) >= 1 AND count(*) - count(worker_pid) >= 1
 	FROM streamguard.pipelines WHERE state = 'running'}, 't', 30),
 	'(slots) some pipelines have a worker, some are left without one');

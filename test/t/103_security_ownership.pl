@@ -33,14 +33,12 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 use Time::HiRes qw(time usleep);
-use RemoteTest;
-use SecTest;
 
 my $t_start = time;
 # the node is its own remote: password authentication over TCP loopback
-my $node = rt_node('sec103', remote => 1);
-my $port = $node->port;
+my $node = sg_node('sec103', remote => 1);
 my $pw = 'LoaderPw-3Zq9';
 my $secret = '4111-SECRET';
 
@@ -57,18 +55,15 @@ CREATE TABLE public.a_sink (n int, who name);
 CREATE TABLE public.r_sink (n bigint);
 GRANT INSERT, SELECT ON public.a_sink TO PUBLIC;
 GRANT INSERT, SELECT ON public.r_sink TO r_loader;
-CREATE TABLE public.streamguard_sink_marker (pipeline text PRIMARY KEY, gid text NOT NULL);
-GRANT SELECT, INSERT, UPDATE, DELETE ON public.streamguard_sink_marker TO r_loader;
-CREATE SERVER self FOREIGN DATA WRAPPER streamguard_remote
-	OPTIONS (host '127.0.0.1', port '$port', dbname 'postgres');
+@{[ sink_marker_sql('r_loader') ]}
+@{[ remote_server_sql('self', $node) ]}
 GRANT USAGE ON FOREIGN SERVER self TO ann;
 CREATE USER MAPPING FOR ann SERVER self OPTIONS (user 'r_loader', password '$pw');
 });
 
 # ======================================================== (3) the views
 
-{
-	my ($ok, $out, $err) = try_psql($node, q{
+expect_ok($node, q{
 SELECT streamguard.create_stream('sa', 1);
 SELECT streamguard.create_stream('sr', 1);
 SELECT streamguard.create_stream('srun', 1);
@@ -82,10 +77,8 @@ SELECT streamguard.create_pipeline('pa_run', 'srun',
 	error_policy => 'dead_letter');
 SELECT streamguard.create_pipeline('pa_remote', 'sr', $$SELECT (payload->>'n')::bigint AS n FROM batch$$,
 	sink_server => 'self', sink_table => 'public.r_sink');
-}, user => 'ann');
-	ok($ok, '(3) ann creates her streams and pipelines') or diag($err);
-}
-ok(wait_running($node, [qw(pa_stop pa_dl pa_run pa_remote)], 60), '(3) ann\'s pipelines run')
+}, '(3) ann creates her streams and pipelines', user => 'ann');
+ok(wait_pipelines_running($node, [qw(pa_stop pa_dl pa_run pa_remote)], 60), '(3) ann\'s pipelines run')
   or diag(pipelines_report($node));
 val(qq{SELECT streamguard.append('sa', '{"card": 1}');
 SELECT streamguard.append('sa', '{"card": "$secret"}');
@@ -169,7 +162,7 @@ sub pa_run_state
 {
 	return val(q{SELECT worker_pid || '/' || restarts || '/' || epoch FROM streamguard.pipelines WHERE pipeline = 'pa_run'});
 }
-ok(wait_running($node, ['pa_run'], 30), '(5) pa_run runs');
+ok(wait_pipelines_running($node, ['pa_run'], 30), '(5) pa_run runs');
 my $before = pa_run_state();
 for my $call (
 	[ 'pause_pipeline', q{SELECT streamguard.pause_pipeline('pa_run')} ],
@@ -209,17 +202,14 @@ CREATE TABLE public.own_sink (seq bigint, who name);
 GRANT INSERT, SELECT ON public.own_sink TO PUBLIC;
 GRANT EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) TO alice;
 });
-{
-	my ($ok, $out, $err) = try_psql($node, q{
+expect_ok($node, q{
 SELECT streamguard.create_stream('s6', 1);
 SELECT streamguard.create_pipeline('p6', 's6', $$INSERT INTO public.own_sink SELECT seq, current_user FROM batch$$);
-}, user => 'alice');
-	ok($ok, '(6) alice creates stream s6 and pipeline p6') or diag($err);
-}
+}, '(6) alice creates stream s6 and pipeline p6', user => 'alice');
 val(q{REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM alice});
 is(val(q{SELECT count(*) FROM pg_shdepend WHERE refobjid = 'alice'::regrole}), 0,
 	'(6) alice owns no PostgreSQL object and holds no privilege (only streamguard objects)');
-ok(wait_running($node, ['p6'], 30), '(6) p6 runs');
+ok(wait_pipelines_running($node, ['p6'], 30), '(6) p6 runs');
 val(q{SELECT streamguard.append('s6', '{}')});
 ok(wait_for_value($node, q{SELECT string_agg(who::text, ',') FROM public.own_sink}, 'alice', 30),
 	'(6) p6 runs as alice');
@@ -233,27 +223,17 @@ ok(wait_for_value($node, q{SELECT string_agg(who::text, ',') FROM public.own_sin
 	like($err, qr/owner of stream "?s6"?/, '(6) ... the detail names the stream');
 	like($err, qr/owner of pipeline "?p6"?/, '(6) ... and the pipeline');
 }
-{
-	my ($ok, $out, $err) = try_psql($node, 'REASSIGN OWNED BY alice TO carol');
-	ok($ok, '(6) REASSIGN OWNED BY alice TO carol') or diag($err);
-}
+expect_ok($node, 'REASSIGN OWNED BY alice TO carol', '(6) REASSIGN OWNED BY alice TO carol');
 is(val(q{SELECT owner FROM streamguard.streams WHERE stream = 's6'}), 'carol', '(6) the streams view shows carol as owner of s6');
 is(val(q{SELECT owner FROM streamguard.pipelines WHERE pipeline = 'p6'}), 'carol', '(6) the pipelines view shows carol as owner of p6');
 val(q{SELECT streamguard.append('s6', '{}')});
 ok( wait_for_value($node, q{SELECT who FROM public.own_sink ORDER BY seq DESC LIMIT 1}, 'carol', 20),
 	'(6) p6 keeps running, now as carol') or diag(pipelines_report($node));
-{
-	my ($ok, $out, $err) = try_psql($node, 'BEGIN; DROP ROLE alice; ROLLBACK;');
-	ok($ok, '(6) alice, owning nothing now, could be dropped') or diag($err);
-	($ok, $out, $err) = try_psql($node, 'DROP OWNED BY carol');
-	ok($ok, '(6) DROP OWNED BY carol') or diag($err);
-}
+expect_ok($node, 'BEGIN; DROP ROLE alice; ROLLBACK;', '(6) alice, owning nothing now, could be dropped');
+expect_ok($node, 'DROP OWNED BY carol', '(6) DROP OWNED BY carol');
 is(val(q{SELECT count(*) FROM streamguard.pipelines WHERE pipeline = 'p6'}), 0, '(6) DROP OWNED dropped carol\'s pipeline');
 is(val(q{SELECT count(*) FROM streamguard.streams WHERE stream = 's6'}), 0, '(6) DROP OWNED dropped carol\'s stream');
-{
-	my ($ok, $out, $err) = try_psql($node, 'DROP ROLE alice; DROP ROLE carol;');
-	ok($ok, '(6) then DROP ROLE alice and carol succeed') or diag($err);
-}
+expect_ok($node, 'DROP ROLE alice; DROP ROLE carol;', '(6) then DROP ROLE alice and carol succeed');
 
 val(q{SELECT streamguard.create_stream('s6b', 1); SELECT streamguard.append('s6b', '{}')});
 expect_error($node, q{SELECT streamguard.grant_stream('s6b', 0::regrole, 'read')}, '42704', qr/0|role/,
@@ -263,10 +243,7 @@ expect_error($node, q{SELECT streamguard.grant_stream('s6b', 999999::oid::regrol
 val(q{SELECT streamguard.grant_stream('s6b', 'dave', 'read')});
 is((try_psql($node, q{SELECT count(*) FROM streamguard.poll('s6b', 'dc')}, user => 'dave'))[1], '1',
 	'(6) dave reads s6b through his grant');
-{
-	my ($ok, $out, $err) = try_psql($node, 'DROP ROLE dave');
-	ok($ok, '(6) DROP ROLE dave (he owns nothing, he only had a grant)') or diag($err);
-}
+expect_ok($node, 'DROP ROLE dave', '(6) DROP ROLE dave (he owns nothing, he only had a grant)');
 is( val(q{SELECT count(*) FROM streamguard.stream_grant g
 	WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.grantee)}),
 	0, '(6) no stream grant is left for a role that does not exist');
@@ -274,7 +251,7 @@ val(q{CREATE ROLE erin LOGIN});
 expect_error($node, q{SELECT count(*) FROM streamguard.poll('s6b', 'ec')}, '42501', qr/s6b/,
 	'(6) a role created afterwards cannot read s6b', user => 'erin');
 
-diag("pipelines:\n" . pipelines_report($node));
+state_diag($node);
 diag(sprintf('duration %.0f s', time - $t_start));
 $node->stop;
 done_testing();

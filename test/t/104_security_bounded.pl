@@ -36,12 +36,11 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest;
 use Time::HiRes qw(time usleep);
-use RemoteTest;
-use SecTest;
 
 my $t_start = time;
-my $node = rt_node('sec104');
+my $node = sg_node('sec104');
 my $boot = sec_bootstrap_name($node);
 
 sub val { return $node->safe_psql('postgres', $_[0]) }
@@ -60,9 +59,7 @@ ALTER TABLE public.t_cic OWNER TO alice;
 sub as_alice
 {
 	my ($sql, $label) = @_;
-	my ($ok, $out, $err) = try_psql($node, $sql, user => 'alice');
-	ok($ok, $label) or diag($err);
-	return $ok;
+	return expect_ok($node, $sql, $label, user => 'alice');
 }
 
 as_alice(q{SELECT streamguard.create_stream('b1', 1); SELECT streamguard.create_stream('b2', 1);
@@ -78,17 +75,10 @@ if (as_alice(qq{SELECT streamguard.create_pipeline('p_timeout', 'b1', \$\$$sleep
 	batch_timeout => interval '2 seconds')}, '(timeout) create_pipeline with batch_timeout => 2 seconds'))
 {
 	val(q{SELECT streamguard.append('b1', '{}')});
-	my ($ok, $out, $err) = (0, '', '');
-	my $deadline = time + 15;
-	while (time < $deadline)
-	{
-		($ok, $out, $err) = try_psql($node, q{SELECT coalesce(last_error, '') FROM streamguard.pipelines
-			WHERE pipeline = 'p_timeout'}, user => 'alice');
-		last if $out =~ /canceling statement due to statement timeout|57014/;
-		usleep(200_000);
-	}
-	like($out, qr/canceling statement due to statement timeout|57014/,
-		'(timeout) within 15 s the owner sees the batch cancelled by its timeout');
+	ok( wait_for_value($node, q{SELECT coalesce(last_error, '') ~ 'canceling statement due to statement timeout|57014'
+			FROM streamguard.pipelines WHERE pipeline = 'p_timeout'}, 't', 15, user => 'alice'),
+		'(timeout) within 15 s the owner sees the batch cancelled by its timeout')
+	  or diag(pipelines_report($node));
 	try_psql($node, q{SET statement_timeout = '11s'; SELECT streamguard.drop_pipeline('p_timeout')});
 }
 
@@ -106,7 +96,7 @@ sub sleeping
 sub timed
 {
 	my ($what, $sql, $check_sql, $expect) = @_;
-	my ($elapsed, $ok, $err) = sec_elapsed_call($node, "SET statement_timeout = '11s';\n$sql", user => 'alice');
+	my ($elapsed, $ok, $err) = timed_psql($node, "SET statement_timeout = '11s';\n$sql", user => 'alice');
 	ok($ok && $elapsed <= 10, sprintf('(control) %s returns within 10 s while a batch sleeps (%.1f s)', $what, $elapsed))
 	  or diag($err);
 	if (defined $check_sql)
@@ -228,7 +218,7 @@ is(val(q{SELECT count(*) FROM streamguard.pipelines WHERE pipeline = 'p_victim'}
 	'(drop) the pipeline of the dropped stream is gone from the views');
 cmp_ok($lost5, '<=', 2, "(drop) 'lost ownership of its batch' logged $lost5 times in the 5 s after the drop");
 
-diag("pipelines:\n" . pipelines_report($node));
+state_diag($node);
 diag(sprintf('duration %.0f s', time - $t_start));
 $node->stop;
 done_testing();

@@ -19,7 +19,7 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use SgPipeTest;
+use StreamguardTest;
 
 my $node = sg_node('deferred');
 $node->safe_psql('postgres', q{
@@ -31,7 +31,7 @@ CREATE TABLE public.who_ran (who name, at text);
 GRANT INSERT, SELECT ON public.who_ran TO PUBLIC;
 });
 
-my ($ok, $out, $err) = try_psql($node, q{
+expect_ok($node, q{
 CREATE SCHEMA mal;
 CREATE TABLE mal.sink (n int);
 CREATE FUNCTION mal.escalate() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -50,8 +50,7 @@ SELECT streamguard.create_stream('mal_src', 1);
 SELECT streamguard.create_pipeline('mal_p', 'mal_src', $$INSERT INTO mal.sink SELECT (payload->>'n')::int FROM batch$$,
 	error_policy => 'dead_letter', max_attempts => 1, retry_backoff => '10 ms', max_backoff => '20 ms');
 SELECT count(*) FROM streamguard.append('mal_src', '{"n": 1}');
-}, user => 'mallory');
-ok($ok, 'mallory sets up a sink with a deferred constraint trigger and a pipeline') or diag($err);
+}, 'mallory sets up a sink with a deferred constraint trigger and a pipeline', user => 'mallory');
 
 ok(wait_for_value($node, q{SELECT count(*) FROM streamguard.dead_letters WHERE pipeline = 'mal_p'}, '1'),
 	'the batch is refused and its event dead-lettered');
@@ -63,7 +62,7 @@ is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 
 	'mallory is not a superuser');
 
 # the dead letter, redriven by a superuser: refused the same way, nothing runs
-($ok, $out, $err) = try_psql($node, q{SELECT streamguard.redrive_dead_letters('mal_p')});
+my ($ok, $out, $err) = try_psql($node, q{SELECT streamguard.redrive_dead_letters('mal_p')});
 like($err, qr/cannot fire deferred trigger within security-restricted operation/,
 	'a superuser\'s redrive of it is refused the same way');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM streamguard.dead_letters WHERE pipeline = 'mal_p'}), '1',

@@ -33,14 +33,13 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
-use RemoteTest;
-use SecTest;
+use StreamguardTest;
 
 # slow backfills (a row per chunk, a pause between chunks), so that writers
 # meet them in progress
-my $node = rt_node('sec106', extra => qq{
+my $node = sg_node('sec106', extra => qq{
 streamguard.backfill_chunk_rows = 1
-streamguard.backfill_naptime = '1s'
+streamguard.backfill_naptime = '3s'
 });
 my $pin = sec_pin();
 $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
@@ -80,8 +79,8 @@ sec_install_evil($node, role => 'atk', schema => 'atk_evil', tag => 'writer');
 	my ($ok, $out, $err) = try_psql($node, 'ALTER ROLE atk SET search_path = atk_evil, pg_catalog', user => 'atk');
 	ok($ok, '(a) the writer sets its own search_path to its look-alikes') or diag($err);
 }
-ok(wait_for_value($node, $pin . q{SELECT backfill_state FROM streamguard.captures WHERE tab = 'vs.t'::regclass},
-	'running', 30), '(a) the backfill is running');
+ok(wait_for_value($node, q{SELECT backfill_state FROM streamguard.captures WHERE tab = 'vs.t'::regclass},
+	'running', 30, pgoptions => '-c search_path=pg_catalog,pg_temp'), '(a) the backfill is running');
 
 my ($ok, $out, $err) = try_psql($node, q{
 SET TimeZone = 'Pacific/Chatham';
@@ -110,8 +109,9 @@ while ($left && time < $deadline)
 {
 	$left = sq(q{SET ROLE victim; SELECT streamguard.run_backfill_chunk('vs.t', 'vstream', 10)});
 }
-ok(wait_for_value($node, $pin . q{SELECT backfill_state FROM streamguard.captures WHERE tab = 'vs.t'::regclass},
-	'done', 60), '(a) the backfill completes (the worker and run_backfill_chunk side by side)');
+ok(wait_for_value($node, q{SELECT backfill_state FROM streamguard.captures WHERE tab = 'vs.t'::regclass},
+	'done', 60, pgoptions => '-c search_path=pg_catalog,pg_temp'),
+	'(a) the backfill completes (the worker and run_backfill_chunk side by side)');
 my $row = '{"b": "\\\\x00ff", "f": 0.1, "id": %d, "iv": "1 day 02:00:00", "ts": "2024-01-01T00:00:00+00:00", "note": "atk"}';
 diag("(a) events:\n" . events('vstream'));
 is(sq(q{SELECT payload->'row' FROM streamguard.read('vstream', 0, 0, 1000) WHERE key = '10' AND payload->>'op' = 'insert' ORDER BY seq LIMIT 1}),
@@ -158,8 +158,8 @@ GRANT USAGE ON SCHEMA atk2s TO PUBLIC;
 }
 # a superuser writes the table
 sq(q{INSERT INTO atk2s.t VALUES (3, '[3,7)'); UPDATE atk2s.t SET s = '[10,20)' WHERE id = 2});
-ok(wait_for_value($node, $pin . q{SELECT backfill_state FROM streamguard.captures WHERE tab = 'atk2s.t'::regclass},
-	'done', 60), '(b) the backfill worker completes');
+ok(wait_for_value($node, q{SELECT backfill_state FROM streamguard.captures WHERE tab = 'atk2s.t'::regclass},
+	'done', 60, pgoptions => '-c search_path=pg_catalog,pg_temp'), '(b) the backfill worker completes');
 diag("(b) events:\n" . events('ostream'));
 is( sq(q{
 	WITH last AS (SELECT DISTINCT ON (key) key, payload FROM streamguard.read('ostream', 0, 0, 100) ORDER BY key, seq DESC)
@@ -203,8 +203,9 @@ sq(q{SELECT streamguard.capture_table('public.t', 'dstream')}, dbname => 'evil_c
 		user => 'atk3', dbname => 'evil_cap');
 	ok($ok, '(c) the database owner writes the table') or diag($err);
 }
-ok(wait_for_value($node, $pin . q{SELECT backfill_state FROM streamguard.captures WHERE tab = 'public.t'::regclass},
-	'done', 60, dbname => 'evil_cap'), '(c) the backfill worker completes in the poisoned database');
+ok(wait_for_value($node, q{SELECT backfill_state FROM streamguard.captures WHERE tab = 'public.t'::regclass},
+	'done', 60, dbname => 'evil_cap', pgoptions => '-c search_path=pg_catalog,pg_temp'),
+	'(c) the backfill worker completes in the poisoned database');
 is( sq(q{
 	WITH last AS (SELECT DISTINCT ON (key) key, payload FROM streamguard.read('dstream', 0, 0, 100) ORDER BY key, seq DESC)
 	SELECT string_agg(key || '=' || (payload->'row'->>'v'), ',' ORDER BY key) FROM last WHERE payload->>'op' <> 'delete'},

@@ -17,13 +17,13 @@ use warnings;
 
 use FindBin;
 use lib "$FindBin::RealBin/lib";
+
 use File::Basename qw(dirname);
 use Cwd qw(abs_path);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use SgPipeTest qw(sg_node);
-use RemoteTest qw(rt_node);
+use StreamguardTest;
 use DocTest;
 
 my $root = abs_path(dirname(dirname($FindBin::RealBin)));
@@ -38,11 +38,11 @@ for my $f (@files)
 	$need_remote ||= grep { defined $_->{remote} && !defined $_->{skip} } @$blocks;
 }
 
-my $node = sg_node('doc', "max_prepared_transactions=10\n");
+my $node = sg_node('doc', mpx => 10);
 my %env = (node => $node, root => $root);
 if ($need_remote)
 {
-	$env{remote} = rt_node('docremote', remote => 1);
+	$env{remote} = sg_node('docremote', remote => 1);
 	$env{remote_port} = $env{remote}->port;
 }
 

@@ -35,10 +35,10 @@ use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use SgPipeTest;
+use StreamguardTest;
 
 my $ROWS = 3000;
-my $node = sg_node('capture', qq{
+my $node = sg_node('capture', extra => qq{
 streamguard.backfill_chunk_rows = 25
 streamguard.backfill_naptime = '200ms'
 deadlock_timeout = '200ms'

@@ -32,7 +32,9 @@
 # The example remote server of the docs, host '10.0.0.5' port '5432', is
 # the test's second server (127.0.0.1, its port, SCRAM passwords).
 #
-# Every wait has a deadline; nothing loops forever.
+# Nodes, one-shot queries and waits come from StreamguardTest.pm; this
+# module adds the markdown parsing and the long-lived psql sessions.  Every
+# wait has a deadline; nothing loops forever.
 
 package DocTest;
 
@@ -44,10 +46,10 @@ use Encode qw(encode_utf8 decode_utf8);
 use File::Basename qw(basename);
 use File::Temp qw(tempdir);
 use IPC::Run;
-use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use StreamguardTest qw(try_psql wait_for_value);
 
 our @EXPORT = qw(doc_parse doc_run_file);
 
@@ -235,15 +237,8 @@ sub _session_stop
 sub _query
 {
 	my ($node, $db, $sql) = @_;
-	my ($out, $err) = ('', '');
-	my $ok = eval {
-		IPC::Run::run([ 'psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1',
-				'-d', $node->connstr($db) ],
-			'<', \encode_utf8($sql), '>', \$out, '2>', \$err, IPC::Run::timeout(30));
-	};
-	return undef unless $ok;
-	$out =~ s/\s+$//;
-	return $out;
+	my ($ok, $out) = try_psql($node, encode_utf8($sql), dbname => $db, timeout => 30);
+	return $ok ? $out =~ s/\s+$//r : undef;
 }
 
 # the error lines of psql's stderr the way a reader sees them (default
@@ -388,16 +383,7 @@ sub doc_run_file
 
 		for my $w (@{ $b->{wait} // [] })
 		{
-			my $deadline = time + $WAIT_TIMEOUT;
-			my $v;
-			while (1)
-			{
-				$v = _query($srv, $sdb, $w);
-				last if defined $v && $v eq 't';
-				last if time > $deadline;
-				usleep(200_000);
-			}
-			if (!defined $v || $v ne 't')
+			if (!wait_for_value($srv, encode_utf8($w), 't', $WAIT_TIMEOUT, dbname => $sdb))
 			{
 				fail("$where: wait-for did not become true within ${WAIT_TIMEOUT}s: $w");
 				$failed++;

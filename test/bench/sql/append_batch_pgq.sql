@@ -1,0 +1,5 @@
+-- 2. batched appends, PgQ (no bulk API): 1,000 insert_event calls in one
+-- statement into the queue -D queue=<name>.
+SELECT count(pgq.insert_event(:queue, 'bench', p::text, k, NULL, NULL, NULL)) FROM (SELECT 'k' || (1 + floor(random() * 1000000))::int AS k,
+         jsonb_build_object('id', g, 'amount', (1 + floor(random() * 10000))::int, 'currency', 'EUR') AS p
+    FROM generate_series(1, 1000) AS g) AS s;
