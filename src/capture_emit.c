@@ -551,6 +551,8 @@ sg_build_rel(SgCaptureRel *cr, int32 capture_id, Relation rel)
 
 	cr->def = *def;
 	cr->relid = relid;
+	/* set below if a column needs it; the entry may be a reused one */
+	cr->needs_context = false;
 	{
 		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(def->relid));
 
