@@ -480,15 +480,7 @@ sg_capture_table(PG_FUNCTION_ARGS)
 	int32		id;
 	char	   *relname;
 
-	StreamguardCheckLoaded();
-	SgCheckPrimary("capture_table");
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("tab must not be NULL")));
-	relid = PG_GETARG_OID(0);
-	stream = SgTextArg(fcinfo, 1, "stream name");
-	SgCheckName("stream", stream);
+	SgTableStreamArgs(fcinfo, "capture_table", true, &relid, &stream);
 	if (PG_ARGISNULL(3))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -594,18 +586,7 @@ sg_uncapture_table(PG_FUNCTION_ARGS)
 		"WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 "
 		"AND ($2 IS NULL OR s.name OPERATOR(pg_catalog.=) $2) ORDER BY c.id";
 
-	StreamguardCheckLoaded();
-	SgCheckPrimary("uncapture_table");
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("tab must not be NULL")));
-	relid = PG_GETARG_OID(0);
-	if (!PG_ARGISNULL(1))
-	{
-		stream = text_to_cstring(PG_GETARG_TEXT_PP(1));
-		SgCheckName("stream", stream);
-	}
+	SgTableStreamArgs(fcinfo, "uncapture_table", false, &relid, &stream);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),

@@ -983,15 +983,7 @@ sg_run_backfill_chunk(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	bool		isnull;
 
-	StreamguardCheckLoaded();
-	SgCheckPrimary("run_backfill_chunk");
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("tab must not be NULL")));
-	relid = PG_GETARG_OID(0);
-	stream = SgTextArg(fcinfo, 1, "stream name");
-	SgCheckName("stream", stream);
+	SgTableStreamArgs(fcinfo, "run_backfill_chunk", true, &relid, &stream);
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

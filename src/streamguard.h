@@ -211,6 +211,8 @@ extern const char *SgWordName(const SgWordList *list, int value);
 extern Datum SgWordParam(const char *typname, const char *word, Oid *type);
 extern void SgCheckName(const char *what, const char *name);
 extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern void SgTableStreamArgs(FunctionCallInfo fcinfo, const char *function, bool stream_required,
+							  Oid *relid, char **stream);
 extern void SgConsumerArgs(FunctionCallInfo fcinfo, const char *function, char **stream,
 						   char **consumer);
 extern int64 SgIntervalUsecs(Interval *iv);

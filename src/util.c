@@ -319,3 +319,27 @@ SgWordParam(const char *typname, const char *word, Oid *type)
 	*type = typid;
 	return word ? DirectFunctionCall2(enum_in, CStringGetDatum(word), ObjectIdGetDatum(typid)) : (Datum) 0;
 }
+
+/*
+ * The first two arguments of the capture functions (table, stream),
+ * checked, after the entry checks of a function that writes.  With
+ * stream_required false a NULL stream gives *stream = NULL.
+ */
+void
+SgTableStreamArgs(FunctionCallInfo fcinfo, const char *function, bool stream_required,
+				  Oid *relid, char **stream)
+{
+	StreamguardCheckLoaded();
+	SgCheckPrimary(function);
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("tab must not be NULL")));
+	*relid = PG_GETARG_OID(0);
+	*stream = NULL;
+	if (stream_required || !PG_ARGISNULL(1))
+	{
+		*stream = SgTextArg(fcinfo, 1, "stream name");
+		SgCheckName("stream", *stream);
+	}
+}
