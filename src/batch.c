@@ -228,6 +228,7 @@ BatchRun(SgWorker *w, bool isolate)
 
 	MemoryContextReset(w->batch_cxt);
 	w->batch_skipped = w->batch_dead = 0;
+	w->sink_resolved = false;
 
 	/* a control call is waiting for the pipeline row: step aside */
 	if (w->slot->fence_requested)
@@ -329,10 +330,15 @@ BatchRun(SgWorker *w, bool isolate)
 	pgstat_report_activity(STATE_RUNNING, "process");
 	if (w->def.sink_server)
 	{
-		oldcxt = MemoryContextSwitchTo(w->batch_cxt);
-		sink_data = SinkRunSelect(w, store, n, &rows_out);
-		MemoryContextSwitchTo(oldcxt);
-		gid = SinkWrite(w, sink_data, first, last, nparts);
+		if (isolate)
+			rows_out = SinkRunIsolated(w, store, first, last, nparts, &gid);
+		else
+		{
+			oldcxt = MemoryContextSwitchTo(w->batch_cxt);
+			sink_data = SinkRunSelect(w, store, n, &rows_out);
+			MemoryContextSwitchTo(oldcxt);
+			gid = SinkWrite(w, sink_data, first, last, nparts);
+		}
 		if (gid)
 			SinkRecordPrepared(w, gid);
 	}

@@ -183,6 +183,36 @@ sg_dead_letter(SgWorker *w, TupleTableSlot *ev, ErrorData *edata)
 }
 
 /*
+ * The error policy for one event of an isolated run that failed with
+ * `edata`: dead_letter records it (in the caller's transaction, which moves
+ * past it), skip counts it.  Returns false for stop, with w->stop_error set.
+ * Shared with remote sinks (sink.c).
+ */
+bool
+BatchApplyPolicy(SgWorker *w, TupleTableSlot *ev, ErrorData *edata)
+{
+	if (w->def.policy == SG_POLICY_STOP)
+	{
+		bool		isnull;
+
+		w->stop_error = MemoryContextStrdup(TopMemoryContext,
+										 psprintf("event (partition %d, seq %lld): %s",
+												  DatumGetInt32(slot_getattr(ev, 1, &isnull)),
+												  (long long) DatumGetInt64(slot_getattr(ev, 2, &isnull)),
+												  edata->message));
+		return false;
+	}
+	if (w->def.policy == SG_POLICY_DEAD_LETTER)
+	{
+		sg_dead_letter(w, ev, edata);
+		w->batch_dead++;
+	}
+	else
+		w->batch_skipped++;
+	return true;
+}
+
+/*
  * Isolation: run the SQL event by event, each in a subtransaction, and
  * apply the error policy to the ones that fail.  Returns rows out, or -1
  * when the policy is stop and an event failed (w->stop_error is set).
@@ -225,25 +255,11 @@ BatchRunIsolated(SgWorker *w, Tuplestorestate *store)
 
 		if (edata == NULL)
 			continue;
-		if (w->def.policy == SG_POLICY_STOP)
+		if (!BatchApplyPolicy(w, ev, edata))
 		{
-			bool		isnull;
-
-			w->stop_error = MemoryContextStrdup(TopMemoryContext,
-											 psprintf("event (partition %d, seq %lld): %s",
-													  DatumGetInt32(slot_getattr(ev, 1, &isnull)),
-													  (long long) DatumGetInt64(slot_getattr(ev, 2, &isnull)),
-													  edata->message));
 			ExecDropSingleTupleTableSlot(ev);
 			return -1;
 		}
-		if (w->def.policy == SG_POLICY_DEAD_LETTER)
-		{
-			sg_dead_letter(w, ev, edata);
-			w->batch_dead++;
-		}
-		else
-			w->batch_skipped++;
 		FreeErrorData(edata);
 	}
 	ExecDropSingleTupleTableSlot(ev);

@@ -337,10 +337,6 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	sink_mode = SgTextArg(fcinfo, 12, "sink_mode");
 	(void) SgParseWord(&SgSinkModeWords, sink_mode);
 	PipelineCheckWorkersRemote(workers > 1 && (source_server || sink_server));
-	if (source_server && sink_server)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a pipeline cannot have both a remote source and a remote sink")));
 	if ((sink_server == NULL) != (sink_table == NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -273,10 +273,18 @@ sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table, con
 							   " pipeline text PRIMARY KEY, gid text NOT NULL)");
 	}
 	else
+	{
 		sg_ensure_remote_table(rp, server, "public.streamguard_sink_offsets",
 							   "CREATE TABLE public.streamguard_sink_offsets ("
 							   " pipeline text NOT NULL, partition int NOT NULL, position bigint NOT NULL,"
 							   " PRIMARY KEY (pipeline, partition))");
+		/* dead letters committed with the rows and positions (sink.c) */
+		sg_ensure_remote_table(rp, server, "public.streamguard_sink_dead_letters",
+							   "CREATE TABLE public.streamguard_sink_dead_letters ("
+							   " pipeline text NOT NULL, partition int NOT NULL, seq bigint NOT NULL,"
+							   " key text, payload jsonb, dedup_key text, appended_at timestamptz,"
+							   " error text, sqlstate text, PRIMARY KEY (pipeline, partition, seq))");
+	}
 }
 
 /* the stream on a remote server: its partition count, or an error */

@@ -19,8 +19,12 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 
 #include "worker.h"
 
@@ -97,6 +101,87 @@ sg_offsets_key(SgWorker *w)
 	return PipelineSinkKey(w->def.id);
 }
 
+/* exactly_once through the sink's offsets table */
+static bool
+sg_offsets_mode(SgWorker *w)
+{
+	return w->def.guarantee == SG_EXACTLY_ONCE && !w->def.two_phase;
+}
+
+/*
+ * offsets mode: the dead letters a batch wrote on the sink (in the remote
+ * transaction that committed its rows and positions) that are not here:
+ * the batch's local transaction never committed.  Those past the local
+ * positions `here` are recorded now, in the transaction that moves the
+ * positions up to the sink's.  The sink's rows stay until a later batch
+ * knows them recorded here (sg_sink_begin).
+ */
+static void
+sg_sink_import_dead_letters(SgWorker *w, SgRemote *r, const int64 *here, int nparts)
+{
+	const char *params[1] = {sg_offsets_key(w)};
+	SgRemoteResult *res;
+	int64		n = 0;
+	int			i;
+	SgUserSave	save;
+
+	res = RemoteExec(r, "SELECT pg_catalog.to_regclass('public.streamguard_sink_dead_letters') IS NOT NULL",
+					 0, NULL);
+	i = strcmp(RemoteGetValue(res, 0, 0), "t") == 0;
+	RemoteClear(res);
+	if (!i)
+		return;
+	res = RemoteExec(r, "SELECT partition, seq, key, payload, dedup_key, appended_at, error, sqlstate "
+					 "FROM public.streamguard_sink_dead_letters WHERE pipeline = $1 ORDER BY partition, seq",
+					 1, params);
+	if (RemoteNTuples(res) > 0)
+		w->sink_dead_pending = true;
+	SgBecomeDataOwner(&save, false);
+	for (i = 0; i < RemoteNTuples(res); i++)
+	{
+		Oid			types[10] = {INT4OID, TEXTOID, INT4OID, INT8OID, TEXTOID, TEXTOID, TEXTOID,
+		TEXTOID, TEXTOID, TEXTOID};
+		Datum		values[10];
+		char		nulls[10];
+		int			p = atoi(RemoteGetValue(res, i, 0));
+		int64		seq = strtoll(RemoteGetValue(res, i, 1), NULL, 10);
+		int			c;
+
+		if (p < 0 || p >= nparts || seq <= here[p])
+			continue;			/* recorded here with its batch */
+		memset(nulls, ' ', sizeof(nulls));
+		values[0] = Int32GetDatum(w->def.id);
+		values[1] = CStringGetTextDatum(w->def.name);
+		values[2] = Int32GetDatum(p);
+		values[3] = Int64GetDatum(seq);
+		for (c = 2; c < 8; c++)
+		{
+			if (RemoteGetIsNull(res, i, c))
+				nulls[c + 2] = 'n';
+			else
+				values[c + 2] = CStringGetTextDatum(RemoteGetValue(res, i, c));
+		}
+		if (SPI_execute_with_args("INSERT INTO streamguard.dead_letter (pipeline_id, pipeline, partition, seq, "
+								  "key, payload, dedup_key, appended_at, error, sqlstate) "
+								  "VALUES ($1, $2, $3, $4, $5, $6::pg_catalog.jsonb, $7, $8::pg_catalog.timestamptz, "
+								  "COALESCE($9, 'unknown error'), COALESCE($10, 'XX000'))",
+								  10, types, values, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not record a dead letter");
+		n++;
+	}
+	RemoteClear(res);
+	if (n > 0)
+	{
+		Oid			types[2] = {INT4OID, INT8OID};
+		Datum		values[2] = {Int32GetDatum(w->def.id), Int64GetDatum(n)};
+
+		if (SPI_execute_with_args("UPDATE streamguard.pipeline SET dead_letters = dead_letters OPERATOR(pg_catalog.+) $2 "
+								  "WHERE id OPERATOR(pg_catalog.=) $1", 2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not count the dead letters");
+	}
+	SgRestoreUser(&save);
+}
+
 /*
  * Settle what a crash or error may have left between the two databases.
  * two_phase: a prepared remote transaction whose batch committed locally
@@ -110,7 +195,6 @@ bool
 SinkResolve(SgWorker *w, SgStreamMeta *meta)
 {
 	SgRemote   *r = WorkerRemote(w, SG_SIDE_SINK);
-	SgUserSave	save;
 	char	   *lost = NULL;
 
 	if (w->def.two_phase)
@@ -119,26 +203,30 @@ SinkResolve(SgWorker *w, SgStreamMeta *meta)
 	{
 		const char *params[1];
 		SgRemoteResult *res;
-		int64	   *pos = palloc(sizeof(int64) * meta->nparts);
+		int			nparts = meta ? meta->nparts : w->def.remote_nparts;
+		int64	   *pos = palloc(sizeof(int64) * nparts);
+		int64	   *here = palloc(sizeof(int64) * nparts);
 		int			i;
 
 		params[0] = sg_offsets_key(w);
 		res = RemoteExec(r, "SELECT partition, position FROM public.streamguard_sink_offsets "
 						 "WHERE pipeline = $1", 1, params);
-		for (i = 0; i < meta->nparts; i++)
+		for (i = 0; i < nparts; i++)
 			pos[i] = -1;
 		for (i = 0; i < RemoteNTuples(res); i++)
 		{
 			int			p = atoi(RemoteGetValue(res, i, 0));
 
-			if (p >= 0 && p < meta->nparts)
+			if (p >= 0 && p < nparts)
 				pos[p] = strtoll(RemoteGetValue(res, i, 1), NULL, 10);
 		}
 		RemoteClear(res);
-		SgBecomeDataOwner(&save, false);
-		ConsumerAdvance(meta, w->consumer_name, pos);
-		SgRestoreUser(&save);
+		/* the dead letters of batches the sink has and we do not, first */
+		SourcePositions(w, meta, here, nparts);
+		sg_sink_import_dead_letters(w, r, here, nparts);
+		SourceAdvance(w, meta, pos, nparts);
 	}
+	w->sink_resolved = true;
 	sg_forget_done_gid(w);
 	WorkerRemoteStatus(w, SG_SIDE_SINK, r);
 	if (lost)
@@ -178,20 +266,38 @@ sg_copy_escape(StringInfo buf, const char *v)
 }
 
 /*
- * Write the batch's output rows to the sink, inside a remote transaction
- * that is prepared (two_phase), or committed together with the positions
- * (offsets), or simply committed (the weaker guarantees).  Returns the
- * global transaction id when one was prepared.
+ * BEGIN the batch's remote transaction.  In offsets mode the dead letters
+ * an earlier batch left on the sink (sg_sink_dead_letter) go first, once
+ * every batch before this one is known to have committed here too: when
+ * this batch's transaction did not have to settle anything (SinkResolve).
  */
-char *
-SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts)
+static SgRemote *
+sg_sink_begin(SgWorker *w)
 {
 	SgRemote   *r = WorkerRemote(w, SG_SIDE_SINK);
-	char	   *gid = NULL;
 
 	RemoteExecOk(r, "BEGIN");
-	if (data->len > 0)
-		RemoteCopyIn(r, w->copy_sql, data->data, data->len);
+	if (w->sink_dead_pending && !w->sink_resolved)
+	{
+		const char *params[1] = {sg_offsets_key(w)};
+
+		RemoteClear(RemoteExec(r, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = $1",
+							   1, params));
+		w->sink_dead_pending = false;
+	}
+	return r;
+}
+
+/*
+ * End the batch's remote transaction: prepare it (two_phase), or commit it
+ * together with the positions (offsets), or simply commit it (the weaker
+ * guarantees).  Returns the global transaction id when one was prepared.
+ */
+static char *
+sg_sink_finish(SgWorker *w, SgRemote *r, int64 *first, int64 *last, int nparts)
+{
+	char	   *gid = NULL;
+
 	WorkerFault(w, SG_FAULT_MID_COPY);
 	/* the batch's events must not be lost here once the remote has them */
 	HorizonMakeDurable();
@@ -261,6 +367,21 @@ SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts)
 }
 
 /*
+ * Write the batch's output rows to the sink, inside one remote transaction
+ * (sg_sink_begin, sg_sink_finish).  Returns the global transaction id when
+ * one was prepared.
+ */
+char *
+SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts)
+{
+	SgRemote   *r = sg_sink_begin(w);
+
+	if (data->len > 0)
+		RemoteCopyIn(r, w->copy_sql, data->data, data->len);
+	return sg_sink_finish(w, r, first, last, nparts);
+}
+
+/*
  * Run the pipeline's SELECT over the batch as the owner and render its
  * rows in COPY text format for the sink.
  */
@@ -298,3 +419,136 @@ SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows)
 	return buf;
 }
 
+/* an event's column in text form (for the sink's dead-letter table) */
+static const char *
+sg_event_text(SgWorker *w, TupleTableSlot *ev, int attno)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(ev, attno, &isnull);
+	Oid			out;
+	bool		varlena;
+
+	if (isnull)
+		return NULL;
+	getTypeOutputInfo(TupleDescAttr(w->event_desc, attno - 1)->atttypid, &out, &varlena);
+	return OidOutputFunctionCall(out, d);
+}
+
+/*
+ * offsets mode: a dead letter also goes to the sink, in the remote
+ * transaction that commits the batch's rows and positions there, so that it
+ * is not lost if that commits and the local one does not (the positions are
+ * then taken from the sink and the batch is not redone; SinkResolve brings
+ * these rows here).
+ */
+static void
+sg_sink_dead_letter(SgWorker *w, SgRemote *r, TupleTableSlot *ev, ErrorData *edata)
+{
+	const char *params[9];
+	int			c;
+
+	params[0] = sg_offsets_key(w);
+	for (c = 1; c <= 6; c++)
+		params[c] = sg_event_text(w, ev, c);
+	params[7] = edata->message ? edata->message : "unknown error";
+	params[8] = unpack_sql_state(edata->sqlerrcode);
+	RemoteClear(RemoteExec(r, "INSERT INTO public.streamguard_sink_dead_letters (pipeline, partition, seq, "
+						   "key, payload, dedup_key, appended_at, error, sqlstate) "
+						   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", 9, params));
+	w->sink_dead_pending = true;
+}
+
+/*
+ * Isolation for a remote sink (a batch that failed max_attempts times): the
+ * batch's events one by one, in one remote transaction.  Each event's SELECT
+ * runs in a local subtransaction and its rows go to the sink inside a
+ * remote savepoint, so an event whose SELECT fails, or whose rows the sink
+ * rejects (a constraint, a bad value), is undone on both sides and handed
+ * to the error policy while the others' rows stay.  The remote transaction
+ * then ends like any batch's (prepared, or committed with the positions):
+ * the dead letters, recorded in the batch's local transaction (and, in
+ * offsets mode, on the sink too), commit with the effects and the
+ * positions.  An error that is not the event's own -- a lost connection,
+ * contention, a cancel -- fails the whole batch as before.  Returns rows
+ * out and sets *gid as SinkWrite returns it, or returns -1 when the policy
+ * is stop (the remote transaction rolled back, w->stop_error set).
+ */
+int64
+SinkRunIsolated(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last, int nparts, char **gid)
+{
+	SgRemote   *r = sg_sink_begin(w);
+	TupleTableSlot *ev = MakeSingleTupleTableSlot(w->event_desc, &TTSOpsMinimalTuple);
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	bool		dead_on_sink = w->def.policy == SG_POLICY_DEAD_LETTER && sg_offsets_mode(w);
+	int64		rows = 0;
+
+	*gid = NULL;
+	tuplestore_rescan(store);
+	while (tuplestore_gettupleslot(store, true, false, ev))
+	{
+		Tuplestorestate *one = tuplestore_begin_heap(false, false, work_mem);
+		ErrorData  *edata = NULL;
+		volatile bool in_savepoint = false;
+		volatile int64 n = 0;
+
+		tuplestore_puttupleslot(one, ev);
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(oldcxt);
+		PG_TRY();
+		{
+			int64		nrows;
+			StringInfo	data = SinkRunSelect(w, one, 1, &nrows);
+
+			n = nrows;
+			if (data->len > 0)
+			{
+				RemoteExecOk(r, "SAVEPOINT streamguard_event");
+				in_savepoint = true;
+				RemoteCopyIn(r, w->copy_sql, data->data, data->len);
+				RemoteExecOk(r, "RELEASE SAVEPOINT streamguard_event");
+				in_savepoint = false;
+			}
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(oldcxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+		}
+		PG_END_TRY();
+		tuplestore_end(one);
+
+		if (edata == NULL)
+		{
+			rows += n;
+			continue;
+		}
+		/* not this event's fault: the batch fails and is retried */
+		if (!RemoteConnected(r) || WorkerTransientError(edata))
+			ReThrowError(edata);
+		if (in_savepoint)
+		{
+			RemoteExecOk(r, "ROLLBACK TO SAVEPOINT streamguard_event");
+			RemoteExecOk(r, "RELEASE SAVEPOINT streamguard_event");
+		}
+		if (!BatchApplyPolicy(w, ev, edata))
+		{
+			RemoteExecOk(r, "ROLLBACK");
+			ExecDropSingleTupleTableSlot(ev);
+			return -1;
+		}
+		if (dead_on_sink)
+			sg_sink_dead_letter(w, r, ev, edata);
+		FreeErrorData(edata);
+	}
+	ExecDropSingleTupleTableSlot(ev);
+	*gid = sg_sink_finish(w, r, first, last, nparts);
+	return rows;
+}

@@ -175,6 +175,51 @@ SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts)
 	SgRestoreUser(&save);
 }
 
+/*
+ * The committed positions (as this transaction sees them): the local
+ * consumer's, or the remote positions kept here.  -1: not settled yet
+ * (start_from 'end' of a remote source), or no position row.
+ */
+void
+SourcePositions(SgWorker *w, SgStreamMeta *meta, int64 *pos, int nparts)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2];
+	SgUserSave	save;
+	uint64		i;
+	int			ret;
+
+	for (i = 0; i < (uint64) nparts; i++)
+		pos[i] = -1;
+	SgBecomeDataOwner(&save, false);
+	if (w->def.source_server)
+	{
+		values[0] = Int32GetDatum(w->def.id);
+		ret = SPI_execute_with_args("SELECT partition, position FROM streamguard.remote_position "
+									"WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+									1, types, values, NULL, false, 0);
+	}
+	else
+	{
+		values[0] = Int32GetDatum(meta->stream_id);
+		values[1] = CStringGetTextDatum(w->consumer_name);
+		ret = SPI_execute_with_args("SELECT partition, position FROM streamguard.consumer "
+									"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+									2, types, values, NULL, false, 0);
+	}
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "position lookup failed");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (p >= 0 && p < nparts)
+			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	SgRestoreUser(&save);
+}
+
 SgStreamMeta *
 SourceOpen(SgWorker *w)
 {

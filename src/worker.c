@@ -67,28 +67,6 @@ sg_clean_exit(SgWorker *w)
 	proc_exit(0);
 }
 
-static bool
-sg_transient(ErrorData *edata)
-{
-	int			sqlerrcode = edata->sqlerrcode;
-
-	/*
-	 * The batch timeout (the only statement timeout a worker arms) is the
-	 * SQL's own doing, not contention: it counts as a failed attempt, so a
-	 * batch that never finishes ends up isolated and under the error policy.
-	 */
-	if (sqlerrcode == ERRCODE_QUERY_CANCELED && edata->message_id &&
-		strcmp(edata->message_id, "canceling statement due to statement timeout") == 0)
-		return false;
-	return ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
-		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION ||
-		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
-		sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
-		sqlerrcode == ERRCODE_QUERY_CANCELED ||
-		sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
-		sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
-}
-
 static void
 sg_note_error(SgWorker *w, const char *message, bool fail)
 {
@@ -343,7 +321,7 @@ PipelineWorkerMain(Datum arg)
 					(errmsg("streamguard pipeline \"%s\": batch failed (attempt %d): %s",
 							w->def.name, attempts, edata->message)));
 			sg_note_error(w, edata->message, false);
-			if (!sg_transient(edata) && attempts >= w->def.max_attempts)
+			if (!WorkerTransientError(edata) && attempts >= w->def.max_attempts)
 				isolate = true;
 			backoff = Min(w->def.retry_backoff_ms << Min(attempts - 1, 20), w->def.max_backoff_ms);
 			FreeErrorData(edata);

@@ -95,6 +95,9 @@ typedef struct SgWorker
 	char	   *done_gid;		/* COMMIT PREPARED done; local record to drop */
 	int64		sink_attempts;	/* remote transactions tried by this worker */
 	uint32		remote_rotor;	/* remote source: partition read first */
+	bool		sink_resolved;	/* SinkResolve ran in this batch's transaction */
+	bool		sink_dead_pending;	/* offsets mode: dead letters of ours may be
+									 * left in the sink's table */
 
 	/* the current batch */
 	int64		batch_skipped;	/* skipped by skip_event or the policy */
@@ -121,12 +124,14 @@ extern void WorkerFault(SgWorker *w, SgFaultPoint point);
 extern SgRemote *WorkerRemote(SgWorker *w, int side);
 extern void WorkerRemoteStatus(SgWorker *w, int side, SgRemote *r);
 extern void WorkerRecordError(SgWorker *w, const char *message, bool fail);
+extern bool WorkerTransientError(ErrorData *edata);
 
 /* batchexec.c: the worker's part */
 extern Tuplestorestate *BatchStore(SgWorker *w, int max_kbytes);
 extern SPIPlanPtr BatchOwnerEnter(SgWorker *w, SgOwnerContext *ctx, Tuplestorestate *store, int64 n);
 extern int64 BatchRunSql(SgWorker *w, Tuplestorestate *store, int64 n);
 extern int64 BatchRunIsolated(SgWorker *w, Tuplestorestate *store);
+extern bool BatchApplyPolicy(SgWorker *w, TupleTableSlot *ev, ErrorData *edata);
 extern Tuplestorestate *BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n);
 extern Tuplestorestate *BatchSkipFilter(SgWorker *w, Tuplestorestate *store, int *n);
 
@@ -135,12 +140,15 @@ extern SgStreamMeta *SourceOpen(SgWorker *w);
 extern int	SourceFetch(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store,
 						int64 *first, int64 *last, bool advance);
 extern void SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts);
+extern void SourcePositions(SgWorker *w, SgStreamMeta *meta, int64 *pos, int nparts);
 
 /* sink.c */
 extern bool SinkResolve(SgWorker *w, SgStreamMeta *meta);
 extern void SinkForgetCommitted(SgWorker *w);
 extern StringInfo SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows);
 extern char *SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts);
+extern int64 SinkRunIsolated(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
+							 int nparts, char **gid);
 extern void SinkRecordPrepared(SgWorker *w, const char *gid);
 extern void SinkCommitPrepared(SgWorker *w, const char *gid);
 

@@ -182,3 +182,29 @@ WorkerRecordError(SgWorker *w, const char *message, bool fail)
 	SgRestoreUser(&save);
 }
 
+/*
+ * Whether a failed batch's error looks transient (contention, a lost
+ * connection, a cancel): retried for ever, never isolated.  Remote sinks
+ * use it too, to tell an event's own error from the batch's.
+ */
+bool
+WorkerTransientError(ErrorData *edata)
+{
+	int			sqlerrcode = edata->sqlerrcode;
+
+	/*
+	 * The batch timeout (the only statement timeout a worker arms) is the
+	 * SQL's own doing, not contention: it counts as a failed attempt, so a
+	 * batch that never finishes ends up isolated and under the error policy.
+	 */
+	if (sqlerrcode == ERRCODE_QUERY_CANCELED && edata->message_id &&
+		strcmp(edata->message_id, "canceling statement due to statement timeout") == 0)
+		return false;
+	return ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION ||
+		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
+		sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+		sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+		sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+}

@@ -1,0 +1,231 @@
+
+# Error policies for remote sinks, and pipelines with a remote source and a
+# remote sink (docs/guarantees.md "Remote sinks", "Error policies").
+#
+# "remote" holds the sink tables, whose CHECK (id > 0) rejects some rows,
+# and a stream `rsrc`; "local" holds the stream `src` and the pipelines:
+#   pol_2pc   dead_letter, two_phase  -> sink_2pc
+#   pol_off   dead_letter, offsets    -> sink_off
+#   pol_skip  skip, two_phase         -> sink_skip
+#   pol_stop  stop, offsets           -> sink_stop
+#   both_2pc  remote source rsrc, dead_letter, two_phase -> both_2pc
+#   both_off  remote source rsrc, dead_letter, offsets   -> both_off
+# Poison events: an id the sink's CHECK rejects (23514, raised by the
+# remote) and an id the pipeline's SELECT cannot cast (22P02, raised
+# locally).  max_attempts 1: the second attempt of a failing batch runs
+# isolated, event by event inside one remote transaction (savepoints).
+#
+# Checks: every good id reaches each sink exactly once; every poison event
+# is a dead letter exactly once (with its SQLSTATE) or counted skipped;
+# stop fails the pipeline naming the event and leaves nothing prepared.
+# Then kills of the worker at each point of an isolated batch's commit
+# (after_prepare, after_local_commit; after_remote_commit, where the dead
+# letters must come from the sink's table; after_commit, where they must
+# not come twice) and an immediate restart of the remote while an isolated
+# batch holds its rows there uncommitted: the same checks after each.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use StreamguardTest;
+
+my ($remote, $local) = sg_remote_pair(remote_name => 'pol_remote', local_name => 'pol_local',
+	local => { extra => "streamguard.remote_timeout='5s'\n" });
+my $pw = 'pol-Pw-1618';
+
+$remote->safe_psql('postgres', qq{
+CREATE EXTENSION streamguard;
+CREATE ROLE loader LOGIN PASSWORD '$pw';
+GRANT CREATE ON SCHEMA public TO loader;
+SELECT streamguard.create_stream('rsrc', 2);
+SELECT streamguard.grant_stream('rsrc', 'loader', 'read');
+SET ROLE loader;
+} . join('', map { qq{
+CREATE TABLE $_ (id bigint NOT NULL CHECK (id > 0), seq bigint NOT NULL);
+} } qw(sink_2pc sink_off sink_skip sink_stop both_2pc both_off)));
+
+$local->safe_psql('postgres', qq{
+CREATE EXTENSION streamguard;
+@{[ remote_server_sql('rs', $remote, user => 'loader', password => $pw, app => 'sg_pol') ]}
+SELECT streamguard.create_stream('src', 2);
+});
+
+my $select = q{SELECT (payload->>'id')::bigint AS id, seq FROM batch};
+my $knobs = q{max_attempts => 1, retry_backoff => '10 ms', max_backoff => '200 ms', batch_size => 100};
+my %pipes = (
+	pol_2pc  => [ 'dead_letter', 'two_phase', 'sink_2pc' ],
+	pol_off  => [ 'dead_letter', 'offsets',   'sink_off' ],
+	pol_skip => [ 'skip',        'two_phase', 'sink_skip' ],
+	pol_stop => [ 'stop',        'offsets',   'sink_stop' ]);
+for my $p (sort keys %pipes)
+{
+	my ($policy, $mode, $table) = @{ $pipes{$p} };
+	$local->safe_psql('postgres', qq{SELECT streamguard.create_pipeline('$p', 'src', \$\$$select\$\$,
+		error_policy => '$policy', sink_server => 'rs', sink_table => '$table', sink_mode => '$mode', $knobs)});
+}
+is($remote->safe_psql('postgres', q{SELECT to_regclass('public.streamguard_sink_dead_letters') IS NOT NULL}),
+	't', 'an offsets-mode sink gets the table for dead letters committed with its rows');
+
+# ids $from..$to: multiples of 37 are rejected by the sink, of 53 by the SELECT
+sub payloads
+{
+	my ($from, $to) = @_;
+	return qq{ARRAY(SELECT CASE WHEN g % 53 = 0 THEN jsonb_build_object('id', 'bad' || g)
+		WHEN g % 37 = 0 THEN jsonb_build_object('id', -g) ELSE jsonb_build_object('id', g) END
+		FROM generate_series($from, $to) g)};
+}
+sub append_src
+{
+	my ($from, $to) = @_;
+	$local->safe_psql('postgres', "SELECT count(*) FROM streamguard.append_batch('src', " . payloads($from, $to)
+		  . ", keys => ARRAY(SELECT g::text FROM generate_series($from, $to) g))");
+}
+sub good { my ($to) = @_; return join(',', grep { $_ % 37 && $_ % 53 } 1 .. $to); }
+sub bad
+{
+	my ($to) = @_;
+	return join(',', map { $_ % 53 == 0 ? "bad$_:22P02" : "-$_:23514" } grep { !($_ % 37 && $_ % 53) } 1 .. $to);
+}
+sub sink_ids
+{
+	my ($table) = @_;
+	return $remote->safe_psql('postgres', "SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM $table");
+}
+sub dead_ids
+{
+	my ($p) = @_;
+	return $local->safe_psql('postgres', qq{SELECT coalesce(string_agg((payload->>'id') || ':' || sqlstate,
+		',' ORDER BY CASE WHEN payload->>'id' LIKE 'bad%' THEN substr(payload->>'id', 4)::int
+		ELSE abs((payload->>'id')::int) END), '') FROM streamguard.dead_letter WHERE pipeline = '$p'});
+}
+# the sink holds every good id up to $to once, the dead letters every poison
+# event once; the counters agree
+sub check_pipe
+{
+	my ($p, $to, $what) = @_;
+	my ($policy, $mode, $table) = @{ $pipes{$p} // [ 'dead_letter', '', $p ] };
+	my $ngood = () = good($to) =~ /(\d+)/g;
+	ok(wait_for_value($remote, "SELECT count(*) FROM $table", $ngood, 90), "$p $what: the good rows arrive")
+	  or diag(pipelines_report($local));
+	is(sink_ids($table), good($to), "$p $what: every good id exactly once");
+	my $nbad = () = bad($to) =~ /:/g;
+	if ($policy eq 'dead_letter')
+	{
+		is(dead_ids($p), bad($to), "$p $what: every poison event is a dead letter exactly once");
+		is($local->safe_psql('postgres', "SELECT dead_letters FROM streamguard.pipelines WHERE pipeline = '$p'"),
+			$nbad, "$p $what: dead_letters counts them");
+	}
+	else
+	{
+		is($local->safe_psql('postgres', "SELECT skipped FROM streamguard.pipelines WHERE pipeline = '$p'"),
+			$nbad, "$p $what: skipped counts them");
+	}
+}
+
+# ------------------------------------------------------- the policies
+
+append_src(1, 200);
+check_pipe($_, 200, 'first load') for qw(pol_2pc pol_off pol_skip);
+ok(wait_for_value($local, q{SELECT state FROM streamguard.pipelines WHERE pipeline = 'pol_stop'}, 'failed', 60),
+	'pol_stop: the stop policy fails the pipeline');
+like($local->safe_psql('postgres', q{SELECT last_error FROM streamguard.pipelines WHERE pipeline = 'pol_stop'}),
+	qr/^event \(partition \d+, seq \d+\): /, '... naming the event that failed');
+is($remote->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity
+	WHERE application_name = 'sg_pol' AND state = 'idle in transaction (aborted)'}),
+	'0', '... and leaving no aborted remote transaction open');
+is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing left prepared');
+$local->safe_psql('postgres', q{SELECT streamguard.drop_pipeline('pol_stop')});
+delete $pipes{pol_stop};
+
+# the sink's copies of the dead letters go with the next batch
+append_src(201, 201);
+ok(wait_for_value($remote, q{SELECT count(*) FROM public.streamguard_sink_dead_letters}, '0', 60),
+	'the dead letters left on the sink are removed by the next batch')
+  or diag($remote->safe_psql('postgres', 'SELECT * FROM public.streamguard_sink_dead_letters'));
+check_pipe('pol_off', 201, 'after the next batch');
+
+# ------------------------------------------------------- crashes
+
+my $fx = fault_context($local, [ sort keys %pipes ], remote => $remote);
+my $to = 201;
+for my $case ([ 'pol_2pc', 'after_prepare' ], [ 'pol_2pc', 'after_local_commit' ],
+	[ 'pol_off', 'after_remote_commit' ], [ 'pol_off', 'after_commit' ], [ 'pol_2pc', 'after_commit' ])
+{
+	my ($p, $point) = @$case;
+	# the failed plain attempt never reaches these points: the isolated one does
+	$local->safe_psql('postgres', "SELECT streamguard.inject_fault('$p', '$point', 'kill')");
+	my $off = log_offset($local);
+	append_src($to + 1, $to + 60);
+	$to += 60;
+	ok(defined wait_log($local, qr/pipeline "$p": injected fault, killing the worker/, $off, 60),
+		"$p: killed at $point of an isolated batch");
+	is(fault_fired($fx, "$p $point", $off), 1, '... and back');
+	check_pipe($_, $to, "kill at $p $point") for sort keys %pipes;
+}
+
+# the remote restarted while an isolated batch holds its rows there
+{
+	$local->safe_psql('postgres', "SELECT streamguard.inject_fault('pol_2pc', 'mid_copy', 'hold')");
+	my $off = log_offset($local);
+	append_src($to + 1, $to + 60);
+	$to += 60;
+	ok(defined wait_log($local, qr/pipeline "pol_2pc": injected fault, holding/, $off, 60),
+		'pol_2pc: an isolated batch holds with its rows on the sink');
+	$remote->stop('immediate');
+	$remote->start;
+	$local->safe_psql('postgres', "SELECT streamguard.inject_fault('pol_2pc', 'none')");
+	check_pipe($_, $to, 'remote restarted mid-isolation') for sort keys %pipes;
+}
+is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing left prepared');
+is($local->safe_psql('postgres', 'SELECT count(*) FROM streamguard.remote_prepared'), '0',
+	'no prepared transaction recorded');
+
+# ------------------------------------------- remote source and remote sink
+
+$local->safe_psql('postgres', qq{
+SELECT streamguard.create_pipeline('both_2pc', 'rsrc', \$\$$select\$\$, source_server => 'rs',
+	error_policy => 'dead_letter', sink_server => 'rs', sink_table => 'both_2pc', sink_mode => 'two_phase', $knobs);
+SELECT streamguard.create_pipeline('both_off', 'rsrc', \$\$$select\$\$, source_server => 'rs',
+	error_policy => 'dead_letter', sink_server => 'rs', sink_table => 'both_off', sink_mode => 'offsets', $knobs);
+});
+%pipes = (both_2pc => [ 'dead_letter', 'two_phase', 'both_2pc' ], both_off => [ 'dead_letter', 'offsets', 'both_off' ]);
+$fx = fault_context($local, [ sort keys %pipes ], remote => $remote);
+sub append_rsrc
+{
+	my ($from, $to) = @_;
+	$remote->safe_psql('postgres', "SELECT count(*) FROM streamguard.append_batch('rsrc', " . payloads($from, $to)
+		  . ", keys => ARRAY(SELECT g::text FROM generate_series($from, $to) g))");
+}
+append_rsrc(1, 200);
+$to = 200;
+check_pipe($_, $to, 'remote to remote') for sort keys %pipes;
+for my $case ([ 'both_2pc', 'after_prepare' ], [ 'both_2pc', 'after_local_commit' ],
+	[ 'both_off', 'after_remote_commit' ], [ 'both_off', 'after_commit' ], [ 'both_off', 'mid_copy' ])
+{
+	my ($p, $point) = @$case;
+	$local->safe_psql('postgres', "SELECT streamguard.inject_fault('$p', '$point', 'kill')");
+	my $off = log_offset($local);
+	append_rsrc($to + 1, $to + 60);
+	$to += 60;
+	ok(defined wait_log($local, qr/pipeline "$p": injected fault, killing the worker/, $off, 60),
+		"$p: killed at $point");
+	is(fault_fired($fx, "$p $point", $off), 1, '... and back');
+	check_pipe($_, $to, "kill at $p $point") for sort keys %pipes;
+}
+is($local->safe_psql('postgres', q{SELECT string_agg(p.pipeline || ' ' || (SELECT sum(position) FROM
+	streamguard.remote_position rp JOIN streamguard.pipeline pp ON pp.id = rp.pipeline_id WHERE pp.name = p.pipeline),
+	',' ORDER BY p.pipeline) FROM streamguard.pipelines p WHERE p.pipeline LIKE 'both%'}),
+	join(',', map { "$_ " . $remote->safe_psql('postgres',
+		q{SELECT sum(last_seq) FROM streamguard.stream_partitions WHERE stream = 'rsrc'}) } qw(both_2pc both_off)),
+	'the remote positions are at the remote stream\'s ends');
+is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing left prepared');
+
+$local->stop;
+$remote->stop;
+done_testing();
