@@ -10,7 +10,8 @@ ALTER TABLE streamguard.pipeline
 	ADD COLUMN retry_backoff interval NOT NULL DEFAULT '100 ms',
 	ADD COLUMN max_backoff interval NOT NULL DEFAULT '5 s',
 	ADD COLUMN workers int NOT NULL DEFAULT 1,
-	ADD COLUMN generation bigint NOT NULL DEFAULT 1;
+	ADD COLUMN generation bigint NOT NULL DEFAULT 1,
+	ADD COLUMN sink_on_conflict text[];
 
 -- This installation's identity, drawn at CREATE EXTENSION (or at the update
 -- to 0.2): a copy of the data directory made before then (same system
@@ -129,6 +130,7 @@ ALTER TABLE streamguard.segment ADD FOREIGN KEY (stream_id) REFERENCES streamgua
 ALTER TABLE streamguard.stream_grant ADD FOREIGN KEY (stream_id) REFERENCES streamguard.stream (id) ON DELETE CASCADE;
 ALTER TABLE streamguard.consumer ADD FOREIGN KEY (stream_id) REFERENCES streamguard.stream (id) ON DELETE CASCADE;
 ALTER TABLE streamguard.remote_position ADD FOREIGN KEY (pipeline_id) REFERENCES streamguard.pipeline (id) ON DELETE CASCADE;
+ALTER TABLE streamguard.remote_position ADD COLUMN lost bigint NOT NULL DEFAULT 0;
 ALTER TABLE streamguard.remote_prepared ADD FOREIGN KEY (pipeline_id) REFERENCES streamguard.pipeline (id) ON DELETE CASCADE;
 ALTER TABLE streamguard.dead_letter ADD FOREIGN KEY (pipeline_id) REFERENCES streamguard.pipeline (id) ON DELETE CASCADE;
 
@@ -157,7 +159,8 @@ CREATE FUNCTION streamguard.create_pipeline(
 	max_attempts int DEFAULT 3,
 	retry_backoff interval DEFAULT '100 ms',
 	max_backoff interval DEFAULT '5 s',
-	workers int DEFAULT 1)
+	workers int DEFAULT 1,
+	sink_on_conflict text[] DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_pipeline'
 LANGUAGE C VOLATILE;
@@ -192,9 +195,11 @@ LANGUAGE C STABLE STRICT;
 
 CREATE VIEW streamguard.stream_partitions AS
 SELECT s.name AS stream, p.partition, p.first_seq, p.last_seq,
-	   p.readable_horizon, p.next_seq, p.in_flight
+	   p.readable_horizon, p.next_seq, p.in_flight,
+	   sp.seq_floor
 FROM streamguard._partition_stats() p
-JOIN streamguard.stream s ON s.id = p.stream_id;
+JOIN streamguard.stream s ON s.id = p.stream_id
+JOIN streamguard.stream_partition sp ON sp.stream_id = p.stream_id AND sp.partition = p.partition;
 
 CREATE VIEW streamguard.streams AS
 SELECT s.name AS stream,
@@ -280,12 +285,16 @@ SELECT p.name AS pipeline,
 	   p.epoch,
 	   CASE WHEN p.state = 'running' THEN coalesce(r.worker_status, 'starting') END AS worker_status,
 	   p.batch_timeout,
-	   p.workers
+	   p.workers,
+	   CASE WHEN p.source_server IS NULL THEN lag.lost_events
+			ELSE (SELECT sum(rp.lost)::bigint FROM streamguard.remote_position rp
+				  WHERE rp.pipeline_id = p.id) END AS lost_events
 FROM streamguard.pipeline p
 LEFT JOIN streamguard.stream s ON s.id = p.stream_id
 LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id AND r.worker = 0
 LEFT JOIN LATERAL (
-	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds
+	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds,
+		   sum(c.lost_events)::bigint AS lost_events
 	FROM streamguard.consumers c
 	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name) lag ON true;
 

@@ -120,7 +120,8 @@ CREATE TABLE streamguard.pipeline (
 	retry_backoff interval NOT NULL DEFAULT '100 ms',	-- first backoff, doubling
 	max_backoff interval NOT NULL DEFAULT '5 s',
 	workers int NOT NULL DEFAULT 1,			-- workers sharing the partitions
-	generation bigint NOT NULL DEFAULT 1	-- bumped by control calls only
+	generation bigint NOT NULL DEFAULT 1,	-- bumped by control calls only
+	sink_on_conflict text[]					-- upserting remote sink: ON CONFLICT columns
 ) WITH (fillfactor = 50);
 
 -- positions of pipelines whose source is a stream on a remote server
@@ -129,7 +130,9 @@ CREATE TABLE streamguard.remote_position (
 	partition int NOT NULL,
 	position bigint NOT NULL,
 	updated_at timestamptz NOT NULL DEFAULT now(),
-	PRIMARY KEY (pipeline_id, partition)
+	PRIMARY KEY (pipeline_id, partition),
+	-- seqs skipped because the remote's retention removed them first
+	lost bigint NOT NULL DEFAULT 0
 ) WITH (fillfactor = 50);
 
 -- This installation's identity, drawn at CREATE EXTENSION (or at the update
@@ -337,7 +340,8 @@ CREATE FUNCTION streamguard.create_pipeline(
 	max_attempts int DEFAULT 3,
 	retry_backoff interval DEFAULT '100 ms',
 	max_backoff interval DEFAULT '5 s',
-	workers int DEFAULT 1)
+	workers int DEFAULT 1,
+	sink_on_conflict text[] DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_pipeline'
 LANGUAGE C VOLATILE;
@@ -448,9 +452,11 @@ LANGUAGE C STABLE STRICT;
 
 CREATE VIEW streamguard.stream_partitions AS
 SELECT s.name AS stream, p.partition, p.first_seq, p.last_seq,
-	   p.readable_horizon, p.next_seq, p.in_flight
+	   p.readable_horizon, p.next_seq, p.in_flight,
+	   sp.seq_floor
 FROM streamguard._partition_stats() p
-JOIN streamguard.stream s ON s.id = p.stream_id;
+JOIN streamguard.stream s ON s.id = p.stream_id
+JOIN streamguard.stream_partition sp ON sp.stream_id = p.stream_id AND sp.partition = p.partition;
 
 CREATE VIEW streamguard.streams AS
 SELECT s.name AS stream,
@@ -536,12 +542,16 @@ SELECT p.name AS pipeline,
 	   p.epoch,
 	   CASE WHEN p.state = 'running' THEN coalesce(r.worker_status, 'starting') END AS worker_status,
 	   p.batch_timeout,
-	   p.workers
+	   p.workers,
+	   CASE WHEN p.source_server IS NULL THEN lag.lost_events
+			ELSE (SELECT sum(rp.lost)::bigint FROM streamguard.remote_position rp
+				  WHERE rp.pipeline_id = p.id) END AS lost_events
 FROM streamguard.pipeline p
 LEFT JOIN streamguard.stream s ON s.id = p.stream_id
 LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id AND r.worker = 0
 LEFT JOIN LATERAL (
-	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds
+	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds,
+		   sum(c.lost_events)::bigint AS lost_events
 	FROM streamguard.consumers c
 	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name) lag ON true;
 

@@ -44,6 +44,7 @@
 #include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -276,6 +277,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	char	   *sink_table = NULL;
 	char	   *sink_mode;
 	int			remote_nparts = 0;
+	ArrayType  *sink_on_conflict = NULL;
 	int32		id;
 	bool		isnull;
 	int			ret;
@@ -336,6 +338,14 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		sink_table = text_to_cstring(PG_GETARG_TEXT_PP(11));
 	sink_mode = SgTextArg(fcinfo, 12, "sink_mode");
 	(void) SgParseWord(&SgSinkModeWords, sink_mode);
+	if (PG_NARGS() >= 20 && !PG_ARGISNULL(19))
+	{
+		sink_on_conflict = PG_GETARG_ARRAYTYPE_P(19);
+		if (sink_server == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sink_on_conflict needs a remote sink (sink_server and sink_table)")));
+	}
 	PipelineCheckWorkersRemote(workers > 1 && (source_server || sink_server));
 	if ((sink_server == NULL) != (sink_table == NULL))
 		ereport(ERROR,
@@ -358,7 +368,12 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	}
 	PipelineValidateSql(sql);
 	if (sink_server)
-		PipelineCheckRemoteSink(sink_server, sink_table, PipelineValidateSelect(sql), sink_mode);
+	{
+		char	   *cols = PipelineValidateSelect(sql);
+
+		PipelineCheckRemoteSink(sink_server, sink_table, cols, sink_mode,
+								sink_on_conflict ? PipelineCheckSinkConflict(sql, sink_on_conflict) : NULL);
+	}
 	search_path = GetConfigOptionByName("search_path", NULL, false);
 
 	SgLockRoleForCreate(owner);
@@ -450,6 +465,14 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		PipelineExec("UPDATE streamguard.pipeline SET batch_timeout = $2, allow_source_append = $3, "
 						 "max_attempts = $4, retry_backoff = $5, max_backoff = $6 WHERE id = $1",
 						 6, types, values, SPI_OK_UPDATE);
+	}
+	if (sink_on_conflict)
+	{
+		Oid			types[2] = {INT4OID, TEXTARRAYOID};
+		Datum		values[2] = {Int32GetDatum(id), PointerGetDatum(sink_on_conflict)};
+
+		PipelineExec("UPDATE streamguard.pipeline SET sink_on_conflict = $2 WHERE id = $1",
+					 2, types, values, SPI_OK_UPDATE);
 	}
 	if (workers > 1)
 	{

@@ -12,7 +12,9 @@
 
 #include "datatype/timestamp.h"
 #include "port/atomics.h"
+#include "nodes/pg_list.h"
 #include "storage/spin.h"
+#include "utils/array.h"
 #include "utils/tuplestore.h"
 
 #include "streamguard.h"
@@ -184,7 +186,10 @@ extern void PipelineValidateSql(const char *sql);
 extern char *PipelineValidateSelect(const char *sql);
 extern char *PipelineOutputColumns(const char *sql);
 extern char *PipelineQuoteTable(const char *name);
-extern void PipelineCheckRemoteSink(const char *server, const char *table, const char *cols, const char *mode);
+extern void PipelineCheckRemoteSink(const char *server, const char *table, const char *cols, const char *mode,
+									const char *conflict);
+extern List *PipelineOutputNames(const char *sql);
+extern char *PipelineCheckSinkConflict(const char *sql, ArrayType *arr);
 extern int	PipelineCheckRemoteSource(const char *server, const char *stream);
 extern void PipelineCheckRemoteReset(int32 pipeline_id, Oid owner, int32 partition, int64 seq);
 extern void PipelineCheckBatchSize(int32 n);

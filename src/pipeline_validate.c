@@ -15,6 +15,7 @@
 
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/regproc.h"
 #include "utils/timestamp.h"
@@ -128,15 +129,16 @@ PipelineValidateSql(const char *sql)
  * COPY column list of a remote sink), or NULL when the SQL is not a single
  * query returning rows.  SPI connected.
  */
-char *
-PipelineOutputColumns(const char *sql)
+List *
+PipelineOutputNames(const char *sql)
 {
 	TupleDesc	desc = SgEventTupleDesc();
 	Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
 	SPIPlanPtr	plan;
 	List	   *sources;
 	CachedPlanSource *ps;
-	char	   *result = NULL;
+	List	   *result = NIL;
+	bool		select = false;
 
 	PipelineRegisterBatch(store, desc, 0);
 	plan = SPI_prepare(sql, 0, NULL);
@@ -146,19 +148,103 @@ PipelineOutputColumns(const char *sql)
 	ps = list_length(sources) == 1 ? linitial(sources) : NULL;
 	if (ps != NULL && ps->commandTag == CMDTAG_SELECT && ps->resultDesc != NULL)
 	{
-		StringInfoData cols;
 		int			i;
 
-		initStringInfo(&cols);
+		select = true;
 		for (i = 0; i < ps->resultDesc->natts; i++)
-			appendStringInfo(&cols, "%s%s", i ? ", " : "",
-							 quote_identifier(NameStr(TupleDescAttr(ps->resultDesc, i)->attname)));
-		result = cols.data;
+			result = lappend(result, pstrdup(NameStr(TupleDescAttr(ps->resultDesc, i)->attname)));
 	}
 	SPI_freeplan(plan);
 	SPI_unregister_relation("batch");
 	tuplestore_end(store);
-	return result;
+	/* a SELECT without columns is still a SELECT: one empty-named entry */
+	if (select && result == NIL)
+		result = list_make1(pstrdup(""));
+	return select ? result : NIL;
+}
+
+/*
+ * The output columns of the pipeline's SQL, quoted and comma-separated (the
+ * COPY column list of a remote sink), or NULL when the SQL is not a single
+ * SELECT.
+ */
+char *
+PipelineOutputColumns(const char *sql)
+{
+	List	   *names = PipelineOutputNames(sql);
+	StringInfoData cols;
+	ListCell   *lc;
+
+	if (names == NIL)
+		return NULL;
+	initStringInfo(&cols);
+	foreach(lc, names)
+		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", quote_identifier(lfirst(lc)));
+	return cols.data;
+}
+
+/*
+ * The conflict columns of an upserting remote sink (sink_on_conflict): each
+ * an output column of the SELECT, each once, none NULL.  The SELECT may not
+ * have columns named streamguard_*: the staging table's own columns.
+ * Returns them quoted and comma-separated, for ON CONFLICT (...).
+ */
+char *
+PipelineCheckSinkConflict(const char *sql, ArrayType *arr)
+{
+	List	   *names = PipelineOutputNames(sql);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n,
+				i,
+				j;
+	ListCell   *lc;
+	StringInfoData buf;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sink_on_conflict must be a one-dimensional array of column names")));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sink_on_conflict must name at least one column")));
+	foreach(lc, names)
+	{
+		if (strncmp((char *) lfirst(lc), "streamguard_", 12) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the SQL of an upserting pipeline may not return a column named \"%s\"",
+							(char *) lfirst(lc)),
+					 errdetail("Names starting with streamguard_ are taken by the staging table on the sink.")));
+	}
+	initStringInfo(&buf);
+	for (i = 0; i < n; i++)
+	{
+		char	   *name;
+		bool		found = false;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("sink_on_conflict must not contain NULL")));
+		name = TextDatumGetCString(elems[i]);
+		for (j = 0; j < i; j++)
+			if (!nulls[j] && strcmp(name, TextDatumGetCString(elems[j])) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("column \"%s\" appears twice in sink_on_conflict", name)));
+		foreach(lc, names)
+			found |= strcmp(name, (char *) lfirst(lc)) == 0;
+		if (!found)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("sink_on_conflict column \"%s\" is not an output column of the pipeline's SQL", name),
+					 errhint("Name the columns as the SELECT returns them; the names are case-sensitive.")));
+		appendStringInfo(&buf, "%s%s", i ? ", " : "", quote_identifier(name));
+	}
+	return buf.data;
 }
 
 char *
@@ -197,7 +283,7 @@ PipelineQuoteTable(const char *name)
  * with the columns the SQL produces, and 2PC available if asked for.
  */
 static void sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table,
-									const char *cols, const char *mode);
+									const char *cols, const char *mode, const char *conflict);
 
 /*
  * A bookkeeping table of ours on the sink: created now if the remote role
@@ -230,7 +316,8 @@ sg_ensure_remote_table(SgRemote *rp, const char *server, const char *relname, co
 }
 
 void
-PipelineCheckRemoteSink(const char *server, const char *table, const char *cols, const char *mode)
+PipelineCheckRemoteSink(const char *server, const char *table, const char *cols, const char *mode,
+						const char *conflict)
 {
 	SgRemote	r;
 
@@ -238,7 +325,7 @@ PipelineCheckRemoteSink(const char *server, const char *table, const char *cols,
 	RemoteConnect(&r, server, GetUserId());
 	PG_TRY();
 	{
-		sg_check_remote_sink_on(&r, server, table, cols, mode);
+		sg_check_remote_sink_on(&r, server, table, cols, mode, conflict);
 	}
 	PG_FINALLY();
 	{
@@ -249,11 +336,30 @@ PipelineCheckRemoteSink(const char *server, const char *table, const char *cols,
 
 static void
 sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table, const char *cols,
-						const char *mode)
+						const char *mode, const char *conflict)
 {
 	SgRemoteResult *res;
 
 	RemoteClear(RemoteExec(rp, psprintf("SELECT %s FROM %s LIMIT 0", cols, table), 0, NULL));
+	if (conflict)
+	{
+		/* the remote plans it only with a unique index on exactly these columns */
+		RemoteClear(RemoteExec(rp, psprintf("EXPLAIN INSERT INTO %s (%s) SELECT %s FROM %s WHERE false "
+											"ON CONFLICT (%s) DO NOTHING", table, cols, cols, table, conflict),
+							   0, NULL));
+		res = RemoteExec(rp, "SELECT pg_catalog.has_schema_privilege('public', 'CREATE')", 0, NULL);
+		if (strcmp(RemoteGetValue(res, 0, 0), "t") != 0)
+		{
+			RemoteClear(res);
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("the user of remote server \"%s\" may not create the staging table of an upserting sink",
+							server),
+					 errdetail("An upserting sink copies each batch into an unlogged table of the pipeline's in schema public of the remote."),
+					 errhint("GRANT CREATE ON SCHEMA public to the pipeline's remote user.")));
+		}
+		RemoteClear(res);
+	}
 	if (strcmp(mode, "two_phase") == 0)
 	{
 		res = RemoteExec(rp, "SELECT pg_catalog.current_setting('max_prepared_transactions')::int", 0, NULL);

@@ -4,8 +4,9 @@
  *		Remote sinks: writing a batch's rows to another server.
  *
  * The pipeline's SELECT runs as the owner and its rows are rendered in
- * COPY text format, then copied into the sink table in a remote
- * transaction that is
+ * COPY text format, then copied into the sink table (or, for an upserting
+ * sink, through a staging table and INSERT ... ON CONFLICT: SinkSetup) in a
+ * remote transaction that is
  *	two_phase	prepared before the local COMMIT (which records its gid in
  *				streamguard.remote_prepared), committed after it;
  *	offsets		committed together with the positions, which the sink
@@ -20,6 +21,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "common/md5.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -106,6 +108,97 @@ static bool
 sg_offsets_mode(SgWorker *w)
 {
 	return w->def.guarantee == SG_EXACTLY_ONCE && !w->def.two_phase;
+}
+
+/*
+ * The statements of the pipeline's sink, built once at start from the
+ * SELECT's output columns `cols` (names), in TopMemoryContext.  A plain sink
+ * is a COPY into the sink table.  An upserting sink (sink_on_conflict) COPYs
+ * into its staging table on the remote -- an unlogged table of the
+ * pipeline's with the SELECT's columns and a row number -- then inserts
+ * the last row of each key (in event order) into the sink with ON CONFLICT
+ * (the conflict columns) DO UPDATE of the other columns, and empties the
+ * staging table, all in the batch's remote transaction.  A temporary table
+ * would not do: a transaction that used one cannot be prepared.  Rows
+ * with a NULL in a conflict column never conflict; they are all inserted.
+ */
+void
+SinkSetup(SgWorker *w, List *cols)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	StringInfoData list,
+				conf,
+				set,
+				nulls;
+	ListCell   *lc;
+	int			i;
+
+	initStringInfo(&list);
+	foreach(lc, cols)
+		appendStringInfo(&list, "%s%s", list.len ? ", " : "", quote_identifier(lfirst(lc)));
+	if (w->def.sink_nconflict == 0)
+	{
+		w->copy_sql = psprintf("COPY %s (%s) FROM STDIN", w->def.sink_table, list.data);
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	{
+		char		hex[33];
+		const char *errstr = NULL;
+		char	   *key = PipelineSinkKey(w->def.id);
+
+		if (!pg_md5_hash(key, strlen(key), hex, &errstr))
+			elog(ERROR, "could not name the staging table: %s", errstr ? errstr : "md5 failed");
+		w->stage_table = psprintf("public.%s", quote_identifier(psprintf("streamguard_stage_%s", hex)));
+	}
+	initStringInfo(&conf);
+	initStringInfo(&nulls);
+	for (i = 0; i < w->def.sink_nconflict; i++)
+	{
+		const char *c = quote_identifier(w->def.sink_conflict[i]);
+
+		appendStringInfo(&conf, "%s%s", i ? ", " : "", c);
+		appendStringInfo(&nulls, " OR %s IS NULL", c);
+	}
+	initStringInfo(&set);
+	foreach(lc, cols)
+	{
+		bool		is_key = false;
+
+		for (i = 0; i < w->def.sink_nconflict; i++)
+			is_key |= strcmp(lfirst(lc), w->def.sink_conflict[i]) == 0;
+		if (!is_key)
+			appendStringInfo(&set, "%s%s = excluded.%s", set.len ? ", " : "",
+							 quote_identifier(lfirst(lc)), quote_identifier(lfirst(lc)));
+	}
+	w->stage_ddl[0] = psprintf("CREATE UNLOGGED TABLE IF NOT EXISTS %s AS SELECT %s FROM %s WITH NO DATA",
+							   w->stage_table, list.data, w->def.sink_table);
+	w->stage_ddl[1] = psprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS streamguard_ord bigint "
+							   "GENERATED ALWAYS AS IDENTITY", w->stage_table);
+	w->copy_sql = psprintf("COPY %s (%s) FROM STDIN", w->stage_table, list.data);
+	w->upsert_sql = psprintf("INSERT INTO %s (%s) SELECT %s FROM "
+							 "(SELECT *, pg_catalog.row_number() OVER (PARTITION BY %s "
+							 "ORDER BY streamguard_ord DESC) AS streamguard_rn FROM %s) streamguard_s "
+							 "WHERE streamguard_rn OPERATOR(pg_catalog.=) 1%s ORDER BY streamguard_ord "
+							 "ON CONFLICT (%s) DO %s%s",
+							 w->def.sink_table, list.data, list.data, conf.data, w->stage_table, nulls.data,
+							 conf.data, set.len ? "UPDATE SET " : "NOTHING", set.data);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Rows in COPY text format into the sink, in the open remote transaction:
+ * straight into the sink table, or through the staging table (SinkSetup).
+ */
+static void
+sg_sink_load(SgWorker *w, SgRemote *r, StringInfo data)
+{
+	RemoteCopyIn(r, w->copy_sql, data->data, data->len);
+	if (w->upsert_sql)
+	{
+		RemoteExecOk(r, w->upsert_sql);
+		RemoteExecOk(r, psprintf("DELETE FROM %s", w->stage_table));
+	}
 }
 
 /*
@@ -228,6 +321,7 @@ SinkResolve(SgWorker *w, SgStreamMeta *meta)
 	}
 	w->sink_resolved = true;
 	sg_forget_done_gid(w);
+	w->stage_ready = false;		/* after a failure, make sure it is there */
 	WorkerRemoteStatus(w, SG_SIDE_SINK, r);
 	if (lost)
 		w->stop_error = MemoryContextStrdup(TopMemoryContext,
@@ -276,6 +370,12 @@ sg_sink_begin(SgWorker *w)
 {
 	SgRemote   *r = WorkerRemote(w, SG_SIDE_SINK);
 
+	if (w->upsert_sql && !w->stage_ready)
+	{
+		RemoteExecOk(r, w->stage_ddl[0]);
+		RemoteExecOk(r, w->stage_ddl[1]);
+		w->stage_ready = true;
+	}
 	RemoteExecOk(r, "BEGIN");
 	if (w->sink_dead_pending && !w->sink_resolved)
 	{
@@ -377,7 +477,7 @@ SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts)
 	SgRemote   *r = sg_sink_begin(w);
 
 	if (data->len > 0)
-		RemoteCopyIn(r, w->copy_sql, data->data, data->len);
+		sg_sink_load(w, r, data);
 	return sg_sink_finish(w, r, first, last, nparts);
 }
 
@@ -505,7 +605,7 @@ SinkRunIsolated(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last, 
 			{
 				RemoteExecOk(r, "SAVEPOINT streamguard_event");
 				in_savepoint = true;
-				RemoteCopyIn(r, w->copy_sql, data->data, data->len);
+				sg_sink_load(w, r, data);
 				RemoteExecOk(r, "RELEASE SAVEPOINT streamguard_event");
 				in_savepoint = false;
 			}

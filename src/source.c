@@ -15,6 +15,7 @@
 
 #include "pgstat.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "worker.h"
 
@@ -35,8 +36,38 @@ sg_set_remote_position(SgWorker *w, int partition, int64 position)
 }
 
 /*
+ * A remote partition read from `pos` whose first event is `first`: how many
+ * of the seqs between them the remote's retention removed before we read
+ * them (its seq floor, the highest seq retention dropped).  The remote
+ * cannot count the events it no longer has, so this counts seqs: a seq
+ * that was never committed (an append rolled back) below the floor counts
+ * too, where a local consumer's lost_events counts events.  A gap above
+ * the floor is rolled-back appends, not loss.  A remote without the
+ * seq_floor column (an older streamguard) reports no loss.
+ */
+static int64
+sg_remote_lost(SgWorker *w, SgRemote *r, int p, int64 pos, int64 first)
+{
+	const char *params[2];
+	SgRemoteResult *res;
+	int64		floor_seq = 0;
+
+	params[0] = w->def.remote_stream;
+	params[1] = psprintf("%d", p);
+	res = RemoteExec(r, "SELECT (pg_catalog.to_jsonb(sp) OPERATOR(pg_catalog.->>) 'seq_floor')::pg_catalog.int8 "
+					 "FROM streamguard.stream_partitions sp WHERE sp.stream OPERATOR(pg_catalog.=) $1 "
+					 "AND sp.partition OPERATOR(pg_catalog.=) $2::pg_catalog.int4", 2, params);
+	if (RemoteNTuples(res) == 1 && !RemoteGetIsNull(res, 0, 0))
+		floor_seq = strtoll(RemoteGetValue(res, 0, 0), NULL, 10);
+	RemoteClear(res);
+	return Max(Min(floor_seq, first - 1) - pos, 0);
+}
+
+/*
  * Read a batch from a stream on another streamguard server, after the
- * positions kept here (locked for this transaction).
+ * positions kept here (locked for this transaction).  w->remote_lost gets
+ * what retention removed ahead of each position (sg_remote_lost), added
+ * to remote_position.lost when the positions move (SourceAdvance).
  */
 static int
 sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
@@ -66,10 +97,13 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	}
 	SgRestoreUser(&save);
 
+	if (w->remote_lost == NULL)
+		w->remote_lost = MemoryContextAllocZero(TopMemoryContext, sizeof(int64) * nparts);
 	for (k = 0; k < nparts; k++)
 	{
 		first[k] = 0;
 		last[k] = pos[k];
+		w->remote_lost[k] = 0;
 	}
 	for (k = 0; k < nparts; k++)
 	{
@@ -138,6 +172,8 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 			remaining--;
 		}
 		RemoteClear(res);
+		if (first[p] > pos[p] + 1)
+			w->remote_lost[p] = sg_remote_lost(w, r, p, pos[p], first[p]);
 	}
 	w->remote_rotor++;
 	WorkerRemoteStatus(w, SG_SIDE_SOURCE, r);
@@ -153,21 +189,32 @@ SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts)
 	SgBecomeDataOwner(&save, false);
 	if (w->def.source_server)
 	{
-		Oid			types[2] = {INT4OID, INT8ARRAYOID};
-		Datum		values[2];
+		Oid			types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
+		Datum		values[3];
 		Datum	   *elems = palloc(sizeof(Datum) * nparts);
+		Datum	   *lost = palloc(sizeof(Datum) * nparts);
 		int			p;
 
 		for (p = 0; p < nparts; p++)
 			elems[p] = Int64GetDatum(last[p]);
 		values[0] = Int32GetDatum(w->def.id);
 		values[1] = PointerGetDatum(construct_array(elems, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+
+		/* the loss the last fetch found goes with the positions past it */
+		for (p = 0; p < nparts; p++)
+		{
+			lost[p] = Int64GetDatum(w->remote_lost ? w->remote_lost[p] : 0);
+			if (w->remote_lost)
+				w->remote_lost[p] = 0;
+		}
+		values[2] = PointerGetDatum(construct_array(lost, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		if (SPI_execute_with_args("UPDATE streamguard.remote_position "
 								  "SET position = ($2)[partition OPERATOR(pg_catalog.+) 1], "
+								  "lost = lost OPERATOR(pg_catalog.+) ($3)[partition OPERATOR(pg_catalog.+) 1], "
 								  "updated_at = pg_catalog.now() "
 								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
 								  "AND ($2)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>) position",
-								  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "remote position update failed");
 	}
 	else

@@ -31,6 +31,8 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timeout.h"
 
@@ -107,7 +109,7 @@ sg_load_definition(SgWorker *w)
 							  "p.allow_source_append, p.max_attempts, "
 							  "(pg_catalog.date_part('epoch', p.retry_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
 							  "(pg_catalog.date_part('epoch', p.max_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
-							  "p.generation, p.workers",
+							  "p.generation, p.workers, p.sink_on_conflict",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not load pipeline %d", w->def.id);
 	if (SPI_processed != 1)
@@ -152,6 +154,21 @@ sg_load_definition(SgWorker *w)
 		w->def.max_backoff_ms = (long) DatumGetFloat8(SPI_getbinval(t, d, 23, &isnull));
 		w->def.generation = DatumGetInt64(SPI_getbinval(t, d, 24, &isnull));
 		w->def.nworkers = DatumGetInt32(SPI_getbinval(t, d, 25, &isnull));
+		{
+			Datum		conf = SPI_getbinval(t, d, 26, &isnull);
+
+			if (!isnull)
+			{
+				Datum	   *elems;
+				int			i;
+
+				deconstruct_array(DatumGetArrayTypePCopy(conf), TEXTOID, -1, false, TYPALIGN_INT,
+								  &elems, NULL, &w->def.sink_nconflict);
+				w->def.sink_conflict = palloc(sizeof(char *) * w->def.sink_nconflict);
+				for (i = 0; i < w->def.sink_nconflict; i++)
+					w->def.sink_conflict[i] = TextDatumGetCString(elems[i]);
+			}
+		}
 		SgRunningPipelineId = w->def.id;
 		SgRunningSourceStream = w->slot->stream_id;
 		SgRunningAllowSourceAppend = w->def.allow_source_append;
@@ -196,14 +213,11 @@ sg_load_definition(SgWorker *w)
 		/* the sink's columns are the SELECT's output columns */
 		WorkerBegin("start");
 		{
-			char	   *cols = PipelineOutputColumns(w->def.sql);
-			MemoryContext old;
+			List	   *cols = PipelineOutputNames(w->def.sql);
 
-			if (cols == NULL)
+			if (cols == NIL)
 				elog(ERROR, "the SQL of pipeline \"%s\" must be a single SELECT", w->def.name);
-			old = MemoryContextSwitchTo(TopMemoryContext);
-			w->copy_sql = psprintf("COPY %s (%s) FROM STDIN", w->def.sink_table, cols);
-			MemoryContextSwitchTo(old);
+			SinkSetup(w, cols);
 		}
 		WorkerCommit();
 	}

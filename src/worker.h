@@ -62,6 +62,8 @@ typedef struct SgPipeDef
 	char	   *sink_server;	/* remote sink, or NULL */
 	char	   *sink_table;
 	bool		two_phase;		/* exactly_once to the sink through 2PC */
+	char	  **sink_conflict;	/* upserting sink: ON CONFLICT columns */
+	int			sink_nconflict; /* 0: a plain (COPY) sink */
 	int			batch_timeout_ms;	/* bound on each run of the user's SQL */
 	bool		allow_source_append;	/* the SQL may append to the source */
 	int			max_attempts;	/* failed attempts before isolation */
@@ -90,11 +92,17 @@ typedef struct SgWorker
 	/* remote ends */
 	SgRemote	src_remote;
 	SgRemote	sink_remote;
-	char	   *copy_sql;		/* COPY <sink table> (<cols>) FROM STDIN */
+	char	   *copy_sql;		/* COPY <sink or staging table> (<cols>) FROM STDIN */
+	char	   *upsert_sql;		/* upserting sink: staging table -> sink */
+	char	   *stage_table;	/* upserting sink: its staging table */
+	char	   *stage_ddl[2];	/* ... created by these, once per connection */
+	bool		stage_ready;	/* ... and known to exist */
 	bool		need_resolve;	/* settle in-doubt work before the next batch */
 	char	   *done_gid;		/* COMMIT PREPARED done; local record to drop */
 	int64		sink_attempts;	/* remote transactions tried by this worker */
 	uint32		remote_rotor;	/* remote source: partition read first */
+	int64	   *remote_lost;	/* remote source: seqs retention removed ahead
+								 * of each position, found by the last fetch */
 	bool		sink_resolved;	/* SinkResolve ran in this batch's transaction */
 	bool		sink_dead_pending;	/* offsets mode: dead letters of ours may be
 									 * left in the sink's table */
@@ -143,6 +151,7 @@ extern void SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int npar
 extern void SourcePositions(SgWorker *w, SgStreamMeta *meta, int64 *pos, int nparts);
 
 /* sink.c */
+extern void SinkSetup(SgWorker *w, List *cols);
 extern bool SinkResolve(SgWorker *w, SgStreamMeta *meta);
 extern void SinkForgetCommitted(SgWorker *w);
 extern StringInfo SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows);

@@ -21,8 +21,10 @@
 # Then kills of the worker at each point of an isolated batch's commit
 # (after_prepare, after_local_commit; after_remote_commit, where the dead
 # letters must come from the sink's table; after_commit, where they must
-# not come twice) and an immediate restart of the remote while an isolated
-# batch holds its rows there uncommitted: the same checks after each.
+# not come twice; twice after_remote_commit, the second time in the batch
+# that brought the first one's dead letters here) and an immediate restart
+# of the remote while an isolated batch holds its rows there uncommitted:
+# the same checks after each.  The same kills with a remote source.
 
 use strict;
 use warnings;
@@ -117,6 +119,8 @@ sub check_pipe
 	my $nbad = () = bad($to) =~ /:/g;
 	if ($policy eq 'dead_letter')
 	{
+		# a worker that exited brings the sink's copies here when it is back
+		wait_for_value($local, "SELECT count(*) FROM streamguard.dead_letter WHERE pipeline = '$p'", $nbad, 60);
 		is(dead_ids($p), bad($to), "$p $what: every poison event is a dead letter exactly once");
 		is($local->safe_psql('postgres', "SELECT dead_letters FROM streamguard.pipelines WHERE pipeline = '$p'"),
 			$nbad, "$p $what: dead_letters counts them");
@@ -167,6 +171,21 @@ for my $case ([ 'pol_2pc', 'after_prepare' ], [ 'pol_2pc', 'after_local_commit' 
 		"$p: killed at $point of an isolated batch");
 	is(fault_fired($fx, "$p $point", $off), 1, '... and back');
 	check_pipe($_, $to, "kill at $p $point") for sort keys %pipes;
+}
+
+# offsets: the worker exits after the remote committed an isolated batch
+# (its dead letters on the sink only), and its successor's batch -- the one
+# that brings them here -- exits at the same point: the sink's copies must
+# survive that batch, which may not remove what it has not committed here
+{
+	my $off = log_offset($local);
+	$local->safe_psql('postgres', "SELECT streamguard.inject_fault('pol_off', 'after_remote_commit', 'exit', 2)");
+	append_src($to + 1, $to + 60);
+	append_src($to + 61, $to + 160);
+	$to += 160;
+	ok(defined wait_log($local, qr/(?:pipeline "pol_off": injected fault, exiting.*?){2}/s, $off, 90),
+		'pol_off: exited twice after the remote commit, the second time in the batch that settled the first');
+	check_pipe($_, $to, 'two exits after the remote commit') for sort keys %pipes;
 }
 
 # the remote restarted while an isolated batch holds its rows there
@@ -225,6 +244,43 @@ is($local->safe_psql('postgres', q{SELECT string_agg(p.pipeline || ' ' || (SELEC
 		q{SELECT sum(last_seq) FROM streamguard.stream_partitions WHERE stream = 'rsrc'}) } qw(both_2pc both_off)),
 	'the remote positions are at the remote stream\'s ends');
 is($remote->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing left prepared');
+
+# ------------------------------------------- lost_events of a remote source
+
+# the same story on a local and on a remote stream (retention 1 s): the
+# pipeline is paused, five events are appended and removed by retention,
+# an append rolls back (its seq is a gap above the seq floor, not a loss),
+# one more event is appended, the pipeline resumes
+$remote->safe_psql('postgres', q{SELECT streamguard.create_stream('rlost', 1, retention => '1 second');
+SELECT streamguard.grant_stream('rlost', 'loader', 'read');
+SET ROLE loader; CREATE TABLE lost_sink (id bigint, seq bigint);});
+$local->safe_psql('postgres', qq{SELECT streamguard.create_stream('llost', 1, retention => '1 second');
+CREATE TABLE lost_out (id bigint, seq bigint);
+SELECT streamguard.create_pipeline('lost_l', 'llost', \$\$INSERT INTO lost_out $select\$\$);
+SELECT streamguard.create_pipeline('lost_r', 'rlost', \$\$INSERT INTO lost_out $select\$\$, source_server => 'rs');
+SELECT streamguard.create_pipeline('lost_rs', 'rlost', \$\$$select\$\$, source_server => 'rs',
+	sink_server => 'rs', sink_table => 'lost_sink', sink_mode => 'offsets');
+SELECT streamguard.pause_pipeline(p) FROM unnest(ARRAY['lost_l', 'lost_r', 'lost_rs']) p;});
+for my $n ([ $local, 'llost' ], [ $remote, 'rlost' ])
+{
+	my ($node, $st) = @$n;
+	$node->safe_psql('postgres', qq{SELECT count(*) FROM streamguard.append_batch('$st',
+		ARRAY(SELECT jsonb_build_object('id', g) FROM generate_series(1, 5) g))});
+	ok(wait_for_value($node, "SELECT seq_floor FROM streamguard.stream_partitions WHERE stream = '$st'", '5', 60),
+		"$st: retention removed the five events (stream_partitions.seq_floor)");
+	# no more retention from here: the event after the gap must stay
+	$node->safe_psql('postgres', qq{SELECT streamguard.alter_stream('$st', retention => '0');
+BEGIN; SELECT streamguard.append('$st', '{"id": 6}'); ROLLBACK;
+SELECT streamguard.append('$st', '{"id": 7}');});
+}
+$local->safe_psql('postgres', q{SELECT streamguard.resume_pipeline(p) FROM unnest(ARRAY['lost_l', 'lost_r', 'lost_rs']) p});
+ok(wait_for_value($local, q{SELECT count(*) FROM lost_out WHERE id = 7}, '2', 60), 'both pipelines read the event after the gap');
+ok(wait_for_value($remote, q{SELECT count(*) FROM lost_sink WHERE id = 7}, '1', 60), '... and the remote-to-remote one');
+is($local->safe_psql('postgres', q{SELECT string_agg(pipeline || ' ' || lost_events, ', ' ORDER BY pipeline)
+	FROM streamguard.pipelines WHERE pipeline LIKE 'lost%'}), 'lost_l 5, lost_r 5, lost_rs 5',
+	'lost_events: the remote sources report the events retention removed ahead of them, like the local one');
+is($local->safe_psql('postgres', q{SELECT lost_events FROM streamguard.pipelines WHERE pipeline = 'pol_2pc'}),
+	'0', 'a pipeline that lost nothing reports 0');
 
 $local->stop;
 $remote->stop;
