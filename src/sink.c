@@ -122,24 +122,31 @@ sg_offsets_mode(SgWorker *w)
  * would not do: a transaction that used one cannot be prepared.  Rows
  * with a NULL in a conflict column never conflict; they are all inserted.
  */
+/* a statement of the worker's, kept for its life */
+static char *
+sg_keep(const char *s)
+{
+	return MemoryContextStrdup(TopMemoryContext, s);
+}
+
 void
 SinkSetup(SgWorker *w, List *cols)
 {
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	StringInfoData list,
 				conf,
 				set,
 				nulls;
 	ListCell   *lc;
 	int			i;
+	char	   *stage;
 
 	initStringInfo(&list);
 	foreach(lc, cols)
 		appendStringInfo(&list, "%s%s", list.len ? ", " : "", quote_identifier(lfirst(lc)));
 	if (w->def.sink_nconflict == 0)
 	{
-		w->copy_sql = psprintf("COPY %s (%s) FROM STDIN", w->def.sink_table, list.data);
-		MemoryContextSwitchTo(old);
+		w->copy_sql = MemoryContextStrdup(TopMemoryContext,
+										  psprintf("COPY %s (%s) FROM STDIN", w->def.sink_table, list.data));
 		return;
 	}
 	{
@@ -149,7 +156,7 @@ SinkSetup(SgWorker *w, List *cols)
 
 		if (!pg_md5_hash(key, strlen(key), hex, &errstr))
 			elog(ERROR, "could not name the staging table: %s", errstr ? errstr : "md5 failed");
-		w->stage_table = psprintf("public.%s", quote_identifier(psprintf("streamguard_stage_%s", hex)));
+		stage = psprintf("public.%s", quote_identifier(psprintf("streamguard_stage_%s", hex)));
 	}
 	initStringInfo(&conf);
 	initStringInfo(&nulls);
@@ -171,19 +178,19 @@ SinkSetup(SgWorker *w, List *cols)
 			appendStringInfo(&set, "%s%s = excluded.%s", set.len ? ", " : "",
 							 quote_identifier(lfirst(lc)), quote_identifier(lfirst(lc)));
 	}
-	w->stage_ddl[0] = psprintf("CREATE UNLOGGED TABLE IF NOT EXISTS %s AS SELECT %s FROM %s WITH NO DATA",
-							   w->stage_table, list.data, w->def.sink_table);
-	w->stage_ddl[1] = psprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS streamguard_ord bigint "
-							   "GENERATED ALWAYS AS IDENTITY", w->stage_table);
-	w->copy_sql = psprintf("COPY %s (%s) FROM STDIN", w->stage_table, list.data);
-	w->upsert_sql = psprintf("INSERT INTO %s (%s) SELECT %s FROM "
+	w->stage_ddl[0] = sg_keep(psprintf("CREATE UNLOGGED TABLE IF NOT EXISTS %s AS SELECT %s FROM %s WITH NO DATA",
+							   stage, list.data, w->def.sink_table));
+	w->stage_ddl[1] = sg_keep(psprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS streamguard_ord bigint "
+							   "GENERATED ALWAYS AS IDENTITY", stage));
+	w->copy_sql = sg_keep(psprintf("COPY %s (%s) FROM STDIN", stage, list.data));
+	w->upsert_sql = sg_keep(psprintf("INSERT INTO %s (%s) SELECT %s FROM "
 							 "(SELECT *, pg_catalog.row_number() OVER (PARTITION BY %s "
 							 "ORDER BY streamguard_ord DESC) AS streamguard_rn FROM %s) streamguard_s "
 							 "WHERE streamguard_rn OPERATOR(pg_catalog.=) 1%s ORDER BY streamguard_ord "
 							 "ON CONFLICT (%s) DO %s%s",
-							 w->def.sink_table, list.data, list.data, conf.data, w->stage_table, nulls.data,
-							 conf.data, set.len ? "UPDATE SET " : "NOTHING", set.data);
-	MemoryContextSwitchTo(old);
+							 w->def.sink_table, list.data, list.data, conf.data, stage, nulls.data,
+							 conf.data, set.len ? "UPDATE SET " : "NOTHING", set.data));
+	w->stage_table = sg_keep(stage);
 }
 
 /*
