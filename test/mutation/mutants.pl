@@ -257,4 +257,12 @@
 			"\t\tif (in_savepoint && false)\n\t\t{\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
 	},
+	{
+		name => 'upsert_first_event_wins',
+		breaks => 'upserting remote sink: of several events of one key in a batch, the first is applied instead of the last',
+		edits => [ [ 'src/sink.c',
+			"\"ORDER BY streamguard_ord DESC) AS streamguard_rn FROM %s) streamguard_s \"",
+			"\"ORDER BY streamguard_ord ASC) AS streamguard_rn FROM %s) streamguard_s \"" ] ],
+		tests => [ 'tap:089_remote_upsert.pl' ],
+	},
 );
