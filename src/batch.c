@@ -277,8 +277,6 @@ BatchRun(SgWorker *w, bool isolate)
 		}
 		w->need_resolve = false;
 	}
-	if (w->done_gid)
-		SinkForgetCommitted(w);
 
 	oldcxt = MemoryContextSwitchTo(w->batch_cxt);
 	store = BatchStore(w, Max(work_mem, 64 * 1024));
@@ -294,6 +292,7 @@ BatchRun(SgWorker *w, bool isolate)
 	fetched = SourceFetch(w, meta, store, first, last, advance_in_fetch);
 	if (fetched == 0)
 	{
+		SinkForgetCommitted(w);
 		WorkerCommit();
 		return SG_BATCH_EMPTY;
 	}

@@ -127,6 +127,9 @@ typedef struct SgConn
 	int			xact_level;		/* nest level of the (sub)transaction it
 								 * belongs to */
 	char		server_name[NAMEDATALEN];	/* for log messages */
+	char	   *pending_sql;	/* sent by RemoteSend, result not read yet */
+	TimestampTz pending_start;
+	TimestampTz pending_deadline;
 } SgConn;
 
 static dlist_head sg_conns = DLIST_STATIC_INIT(sg_conns);
@@ -249,6 +252,8 @@ sg_conn_close(SgConn *c)
 	dlist_delete(&c->node);
 	PQfinish(c->conn);
 	ReleaseExternalFD();
+	if (c->pending_sql)
+		pfree(c->pending_sql);
 	pfree(c);
 }
 
@@ -596,16 +601,44 @@ sg_await(SgRemote *r, PGconn *conn, const char *sql, bool copy_in,
 	return last;
 }
 
+/*
+ * Read the result of the statement RemoteSend left on c, if any: raised
+ * like any statement's error.
+ */
+static void
+sg_finish_pending(SgRemote *r, SgConn *c)
+{
+	char	   *sql = c->pending_sql;
+
+	if (sql == NULL)
+		return;
+	c->pending_sql = NULL;
+	PG_TRY();
+	{
+		int64		rtt = r->rtt_us;
+
+		PQclear(sg_await(r, c->conn, sql, false, c->pending_start, c->pending_deadline));
+		r->rtt_us = rtt;		/* that wait overlapped other work: no round trip */
+	}
+	PG_FINALLY();
+	{
+		pfree(sql);
+	}
+	PG_END_TRY();
+}
+
 /* send one statement and wait for it (sg_await) */
 static PGresult *
 sg_exec(SgRemote *r, const char *sql, int nparams, const char *const *params,
 		bool copy_in, TimestampTz deadline)
 {
-	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz start;
 	SgConn	   *c = sg_conn_find(r->conn_id);
 
 	if (c == NULL || PQstatus(c->conn) != CONNECTION_OK)
 		sg_remote_fail(r, "not connected", "the connection was lost");
+	sg_finish_pending(r, c);
+	start = GetCurrentTimestamp();
 	if (!(copy_in ? PQsendQuery(c->conn, sql) :
 		  PQsendQueryParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0)))
 		sg_remote_fail(r, "could not send statement", NULL);
@@ -656,6 +689,42 @@ void
 RemoteExecOk(SgRemote *r, const char *sql)
 {
 	sg_exec_ok(r, sql, 0, NULL);
+}
+
+/*
+ * Send a statement (no parameters) and return without waiting for its
+ * result: its round trip and whatever the remote does for it (a COMMIT
+ * PREPARED's flush) overlap the caller's next local work.  RemoteFinish
+ * reads the result, as does the next statement sent on the connection
+ * first; an error in it is raised there.  A connection closed meanwhile
+ * drops it unread (the caller then cannot know whether it ran).  The
+ * deadline is streamguard.remote_timeout from now.
+ */
+void
+RemoteSend(SgRemote *r, const char *sql)
+{
+	SgConn	   *c = sg_conn_find(r->conn_id);
+
+	if (c == NULL || PQstatus(c->conn) != CONNECTION_OK)
+		sg_remote_fail(r, "not connected", "the connection was lost");
+	sg_finish_pending(r, c);
+	c->pending_start = GetCurrentTimestamp();
+	c->pending_deadline = TimestampTzPlusMilliseconds(c->pending_start, sg_remote_timeout_ms);
+	if (!PQsendQueryParams(c->conn, sql, 0, NULL, NULL, NULL, NULL, 0))
+		sg_remote_fail(r, "could not send statement", NULL);
+	c->pending_sql = MemoryContextStrdup(TopMemoryContext, sql);
+	/* on its way now, not when the result is wanted */
+	sg_flush(r, c->conn, c->pending_deadline);
+}
+
+/* wait for the result of what RemoteSend sent, if anything */
+void
+RemoteFinish(SgRemote *r)
+{
+	SgConn	   *c = sg_conn_find(r->conn_id);
+
+	if (c != NULL)
+		sg_finish_pending(r, c);
 }
 
 int

@@ -35,6 +35,8 @@ extern void RemoteDisconnect(SgRemote *r);
 extern bool RemoteConnected(SgRemote *r);
 extern SgRemoteResult *RemoteExec(SgRemote *r, const char *sql, int nparams, const char *const *params);
 extern void RemoteExecOk(SgRemote *r, const char *sql);
+extern void RemoteSend(SgRemote *r, const char *sql);
+extern void RemoteFinish(SgRemote *r);
 extern void RemoteCopyIn(SgRemote *r, const char *copy_sql, const char *data, size_t len);
 extern char *RemoteLiteral(SgRemote *r, const char *s);
 

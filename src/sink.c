@@ -20,8 +20,10 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "common/md5.h"
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -39,15 +41,25 @@ sg_forget_done_gid(SgWorker *w)
 }
 
 /*
- * COMMIT PREPARED done on the sink: drop its local record, in the batch's
- * transaction (the next one after the commit).
+ * COMMIT PREPARED sent to the sink (SinkCommitPrepared): wait for it, then
+ * drop its local record, in the next batch's transaction.  Called as late
+ * in that batch as possible (before its own remote transaction, or before
+ * an empty batch commits), so that the remote commit overlaps the batch's
+ * fetch and SELECT.  If the commit failed, the error fails this batch and
+ * SinkResolve settles the transaction from the record, still there.
  */
 void
 SinkForgetCommitted(SgWorker *w)
 {
 	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2] = {Int32GetDatum(w->def.id), CStringGetTextDatum(w->done_gid)};
+	Datum		values[2];
 	SgUserSave	save;
+
+	if (w->done_gid == NULL)
+		return;
+	RemoteFinish(WorkerRemote(w, SG_SIDE_SINK));
+	values[0] = Int32GetDatum(w->def.id);
+	values[1] = CStringGetTextDatum(w->done_gid);
 
 	SgBecomeDataOwner(&save, false);
 	if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared "
@@ -79,9 +91,11 @@ SinkRecordPrepared(SgWorker *w, const char *gid)
 }
 
 /*
- * After the local COMMIT: commit the prepared remote transaction.  Its
- * local record goes in the next batch's transaction (SinkForgetCommitted);
- * if we crash before, SinkResolve finds it committed.
+ * After the local COMMIT: commit the prepared remote transaction.  The
+ * statement is sent without waiting for it: the next batch waits for its
+ * result just before it needs the sink, and drops the local record then
+ * (SinkForgetCommitted); if we crash before, SinkResolve finds it
+ * committed, or commits it.
  */
 void
 SinkCommitPrepared(SgWorker *w, const char *gid)
@@ -91,9 +105,8 @@ SinkCommitPrepared(SgWorker *w, const char *gid)
 	WorkerBegin("commit prepared");
 	r = WorkerRemote(w, SG_SIDE_SINK);
 	HorizonMakeDurable();		/* the decision, whatever synchronous_commit */
-	RemoteExecOk(r, psprintf("COMMIT PREPARED %s", RemoteLiteral(r, gid)));
+	RemoteSend(r, psprintf("COMMIT PREPARED %s", RemoteLiteral(r, gid)));
 	w->done_gid = MemoryContextStrdup(TopMemoryContext, gid);
-	WorkerRemoteStatus(w, SG_SIDE_SINK, r);
 	WorkerCommit();
 }
 
@@ -340,30 +353,40 @@ SinkResolve(SgWorker *w, SgStreamMeta *meta)
 	return lost == NULL;
 }
 
-/* COPY text format of one value */
+/* COPY text format of one value: runs of plain bytes copied at once */
 static void
 sg_copy_escape(StringInfo buf, const char *v)
 {
+	const char *run = v;
+
 	for (; *v; v++)
 	{
+		const char *esc;
+
 		switch (*v)
 		{
 			case '\\':
-				appendStringInfoString(buf, "\\\\");
+				esc = "\\\\";
 				break;
 			case '\t':
-				appendStringInfoString(buf, "\\t");
+				esc = "\\t";
 				break;
 			case '\n':
-				appendStringInfoString(buf, "\\n");
+				esc = "\\n";
 				break;
 			case '\r':
-				appendStringInfoString(buf, "\\r");
+				esc = "\\r";
 				break;
 			default:
-				appendStringInfoChar(buf, *v);
+				continue;
 		}
+		if (v > run)
+			appendBinaryStringInfo(buf, run, (int) (v - run));
+		appendBinaryStringInfo(buf, esc, 2);
+		run = v + 1;
 	}
+	if (v > run)
+		appendBinaryStringInfo(buf, run, (int) (v - run));
 }
 
 /*
@@ -377,6 +400,7 @@ sg_sink_begin(SgWorker *w)
 {
 	SgRemote   *r = WorkerRemote(w, SG_SIDE_SINK);
 
+	SinkForgetCommitted(w);		/* the last batch's COMMIT PREPARED, first */
 	if (w->upsert_sql && !w->stage_ready)
 	{
 		RemoteExecOk(r, w->stage_ddl[0]);
@@ -501,23 +525,46 @@ SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows)
 	uint64		i;
 	int			c;
 	StringInfo	buf = makeStringInfo();
+	TupleDesc	desc;
+	FmgrInfo   *out;
+	bool	   *varlena;
 
 	plan = BatchOwnerEnter(w, &ctx, store, n);
 	ret = SPI_execute_plan(plan, NULL, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "the SQL of pipeline \"%s\" must return rows: %s", w->def.name, SPI_result_code_string(ret));
+	desc = SPI_tuptable->tupdesc;
+	/* each column's output function looked up once, not per value */
+	out = palloc(sizeof(FmgrInfo) * Max(desc->natts, 1));
+	varlena = palloc(sizeof(bool) * Max(desc->natts, 1));
+	for (c = 0; c < desc->natts; c++)
+	{
+		Oid			fn;
+
+		getTypeOutputInfo(TupleDescAttr(desc, c)->atttypid, &fn, &varlena[c]);
+		fmgr_info(fn, &out[c]);
+	}
 	for (i = 0; i < SPI_processed; i++)
 	{
-		for (c = 1; c <= SPI_tuptable->tupdesc->natts; c++)
+		for (c = 0; c < desc->natts; c++)
 		{
-			char	   *v = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c);
+			bool		isnull;
+			Datum		d = heap_getattr(SPI_tuptable->vals[i], c + 1, desc, &isnull);
 
-			if (c > 1)
+			if (c > 0)
 				appendStringInfoChar(buf, '\t');
-			if (v == NULL)
+			if (isnull)
 				appendStringInfoString(buf, "\\N");
 			else
+			{
+				char	   *v;
+
+				if (varlena[c])
+					d = PointerGetDatum(PG_DETOAST_DATUM(d));
+				v = OutputFunctionCall(&out[c], d);
 				sg_copy_escape(buf, v);
+				pfree(v);
+			}
 		}
 		appendStringInfoChar(buf, '\n');
 	}
