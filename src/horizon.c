@@ -67,6 +67,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
@@ -733,8 +734,24 @@ HorizonSeqBounds(int slot, int64 *bounds, int nparts)
 void
 HorizonMakeDurable(void)
 {
-	if (!RecoveryInProgress())
-		XLogFlush(GetXLogInsertRecPtr());
+	XLogRecPtr	upto;
+
+	if (RecoveryInProgress())
+		return;
+
+	/*
+	 * The insert position of an empty page (just after a WAL switch, or
+	 * when the last record filled the page before) points past the page's
+	 * header, where nothing was written: XLogFlush cannot reach it and fails
+	 * ("xlog flush request ... is not satisfied").  Everything inserted so
+	 * far ends at the page's start.
+	 */
+	upto = GetXLogInsertRecPtr();
+	if (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD)
+		upto -= SizeOfXLogLongPHD;
+	else if (upto % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		upto -= SizeOfXLogShortPHD;
+	XLogFlush(upto);
 }
 
 double

@@ -265,4 +265,12 @@
 			"\"ORDER BY streamguard_ord ASC) AS streamguard_rn FROM %s) streamguard_s \"" ] ],
 		tests => [ 'tap:089_remote_upsert.pl' ],
 	},
+	{
+		name => 'durable_flush_past_page_header',
+		breaks => 'durability before remote work: the WAL flush asks for the insert position of an empty page (past its header), which fails',
+		edits => [ [ 'src/horizon.c',
+			"\tif (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD)\n",
+			"\tif (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD && false)\n" ] ],
+		tests => [ 'tap:091_wal_page_flush.pl' ],
+	},
 );
