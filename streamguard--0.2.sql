@@ -38,6 +38,17 @@ CREATE TABLE streamguard.stream_partition (
 	PRIMARY KEY (stream_id, partition)
 );
 
+CREATE TABLE streamguard.stream_repartition (
+	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
+	epoch int NOT NULL,						-- 1 for the first change of the count, then 2, ...
+	old_partitions int NOT NULL,
+	new_partitions int NOT NULL CHECK (new_partitions > old_partitions),
+	switch_seqs bigint[] NOT NULL,			-- per old partition: the last seq of the old mapping
+	changed_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (stream_id, epoch),
+	CHECK (pg_catalog.cardinality(switch_seqs) = old_partitions)
+);
+
 CREATE TABLE streamguard.segment (
 	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
 	seg int NOT NULL,
@@ -216,6 +227,7 @@ CREATE INDEX dead_letter_pipeline ON streamguard.dead_letter (pipeline_id, faile
 SELECT pg_catalog.pg_extension_config_dump('streamguard.stream', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_partition', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.segment', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_repartition', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_grant', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.consumer', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.append_dedup', '');

@@ -406,6 +406,7 @@ HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id)
 	SgStream   *st = &sg_streams[ref.slot];
 	int64	   *maxima;
 	int			p;
+	int			nparts;
 	int32		min_seg,
 				cur_seg;
 
@@ -417,14 +418,17 @@ HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id)
 
 	min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
 	cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
-	maxima = palloc(sizeof(int64) * st->nparts);
-	for (p = 0; p < st->nparts; p++)
+	/* read once: HorizonGrowStream may raise it (it needs seq_ready, though) */
+	nparts = st->nparts;
+	maxima = palloc(sizeof(int64) * nparts);
+	for (p = 0; p < nparts; p++)
 		maxima[p] = HorizonSeqLoader(stream_id, p, min_seg, cur_seg);
 
 	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u32(&st->incarnation) == ref.incarnation && !st->seq_ready)
+	if (pg_atomic_read_u32(&st->incarnation) == ref.incarnation && !st->seq_ready &&
+		st->nparts == nparts)
 	{
-		for (p = 0; p < st->nparts; p++)
+		for (p = 0; p < nparts; p++)
 		{
 			SgPartition *part = &sg_parts[st->part_base + p];
 
@@ -578,13 +582,20 @@ HorizonAssignSeqs(SgStreamRef ref, int partition, int count, int32 *segment)
 static int64
 sg_readable(SgStream *st, int partition, int64 *next_seq, int *in_flight, bool skip_mine)
 {
-	int			part_index = st->part_base + partition;
-	SgPartition *part = &sg_parts[part_index];
+	int			part_base;
+	int			part_index;
+	SgPartition *part;
 	int64		next;
 	int64		horizon;
-	int			open = 0;
+	int			open;
 	int			procno;
 
+retry:
+	part_base = *((volatile int32 *) &st->part_base);
+	pg_read_barrier();
+	part_index = part_base + partition;
+	part = &sg_parts[part_index];
+	open = 0;
 	SpinLockAcquire(&part->mutex);
 	next = part->next_seq;
 	SpinLockRelease(&part->mutex);
@@ -617,6 +628,14 @@ sg_readable(SgStream *st, int partition, int64 *next_seq, int *in_flight, bool s
 				horizon = (int64) s;
 		}
 	}
+
+	/*
+	 * HorizonGrowStream moved the stream's partitions meanwhile: the entry
+	 * read may be another stream's by now.  Read again from the new one.
+	 */
+	pg_read_barrier();
+	if (*((volatile int32 *) &st->part_base) != part_base)
+		goto retry;
 	if (next_seq)
 		*next_seq = next;
 	if (in_flight)
@@ -688,6 +707,135 @@ HorizonListOpenAppends(SgOpenAppendInfo *out, int max)
 		}
 	}
 	return n;
+}
+
+/*
+ * Does this backend's transaction hold open appends on the stream?
+ */
+bool
+HorizonHasOwnAppends(SgStreamRef ref)
+{
+	SgBackendAppends *mine;
+	uint32		n,
+				i;
+
+	if (sg_backend_area == NULL || MyProc == NULL)
+		return false;
+	mine = sg_backend(SG_MY_PROC_INDEX);
+	n = pg_atomic_read_u32(&mine->nused);
+	for (i = 0; i < n; i++)
+		if (mine->entries[i].stream_slot == ref.slot &&
+			pg_atomic_read_u64(&mine->entries[i].first_seq) != SG_NO_SEQ)
+			return true;
+	return false;
+}
+
+/*
+ * Give a stream `nparts` partition entries (alter_stream growing it), and
+ * return in switch_seqs[p], for each partition it had, the last seq handed
+ * out so far.  The caller holds the stream's append lock exclusively
+ * (StreamLockAppendExclusive): no transaction but its own can take seqs in
+ * the stream meanwhile, and its own has none (HorizonHasOwnAppends), so no
+ * open-append entry refers to the stream's partition entries and they can
+ * move.  The counters must be loaded (HorizonEnsureSeqReady).
+ *
+ * The entries grow in place when the ones after the stream's run are free,
+ * else move to a free run of `nparts` (next_seq copied); readers that read
+ * the old part_base notice the move and read again (sg_readable).  Done
+ * before the alter commits and kept if it aborts: the slot may have more
+ * entries than the catalog has partitions, never fewer.  Fails with 53400
+ * when shared memory has no room.
+ */
+void
+HorizonGrowStream(SgStreamRef ref, int nparts, int64 *switch_seqs)
+{
+	SgStream   *st = &sg_streams[ref.slot];
+	int			old_n,
+				old_base,
+				base = -1,
+				run = 0,
+				i;
+
+	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u32(&st->incarnation) != ref.incarnation || !st->seq_ready)
+	{
+		LWLockRelease(sg_shared->lock);
+		elog(ERROR, "stream slot %d changed while growing it", ref.slot);
+	}
+	old_n = st->nparts;
+	old_base = st->part_base;
+	for (i = 0; i < old_n; i++)
+	{
+		SgPartition *part = &sg_parts[old_base + i];
+
+		SpinLockAcquire(&part->mutex);
+		if (switch_seqs)
+			switch_seqs[i] = part->next_seq - 1;
+		SpinLockRelease(&part->mutex);
+	}
+	if (old_n >= nparts)
+	{
+		/* an earlier alter that aborted grew it already */
+		LWLockRelease(sg_shared->lock);
+		return;
+	}
+
+	/* in place? */
+	for (i = old_base + old_n; i < old_base + nparts && i < sg_max_partitions; i++)
+		if (sg_parts[i].owner >= 0)
+			break;
+	if (i == old_base + nparts)
+		base = old_base;
+	else
+	{
+		for (i = 0; i < sg_max_partitions; i++)
+		{
+			if (sg_parts[i].owner >= 0)
+			{
+				run = 0;
+				continue;
+			}
+			if (++run == nparts)
+			{
+				base = i - nparts + 1;
+				break;
+			}
+		}
+	}
+	if (base < 0)
+	{
+		LWLockRelease(sg_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("no room for %d more partitions in shared memory", nparts),
+				 errhint("Raise streamguard.max_partitions and restart the server.")));
+	}
+	for (i = 0; i < nparts; i++)
+	{
+		SgPartition *part = &sg_parts[base + i];
+		int64		next = 1;
+
+		if (base != old_base && i < old_n)
+		{
+			SpinLockAcquire(&sg_parts[old_base + i].mutex);
+			next = sg_parts[old_base + i].next_seq;
+			SpinLockRelease(&sg_parts[old_base + i].mutex);
+		}
+		else if (i < old_n)
+			continue;			/* in place: the entry stays as it is */
+		SpinLockAcquire(&part->mutex);
+		part->next_seq = next;
+		SpinLockRelease(&part->mutex);
+		part->owner = ref.slot;
+	}
+	pg_write_barrier();
+	st->part_base = base;
+	st->nparts = nparts;
+	pg_write_barrier();
+	if (base != old_base)
+		for (i = 0; i < old_n; i++)
+			sg_parts[old_base + i].owner = -1;
+	LWLockRelease(sg_shared->lock);
 }
 
 /*
