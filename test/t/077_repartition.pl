@@ -1,0 +1,181 @@
+
+# More partitions online: alter_stream(partitions => M) while producers and
+# consumers run, with each key's events delivered in order across every
+# change (docs/guarantees.md, "Per-key order across a change of the
+# partition count").
+#
+# Producers append keyed events; each key belongs to one producer, whose
+# events of that key carry n = 1, 2, 3, ... in the order they were appended
+# (some transactions roll back and take their numbers with them).  While
+# they run, stream "rs" grows 2 -> 3, the server restarts immediately
+# (every process killed), and it grows 3 -> 8.  Readers all along:
+#  - poll consumer c1 (one session), poll consumer c2 (two sessions sharing
+#    it), each recording what it got in the poll's transaction (some polls
+#    roll back: redelivered);
+#  - pipeline pl1 (one worker) and pl2 (two workers), exactly_once, into
+#    tables of their own.
+# At the end, for each reader: every committed event exactly once, no
+# rolled-back one, and for every key n in delivery order is 1, 2, 3, ...
+# Every wait is bounded.  SG_REPARTITION_SECONDS (default 3) scales the
+# time between the steps: raise it for a longer run.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use POSIX ();
+use StreamguardTest;
+
+my $step = $ENV{SG_REPARTITION_SECONDS} // 3;
+my $node = sg_node('repartition', extra => "max_worker_processes = 24\n");
+$node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
+
+sub val { return $node->safe_psql('postgres', $_[0]); }
+
+val(q{SELECT streamguard.create_stream('rs', 2)});
+val(q{
+CREATE TABLE produced (id bigserial PRIMARY KEY, producer int NOT NULL, key text NOT NULL, n int NOT NULL,
+	UNIQUE (key, n));
+CREATE TABLE aborted (id bigint PRIMARY KEY);
+-- cnt events, each for one of the producer's 12 keys, numbered per key
+CREATE FUNCTION produce(cnt int, producer int, single boolean) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	k text;
+	nn int;
+	pid bigint;
+	ids bigint[] := '{}';
+	keys text[] := '{}';
+	pays jsonb[] := '{}';
+BEGIN
+	FOR i IN 1 .. cnt LOOP
+		k := 'p' || producer || 'k' || floor(random() * 12)::int;
+		SELECT coalesce(max(p.n), 0) + 1 INTO nn FROM produced p WHERE p.key = k;
+		INSERT INTO produced (producer, key, n) VALUES (producer, k, nn) RETURNING id INTO pid;
+		ids := ids || pid;
+		IF single THEN
+			PERFORM streamguard.append('rs', jsonb_build_object('key', k, 'n', nn), k);
+		ELSE
+			keys := keys || k;
+			pays := pays || jsonb_build_object('key', k, 'n', nn);
+		END IF;
+	END LOOP;
+	IF NOT single THEN
+		PERFORM count(*) FROM streamguard.append_batch('rs', pays, keys);
+	END IF;
+	RETURN array_to_string(ids, ',');
+END $$;
+-- what each reader got, in the order it got it
+CREATE TABLE got (ord bigserial PRIMARY KEY, reader text NOT NULL, key text, n int, part int, seq bigint);
+});
+for my $pl ([ 'pl1', 1 ], [ 'pl2', 2 ])
+{
+	my ($name, $workers) = @$pl;
+	val(qq{SELECT streamguard.create_pipeline('$name', 'rs',
+		\$\$INSERT INTO got (reader, key, n, part, seq)
+		  SELECT '$name', key, (payload->>'n')::int, partition, seq FROM batch ORDER BY partition, seq\$\$,
+		batch_size => 40, workers => $workers)});
+}
+ok(wait_for_value($node, q{SELECT count(*) FILTER (WHERE worker_pid IS NOT NULL) FROM streamguard.pipeline_workers},
+	'3', 60), 'three pipeline workers up');
+
+# poll sessions: c1 alone, c2 shared by two sessions
+my $dir = PostgreSQL::Test::Utils::tempdir;
+my @pollers;
+sub start_poller
+{
+	my ($consumer, $sno) = @_;
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		srand(1000 + $sno);
+		while (!-e "$dir/stop_pollers")
+		{
+			my $end = rand() < 0.1 ? 'ROLLBACK' : 'COMMIT';
+			my ($ok) = try_psql($node, qq{BEGIN;
+INSERT INTO got (reader, key, n, part, seq)
+SELECT '$consumer', key, (payload->>'n')::int, partition, seq FROM streamguard.poll('rs', '$consumer', 25);
+$end;}, timeout => 60);
+			usleep($ok ? 20_000 : 200_000);
+		}
+		POSIX::_exit(0);
+	}
+	push @pollers, $pid;
+}
+start_poller('c1', 1);
+start_poller('c2', 2);
+start_poller('c2', 3);
+
+my $h = start_producers($node, name => 'repartition', count => 2, seed => 77,
+	batch => [ 1, 8 ], single => [ 1, 3 ], single_share => 0.3, abort => 0.15, pause_us => [ 10_000, 30_000 ]);
+
+sleep $step;
+val(q{SELECT streamguard.alter_stream('rs', partitions => 3)});
+note('grown 2 -> 3');
+sleep $step;
+$node->stop('immediate');
+$node->start;
+note('immediate restart');
+sleep $step;
+ok(defined q1($node, q{SELECT streamguard.alter_stream('rs', partitions => 8)}, 60), 'grown 3 -> 8 after the restart');
+sleep $step;
+
+my $stats = stop_producers($h);
+open(my $fh, '>', "$dir/stop_pollers") or die;
+close $fh;
+for my $pid (@pollers)
+{
+	my $deadline = time + 90;
+	while (waitpid($pid, POSIX::WNOHANG()) != $pid)
+	{
+		if (time > $deadline) { kill 'KILL', $pid; waitpid($pid, 0); last; }
+		usleep(100_000);
+	}
+}
+my $committed = val(q{SELECT count(*) FROM produced});
+producers_summary($stats, $committed, val(q{SELECT count(*) FROM aborted}));
+ok($committed > 100, "producers committed events ($committed)");
+is(val(q{SELECT partitions FROM streamguard.streams WHERE stream = 'rs'}), '8', 'the stream has 8 partitions');
+is(val(q{SELECT string_agg(old_partitions || '->' || new_partitions, ' ' ORDER BY epoch) FROM streamguard.stream_repartition}),
+	'2->3 3->8', 'both changes recorded');
+ok(val(q{SELECT count(DISTINCT partition) FROM streamguard.stream_partitions WHERE stream = 'rs' AND last_seq IS NOT NULL}) >= 6,
+	'the new partitions received events');
+
+# drain the poll consumers (bounded), wait for the pipelines
+for my $c (qw(c1 c2))
+{
+	ok(wait_for_value($node, qq{WITH ins AS (INSERT INTO got (reader, key, n, part, seq)
+		SELECT '$c', key, (payload->>'n')::int, partition, seq FROM streamguard.poll('rs', '$c', 1000) RETURNING 1)
+		SELECT count(*) FROM ins}, '0', 120), "$c drained");
+}
+for my $r (qw(pl1 pl2))
+{
+	ok(wait_for_value($node, qq{SELECT count(*) >= $committed FROM got WHERE reader = '$r'}, 't', 180),
+		"$r caught up");
+}
+
+for my $r (qw(c1 c2 pl1 pl2))
+{
+	is(val(qq{SELECT count(*) FROM produced p WHERE NOT EXISTS
+		(SELECT 1 FROM got g WHERE g.reader = '$r' AND g.key = p.key AND g.n = p.n)}), '0',
+		"$r: every committed event delivered");
+	is(val(qq{SELECT count(*) FROM (SELECT key, n FROM got WHERE reader = '$r' GROUP BY key, n HAVING count(*) > 1) d}),
+		'0', "$r: no event twice");
+	is(val(qq{SELECT count(*) FROM got g WHERE g.reader = '$r' AND NOT EXISTS
+		(SELECT 1 FROM produced p WHERE p.key = g.key AND p.n = g.n)}), '0', "$r: no rolled-back event");
+	is(val(qq{SELECT count(*) FROM (SELECT n, lag(n) OVER (PARTITION BY key ORDER BY ord) AS prev
+		FROM got WHERE reader = '$r') x WHERE n <= prev}), '0', "$r: every key in order");
+}
+my $moved = val(q{SELECT count(*) FROM (SELECT key FROM got WHERE reader = 'c1' GROUP BY key
+	HAVING count(DISTINCT part) > 1) x});
+ok($moved > 0, "keys moved between partitions ($moved)");
+
+$node->stop;
+done_testing();
