@@ -225,4 +225,28 @@
 			"c->typid == TIMESTAMPTZOID && false ? &utc : NULL);" ] ],
 		tests => [ 'regress:09_capture', 'tap:106_security_capture.pl' ],
 	},
+	{
+		name => 'repartition_no_holdback',
+		breaks => 'per-key order across alter_stream(partitions => M): a reader gets the new mapping\'s events before it has passed the switch points of the old partitions',
+		edits => [ [ 'src/repartition.c',
+			"\t\tif (passed)\n\t\t\tcontinue;\n",
+			"\t\tif (passed || true)\n\t\t\tcontinue;\n" ] ],
+		tests => [ 'regress:11_repartition', 'isolation:repartition', 'tap:077_repartition.pl' ],
+	},
+	{
+		name => 'repartition_appends_not_serialized',
+		breaks => 'per-key order across alter_stream(partitions => M): appends do not take the append lock, so a change does not wait for appends in flight and an old-mapping event can land above a switch point',
+		edits => [ [ 'src/catalog.c',
+			"\tif (LockAcquire(&tag, RowExclusiveLock, false, false) != LOCKACQUIRE_OK)\n",
+			"\tif (tag.locktag_field1 != 0 || LockAcquire(&tag, RowExclusiveLock, false, false) != LOCKACQUIRE_OK)\n" ] ],
+		tests => [ 'isolation:repartition', 'tap:077_repartition.pl' ],
+	},
+	{
+		name => 'repartition_waits_on_gap',
+		breaks => 'a reader whose old partition ends in rolled-back or duplicate seqs never reaches the switch point, and the new mapping stays held back',
+		edits => [ [ 'src/consumer.c',
+			"\t\tif (capped && got < remaining)\n",
+			"\t\tif (capped && got < remaining && false)\n" ] ],
+		tests => [ 'regress:11_repartition' ],
+	},
 );
