@@ -32,6 +32,10 @@
  *	- SgShared->lock (LWLock) protects slot allocation: the identity
  *	  fields of SgStream (dbid, stream_id, nparts, part_base, seq_ready)
  *	  and SgPartition.owner.  Appenders never take it on the hot path.
+ *	  nparts and part_base change after allocation only in
+ *	  HorizonGrowStream (alter_stream adding partitions), while the
+ *	  stream's append lock keeps every other appender out; readers that
+ *	  read part_base without the lock check it again afterwards.
  *	- SgPartition.mutex (spinlock) protects next_seq.  An appender takes
  *	  it for a handful of instructions: read the current segment, take
  *	  seqs, publish its entry's first_seq.  Readers take it only to read
