@@ -161,6 +161,24 @@ SELECT drain('c2', 4);
 SELECT count(*) AS out_of_order FROM got a JOIN got b ON a.key = b.key AND a.n < b.n AND a.ord > b.ord;
 SELECT try($$SELECT streamguard.alter_stream('rp', partitions => 4)$$);
 
+-- a change rolled back (whole, or its subtransaction) leaves no trace in
+-- this session's view of the stream either; one committed is seen at once
+-- by the transaction's own appends
+SELECT streamguard.create_stream('rp2', 2);
+BEGIN;
+SELECT streamguard.alter_stream('rp2', partitions => 3);
+SELECT partition FROM streamguard.append('rp2', '{}', partition => 2);
+ROLLBACK;
+SELECT try($$SELECT streamguard.append('rp2', '{}', partition => 2)$$);
+BEGIN;
+SAVEPOINT s;
+SELECT streamguard.alter_stream('rp2', partitions => 4);
+ROLLBACK TO SAVEPOINT s;
+SELECT try($$SELECT streamguard.append('rp2', '{}', partition => 2)$$);
+COMMIT;
+SELECT partitions FROM streamguard.streams WHERE stream = 'rp2';
+SELECT streamguard.drop_stream('rp2', true);
+
 -- a drop takes the changes with it
 SELECT streamguard.drop_stream('rp', true);
 SELECT count(*) FROM streamguard.stream_repartition;

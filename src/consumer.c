@@ -209,7 +209,8 @@ sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
 							i;
 
 				deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
-				if (n == meta->nparts)
+				/* fewer: sealed before the partition count grew */
+				if (n >= 1)
 				{
 					e->bounds = MemoryContextAlloc(CacheMemoryContext, sizeof(int64) * n);
 					for (i = 0; i < n; i++)
@@ -228,8 +229,15 @@ sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
 		hash_search(sg_bounds_cache, &key, HASH_REMOVE, NULL);
 		return 0;
 	}
-	if (partition < 0 || partition >= e->nparts)
+	if (partition < 0)
 		return 0;
+	/*
+	 * A partition added after the bounds were taken had no entry when the
+	 * segment was sealed (the bounds step reads the entries of the slot),
+	 * so no event of it is there: every seq is at or above 1.
+	 */
+	if (partition >= e->nparts)
+		return 1;
 	return e->bounds[partition];
 }
 

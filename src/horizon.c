@@ -123,6 +123,7 @@ static int	sg_total_procs = 0;
 typedef enum SgPendingAction
 {
 	SG_PENDING_BUMP,			/* commit: bump the generation */
+	SG_PENDING_BUMP_ALWAYS,		/* commit, abort or abort of its subtransaction: bump */
 	SG_PENDING_FREE,			/* commit or abort: free the slot */
 	SG_PENDING_FREE_ON_ABORT	/* the stream was created here: free on abort */
 } SgPendingAction;
@@ -484,6 +485,15 @@ sg_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 		if (event == SUBXACT_EVENT_COMMIT_SUB && p->subid == mySubid)
 			p->subid = parentSubid;
+		else if (event == SUBXACT_EVENT_ABORT_SUB && p->subid >= mySubid &&
+				 p->action == SG_PENDING_BUMP_ALWAYS)
+		{
+			/* this backend cached what the subtransaction changed: reload */
+			int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);
+
+			if (slot >= 0)
+				pg_atomic_fetch_add_u32(&sg_streams[slot].generation, 1);
+		}
 		else if (event == SUBXACT_EVENT_ABORT_SUB && p->subid >= mySubid)
 		{
 			/* what the subtransaction created is gone; its changes too */
@@ -1048,6 +1058,18 @@ HorizonBumpGenerationAtCommit(int32 stream_id)
 	sg_add_pending(stream_id, SG_PENDING_BUMP);
 }
 
+/*
+ * Metadata of a stream changed and this backend may have cached the
+ * change already (alter_stream adding partitions): every backend reloads
+ * when the transaction ends, committed or not, and when the
+ * subtransaction that queued this aborts.
+ */
+void
+HorizonBumpGenerationAtEnd(int32 stream_id)
+{
+	sg_add_pending(stream_id, SG_PENDING_BUMP_ALWAYS);
+}
+
 /* The stream is dropped: free its slot once the drop commits. */
 void
 HorizonFreeAtCommit(int32 stream_id)
@@ -1129,7 +1151,7 @@ sg_xact_callback(XactEvent event, void *arg)
 
 				if (p->action == SG_PENDING_FREE)
 					HorizonFreeStream(MyDatabaseId, p->stream_id);
-				else if (p->action == SG_PENDING_BUMP)
+				else if (p->action == SG_PENDING_BUMP || p->action == SG_PENDING_BUMP_ALWAYS)
 				{
 					int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);
 
@@ -1148,6 +1170,13 @@ sg_xact_callback(XactEvent event, void *arg)
 
 				if (p->action == SG_PENDING_FREE_ON_ABORT)
 					HorizonFreeStream(MyDatabaseId, p->stream_id);
+				else if (p->action == SG_PENDING_BUMP_ALWAYS)
+				{
+					int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);
+
+					if (slot >= 0)
+						pg_atomic_fetch_add_u32(&sg_streams[slot].generation, 1);
+				}
 			}
 			sg_pending = NIL;
 			break;

@@ -138,7 +138,9 @@ RepartitionGrow(const char *name, int32 stream_id, int old_n, int new_n)
 	/*
 	 * Every backend reloads the metadata now (this one sees the new count
 	 * at once, for appends later in this transaction) and again when this
-	 * commits (HorizonBumpGenerationAtCommit, by the caller).
+	 * ends, committed or rolled back (this backend's copy must not outlive
+	 * an abort).
 	 */
 	pg_atomic_fetch_add_u32(&HorizonStream(meta->ref.slot)->generation, 1);
+	HorizonBumpGenerationAtEnd(stream_id);
 }
