@@ -179,6 +179,17 @@ COMMIT;
 SELECT partitions FROM streamguard.streams WHERE stream = 'rp2';
 SELECT streamguard.drop_stream('rp2', true);
 
+-- retention: a change is forgotten once every event below its switch
+-- points is dropped; the seqs go on above them
+SELECT streamguard.create_stream('rpr', 2, retention => '1 s', segment_interval => '1 s');
+SELECT count(*) FROM streamguard.append_batch('rpr', ARRAY['{}', '{}', '{}', '{}']::jsonb[], partitions => ARRAY[0, 0, 1, 1]);
+SELECT streamguard.alter_stream('rpr', partitions => 3);
+SELECT wait_for($$NOT EXISTS (SELECT 1 FROM streamguard.stream_repartition r
+	JOIN streamguard.stream s ON s.id = r.stream_id WHERE s.name = 'rpr')$$);
+SELECT partition, seq FROM streamguard.append('rpr', '{}', partition => 0);
+SELECT partition, seq FROM streamguard.poll('rpr', 'late', 10);
+SELECT streamguard.drop_stream('rpr', true);
+
 -- a drop takes the changes with it
 SELECT streamguard.drop_stream('rp', true);
 SELECT count(*) FROM streamguard.stream_repartition;

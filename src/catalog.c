@@ -336,6 +336,19 @@ SgCheckInterval(const char *what, Interval *iv)
 															IntervalPGetDatum(iv))))));
 }
 
+/*
+ * Does the catalog have streamguard.stream_repartition?  Not under the
+ * 0.1 schema, which the 0.2 library serves until ALTER EXTENSION UPDATE:
+ * there a stream's partition count never changed.
+ */
+bool
+StreamRepartitionCatalog(void)
+{
+	Oid			nsp = get_namespace_oid("streamguard", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("stream_repartition", nsp));
+}
+
 /* ------------------------------------------------------- metadata cache */
 
 static void
@@ -388,6 +401,13 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 	gen_before = pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation);
 
 	/* changes of the partition count (repartition.c) */
+	for (i = 0; i < meta->nchanges; i++)
+		pfree(meta->changes[i].switch_seqs);
+	if (meta->changes)
+		pfree(meta->changes);
+	meta->changes = NULL;
+	meta->nchanges = 0;
+	if (StreamRepartitionCatalog())
 	{
 		Oid			rtypes[1] = {INT4OID};
 		Datum		rvalues[1];
@@ -403,12 +423,6 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 		UnregisterSnapshot(snap);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "partition change lookup failed: %s", SPI_result_code_string(ret));
-		for (i = 0; i < meta->nchanges; i++)
-			pfree(meta->changes[i].switch_seqs);
-		if (meta->changes)
-			pfree(meta->changes);
-		meta->changes = NULL;
-		meta->nchanges = 0;
 		if (SPI_processed > 0)
 			meta->changes = MemoryContextAllocZero(CacheMemoryContext,
 												   sizeof(SgRepartition) * SPI_processed);
@@ -716,15 +730,26 @@ StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
 	{
 		Oid			types[2] = {INT4OID, INT4OID};
 		Datum		values[2] = {Int32GetDatum(stream_id), Int32GetDatum(partition)};
-		SPIPlanPtr	plan = SgPlanCached(NULL,
-										"SELECT pg_catalog.max(x) FROM ("
-										" SELECT seq_floor AS x FROM streamguard.stream_partition "
-										" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2 "
-										" UNION ALL SELECT position FROM streamguard.consumer "
-										" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2"
-										" UNION ALL SELECT switch_seqs[$2 OPERATOR(pg_catalog.+) 1] FROM streamguard.stream_repartition "
-										" WHERE stream_id OPERATOR(pg_catalog.=) $1) f",
-										2, types);
+		SPIPlanPtr	plan;
+
+		if (StreamRepartitionCatalog())
+			plan = SgPlanCached(NULL,
+								"SELECT pg_catalog.max(x) FROM ("
+								" SELECT seq_floor AS x FROM streamguard.stream_partition "
+								" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2 "
+								" UNION ALL SELECT position FROM streamguard.consumer "
+								" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2"
+								" UNION ALL SELECT switch_seqs[$2 OPERATOR(pg_catalog.+) 1] FROM streamguard.stream_repartition "
+								" WHERE stream_id OPERATOR(pg_catalog.=) $1) f",
+								2, types);
+		else
+			plan = SgPlanCached(NULL,
+								"SELECT pg_catalog.max(x) FROM ("
+								" SELECT seq_floor AS x FROM streamguard.stream_partition "
+								" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2 "
+								" UNION ALL SELECT position FROM streamguard.consumer "
+								" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2) f",
+								2, types);
 
 		if (SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "seq floor lookup failed");

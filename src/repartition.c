@@ -95,6 +95,11 @@ RepartitionGrow(const char *name, int32 stream_id, int old_n, int new_n)
 	Datum	   *elems;
 	int			p;
 
+	if (!StreamRepartitionCatalog())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the partition count of stream \"%s\" cannot change under the extension's version 0.1 schema", name),
+				 errhint("Run ALTER EXTENSION streamguard UPDATE.")));
 	StreamLockAppendExclusive(stream_id);
 	meta = StreamLookup(name, SG_PRIV_NONE);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);

@@ -270,6 +270,7 @@ extern bool StreamSegmentProbe(int32 stream_id, int32 first, int32 last, const c
 							   int nargs, Oid *types, Datum *values, Snapshot snap, Datum *result);
 extern void StreamLockShare(SgStreamMeta *meta);
 extern bool StreamLockAppend(SgStreamMeta *meta);
+extern bool StreamRepartitionCatalog(void);
 extern void StreamLockAppendExclusive(int32 stream_id);
 extern void StreamCheckPartition(SgStreamMeta *meta, int32 partition);
 extern void StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg);
