@@ -179,6 +179,34 @@ COMMIT;
 SELECT partitions FROM streamguard.streams WHERE stream = 'rp2';
 SELECT streamguard.drop_stream('rp2', true);
 
+-- change capture picks partitions as append does, over the new count, and
+-- a captured row's events stay in order across the change
+CREATE TABLE rp_acc (id int PRIMARY KEY, balance int NOT NULL);
+SELECT streamguard.create_stream('rpc', 2);
+SELECT streamguard.create_stream('rpc3', 3);
+SELECT streamguard.capture_table('rp_acc', 'rpc', backfill => false);
+INSERT INTO rp_acc SELECT g, 0 FROM generate_series(1, 12) g;
+SELECT streamguard.alter_stream('rpc', partitions => 3);
+UPDATE rp_acc SET balance = 1;
+CREATE TABLE rpc_got (ord serial, key text, partition int, seq bigint, op text);
+DO $$
+BEGIN
+	FOR i IN 1 .. 100 LOOP
+		INSERT INTO rpc_got (key, partition, seq, op)
+		SELECT key, partition, seq, payload->>'op' FROM streamguard.poll('rpc', 'cc', 3);
+		EXIT WHEN NOT FOUND;
+	END LOOP;
+END $$;
+SELECT op, count(*) FROM rpc_got GROUP BY op ORDER BY op;
+SELECT count(*) AS out_of_order FROM rpc_got a JOIN rpc_got b ON a.key = b.key
+WHERE a.op = 'insert' AND b.op = 'update' AND a.ord > b.ord;
+SELECT count(*) AS not_as_append FROM rpc_got g
+WHERE g.op = 'update' AND g.partition <> (SELECT partition FROM streamguard.append('rpc3', '{}', g.key));
+SELECT streamguard.uncapture_table('rp_acc');
+SELECT streamguard.drop_stream('rpc', true);
+SELECT streamguard.drop_stream('rpc3', true);
+DROP TABLE rp_acc, rpc_got;
+
 -- retention: a change is forgotten once every event below its switch
 -- points is dropped; the seqs go on above them
 SELECT streamguard.create_stream('rpr', 2, retention => '1 s', segment_interval => '1 s');
