@@ -731,26 +731,21 @@ StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
 		Oid			types[2] = {INT4OID, INT4OID};
 		Datum		values[2] = {Int32GetDatum(stream_id), Int32GetDatum(partition)};
 		SPIPlanPtr	plan;
+		/* the switch points: not under the 0.1 schema (StreamRepartitionCatalog) */
+		bool		switches = StreamRepartitionCatalog();
+		char	   *sql;
 
-		if (StreamRepartitionCatalog())
-			plan = SgPlanCached(NULL,
-								"SELECT pg_catalog.max(x) FROM ("
-								" SELECT seq_floor AS x FROM streamguard.stream_partition "
-								" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2 "
-								" UNION ALL SELECT position FROM streamguard.consumer "
-								" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2"
-								" UNION ALL SELECT switch_seqs[$2 OPERATOR(pg_catalog.+) 1] FROM streamguard.stream_repartition "
-								" WHERE stream_id OPERATOR(pg_catalog.=) $1) f",
-								2, types);
-		else
-			plan = SgPlanCached(NULL,
-								"SELECT pg_catalog.max(x) FROM ("
-								" SELECT seq_floor AS x FROM streamguard.stream_partition "
-								" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2 "
-								" UNION ALL SELECT position FROM streamguard.consumer "
-								" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2) f",
-								2, types);
-
+		sql = psprintf("SELECT pg_catalog.max(x) FROM ("
+					   " SELECT seq_floor AS x FROM streamguard.stream_partition "
+					   " WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2 "
+					   " UNION ALL SELECT position FROM streamguard.consumer "
+					   " WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2"
+					   "%s) f",
+					   switches ?
+					   " UNION ALL SELECT switch_seqs[$2 OPERATOR(pg_catalog.+) 1] FROM streamguard.stream_repartition "
+					   " WHERE stream_id OPERATOR(pg_catalog.=) $1" : "");
+		plan = SgPlanCached(NULL, sql, 2, types);
+		pfree(sql);
 		if (SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "seq floor lookup failed");
 		if (SPI_processed > 0)

@@ -249,4 +249,12 @@
 			"\t\tif (capped && got < remaining && false)\n" ] ],
 		tests => [ 'regress:11_repartition' ],
 	},
+	{
+		name => 'repartition_switch_not_a_floor',
+		breaks => 'after a restart the counters ignore the switch points: a seq at or below one (a rolled-back append) is handed out again under the new count',
+		edits => [ [ 'src/catalog.c',
+			"\t\tbool\t\tswitches = StreamRepartitionCatalog();\n",
+			"\t\tbool\t\tswitches = StreamRepartitionCatalog() && false;\n" ] ],
+		tests => [ 'tap:077_repartition.pl' ],
+	},
 );

@@ -41,6 +41,13 @@ $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
 sub val { return $node->safe_psql('postgres', $_[0]); }
 
 val(q{SELECT streamguard.create_stream('rs', 2)});
+# a switch point on a rolled-back seq (checked after the restart below)
+val(q{SELECT streamguard.create_stream('rz', 2)});
+is(val(q{SELECT seq FROM streamguard.append('rz', '{}', partition => 1)}), '1', 'rz: seq 1 in partition 1');
+val(q{BEGIN; SELECT streamguard.append('rz', '{}', partition => 1); ROLLBACK;});
+val(q{SELECT streamguard.alter_stream('rz', partitions => 3)});
+is(val(q{SELECT switch_seqs::text FROM streamguard.stream_repartition r JOIN streamguard.stream s ON s.id = r.stream_id
+	WHERE s.name = 'rz'}), '{0,2}', 'rz: the switch point of partition 1 is the rolled-back seq 2');
 val(q{
 CREATE TABLE produced (id bigserial PRIMARY KEY, producer int NOT NULL, key text NOT NULL, n int NOT NULL,
 	UNIQUE (key, n));
@@ -149,6 +156,8 @@ sleep $step;
 $node->stop('immediate');
 $node->start;
 note('immediate restart');
+is(q1($node, q{SELECT seq FROM streamguard.append('rz', '{}', partition => 1)}, 60), '3',
+	'rz: after the restart, seqs go on above the switch point (not 2 again)');
 sleep $step;
 pause_readers();
 sleep $step;
