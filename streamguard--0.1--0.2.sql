@@ -651,3 +651,15 @@ CREATE TABLE streamguard.stream_repartition (
 );
 SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_repartition', '');
 REVOKE ALL ON streamguard.stream_repartition FROM PUBLIC;
+
+-- changes of a stream's partition count and their switch points (alter_stream)
+CREATE VIEW streamguard.stream_repartitions AS
+SELECT s.name AS stream,
+	   r.epoch,
+	   r.old_partitions,
+	   r.new_partitions,
+	   r.switch_seqs,
+	   r.changed_at
+FROM streamguard.stream_repartition r
+JOIN streamguard.stream s ON s.id = r.stream_id;
+GRANT SELECT ON streamguard.stream_repartitions TO PUBLIC;

@@ -482,6 +482,17 @@ FROM streamguard.stream s
 LEFT JOIN streamguard._partition_stats() p ON p.stream_id = s.id
 GROUP BY s.id;
 
+-- changes of a stream's partition count and their switch points (alter_stream)
+CREATE VIEW streamguard.stream_repartitions AS
+SELECT s.name AS stream,
+	   r.epoch,
+	   r.old_partitions,
+	   r.new_partitions,
+	   r.switch_seqs,
+	   r.changed_at
+FROM streamguard.stream_repartition r
+JOIN streamguard.stream s ON s.id = r.stream_id;
+
 -- a consumer's positions are shown to the roles that may read its stream
 CREATE VIEW streamguard.consumers WITH (security_barrier) AS
 SELECT s.name AS stream,
@@ -783,7 +794,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA streamguard FROM PUBLIC;
 GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers,
 	streamguard.pipelines, streamguard.pipeline_batches, streamguard.dead_letters,
 	streamguard.remote_status, streamguard.horizon_holders, streamguard.pipeline_batch_durations,
-	streamguard.pipeline_workers
+	streamguard.pipeline_workers, streamguard.stream_repartitions
 	TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;

@@ -150,6 +150,11 @@ BEGIN
 END $$;
 SELECT epoch, old_partitions, new_partitions FROM streamguard.stream_repartition r
 JOIN streamguard.stream s ON s.id = r.stream_id WHERE s.name = 'rp' ORDER BY epoch;
+-- the view, for any role
+SET ROLE rp_other;
+SELECT stream, epoch, old_partitions, new_partitions, cardinality(switch_seqs) AS switch_points
+FROM streamguard.stream_repartitions ORDER BY stream, epoch;
+RESET ROLE;
 TRUNCATE got;
 SELECT drain('c3', 2);
 SELECT count(*) AS out_of_order FROM got a JOIN got b ON a.key = b.key AND a.n < b.n AND a.ord > b.ord;
