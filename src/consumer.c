@@ -402,6 +402,8 @@ ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
 	bool	   *present;
 	int64	   *cap;
 	bool		jumped = false;
+	bool		held = false;
+	bool		moved = false;
 	int			passes = 0;
 	int			remaining = max_events;
 	int			start,
@@ -425,6 +427,9 @@ ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
 again:
 	/* per-key order across changes of the partition count (repartition.c) */
 	RepartitionCaps(meta, pos, cap);
+	for (k = 0; k < meta->nparts; k++)
+		if (cap[k] != PG_INT64_MAX)
+			held = true;
 	start = (int) (sg_poll_rotor++ % (uint32) meta->nparts);
 	for (k = 0; k < meta->nparts && remaining > 0; k++)
 	{
@@ -504,6 +509,7 @@ again:
 			ret = SPI_execute_plan(plan, values, NULL, false, 0);
 			if (ret != SPI_OK_UPDATE || SPI_processed != 1)
 				elog(ERROR, "consumer position update failed");
+			moved = true;
 			if (skip_to_cap)
 				pos[p] = last;
 		}
@@ -519,6 +525,14 @@ again:
 		jumped = false;
 		goto again;
 	}
+
+	/*
+	 * Held back, and moved: once this commits, another session sharing the
+	 * consumer (or another worker of the pipeline) may be past the change.
+	 * Wake the stream's long-polls and workers then, as an append does.
+	 */
+	if (held && moved)
+		HorizonWakeReadersAtCommit(meta->stream_id);
 	return max_events - remaining;
 }
 

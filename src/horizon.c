@@ -124,6 +124,7 @@ typedef enum SgPendingAction
 {
 	SG_PENDING_BUMP,			/* commit: bump the generation */
 	SG_PENDING_BUMP_ALWAYS,		/* commit, abort or abort of its subtransaction: bump */
+	SG_PENDING_WAKE,			/* commit: wake the stream's readers */
 	SG_PENDING_FREE,			/* commit or abort: free the slot */
 	SG_PENDING_FREE_ON_ABORT	/* the stream was created here: free on abort */
 } SgPendingAction;
@@ -1070,6 +1071,26 @@ HorizonBumpGenerationAtEnd(int32 stream_id)
 	sg_add_pending(stream_id, SG_PENDING_BUMP_ALWAYS);
 }
 
+/*
+ * A reader moved positions that may let other readers of the stream go on
+ * (past a switch point, repartition.c): wake the long-polls and pipeline
+ * workers of the stream when this commits, as a committed append does.
+ */
+void
+HorizonWakeReadersAtCommit(int32 stream_id)
+{
+	ListCell   *lc;
+
+	foreach(lc, sg_pending)
+	{
+		SgPending  *p = lfirst(lc);
+
+		if (p->stream_id == stream_id && p->action == SG_PENDING_WAKE)
+			return;
+	}
+	sg_add_pending(stream_id, SG_PENDING_WAKE);
+}
+
 /* The stream is dropped: free its slot once the drop commits. */
 void
 HorizonFreeAtCommit(int32 stream_id)
@@ -1151,6 +1172,15 @@ sg_xact_callback(XactEvent event, void *arg)
 
 				if (p->action == SG_PENDING_FREE)
 					HorizonFreeStream(MyDatabaseId, p->stream_id);
+				else if (p->action == SG_PENDING_WAKE)
+				{
+					int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);
+
+					if (HorizonCommitWake)
+						HorizonCommitWake(MyDatabaseId, p->stream_id);
+					if (slot >= 0)
+						ConditionVariableBroadcast(&sg_streams[slot].readable);
+				}
 				else if (p->action == SG_PENDING_BUMP || p->action == SG_PENDING_BUMP_ALWAYS)
 				{
 					int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);

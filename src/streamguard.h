@@ -145,6 +145,7 @@ extern int64 HorizonReadable(SgStream *st, int partition, int64 *next_seq,
 extern int64 HorizonReadableOwn(SgStream *st, int partition);
 extern void HorizonBumpGenerationAtCommit(int32 stream_id);
 extern void HorizonBumpGenerationAtEnd(int32 stream_id);
+extern void HorizonWakeReadersAtCommit(int32 stream_id);
 extern void HorizonFreeAtCommit(int32 stream_id);
 extern void HorizonFreeStream(Oid dbid, int32 stream_id);
 extern int	HorizonFindSlot(Oid dbid, int32 stream_id);

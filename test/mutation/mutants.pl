@@ -257,4 +257,12 @@
 			"\t\tbool\t\tswitches = StreamRepartitionCatalog() && false;\n" ] ],
 		tests => [ 'tap:077_repartition.pl' ],
 	},
+	{
+		name => 'repartition_no_wake',
+		breaks => 'a long-poll held back by a change of the partition count is not woken when the session holding the old events commits (it sleeps to the end of its wait)',
+		edits => [ [ 'src/consumer.c',
+			"\tif (held && moved)\n",
+			"\tif (held && moved && false)\n" ] ],
+		tests => [ 'tap:077_repartition.pl' ],
+	},
 );

@@ -16,6 +16,9 @@
 #    roll back: redelivered);
 #  - pipeline pl1 (one worker) and pl2 (two workers), exactly_once, into
 #    tables of their own.
+# First, deterministically: a switch point on a rolled-back seq survives an
+# immediate restart (seqs go on above it), and a long-poll held back by the
+# change is woken by the commit of the session that held the old events.
 # At the end, for each reader: every committed event exactly once, no
 # rolled-back one, and for every key n in delivery order is 1, 2, 3, ...
 # Every wait is bounded.  SG_REPARTITION_SECONDS (default 3) scales the
@@ -31,6 +34,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use IPC::Run;
 use POSIX ();
 use StreamguardTest;
 
@@ -39,6 +43,32 @@ my $node = sg_node('repartition', extra => "max_worker_processes = 24\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
 
 sub val { return $node->safe_psql('postgres', $_[0]); }
+
+# A long-poll held back by the change wakes when the session holding the
+# old events commits (not at the end of its wait).  Key 'k3' goes to
+# partition 1 of 2 and partition 0 of 3.
+val(q{SELECT streamguard.create_stream('rw', 2)});
+is(val(q{SELECT count(*) FROM streamguard.poll('rw', 'g', 1)}), '0', 'rw: consumer g created');
+val(q{SELECT streamguard.append('rw', '{"n": 1}', 'k3')});
+val(q{SELECT streamguard.alter_stream('rw', partitions => 3)});
+is(val(q{SELECT partition FROM streamguard.append('rw', '{"n": 2}', 'k3')}), '0', 'rw: k3 moved to partition 0');
+{
+	my ($ain, $aout, $aerr) = ('', '', '');
+	my $a = IPC::Run::start([ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
+			'-c', 'BEGIN', '-c', q{SELECT string_agg(payload->>'n', ',') FROM streamguard.poll('rw', 'g', 100)},
+			'-c', 'SELECT pg_sleep(3)', '-c', 'COMMIT' ],
+		'<', \$ain, '>', \$aout, '2>', \$aerr, IPC::Run::timeout(60));
+	ok(wait_for_value($node, q{SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%pg_sleep(3)%'
+		AND pid <> pg_backend_pid()}, 't', 20), 'rw: session A holds the old event, uncommitted');
+	my $t0 = Time::HiRes::time();
+	my ($ok, $got) = try_psql($node,
+		q{SELECT string_agg(payload->>'n', ',') FROM streamguard.poll('rw', 'g', 100, wait => '30 s')}, timeout => 60);
+	my $took = Time::HiRes::time() - $t0;
+	$a->finish;
+	is((split /\n/, $aout)[0], '1', 'rw: session A got n = 1');
+	is($got, '2', 'rw: session B, held back, then got n = 2');
+	ok($took < 10, sprintf('rw: B was woken by A\'s commit (%.1f s, wait 30 s)', $took));
+}
 
 val(q{SELECT streamguard.create_stream('rs', 2)});
 # a switch point on a rolled-back seq (checked after the restart below)
@@ -182,7 +212,8 @@ my $committed = val(q{SELECT count(*) FROM produced});
 producers_summary($stats, $committed, val(q{SELECT count(*) FROM aborted}));
 ok($committed > 100, "producers committed events ($committed)");
 is(val(q{SELECT partitions FROM streamguard.streams WHERE stream = 'rs'}), '8', 'the stream has 8 partitions');
-is(val(q{SELECT string_agg(old_partitions || '->' || new_partitions, ' ' ORDER BY epoch) FROM streamguard.stream_repartition}),
+is(val(q{SELECT string_agg(old_partitions || '->' || new_partitions, ' ' ORDER BY epoch) FROM streamguard.stream_repartitions
+	WHERE stream = 'rs'}),
 	'2->3 3->8', 'both changes recorded');
 ok(val(q{SELECT count(DISTINCT partition) FROM streamguard.stream_partitions WHERE stream = 'rs' AND last_seq IS NOT NULL}) >= 6,
 	'the new partitions received events');
