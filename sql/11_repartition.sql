@@ -182,6 +182,12 @@ ROLLBACK TO SAVEPOINT s;
 SELECT try($$SELECT streamguard.append('rp2', '{}', partition => 2)$$);
 COMMIT;
 SELECT partitions FROM streamguard.streams WHERE stream = 'rp2';
+-- not in a transaction that is prepared
+BEGIN;
+SELECT streamguard.alter_stream('rp2', partitions => 3);
+PREPARE TRANSACTION 'rp2_grow';
+SELECT count(*) FROM pg_prepared_xacts WHERE gid = 'rp2_grow';
+SELECT partitions FROM streamguard.streams WHERE stream = 'rp2';
 SELECT streamguard.drop_stream('rp2', true);
 
 -- change capture picks partitions as append does, over the new count, and

@@ -1162,6 +1162,17 @@ sg_xact_callback(XactEvent event, void *arg)
 						 errmsg("cannot PREPARE a transaction that appended to a stream"),
 						 errdetail("The readable horizon of a stream cannot advance past a prepared transaction's appends."),
 						 errhint("Append in a transaction that is committed directly.")));
+			foreach(lc, sg_pending)
+			{
+				SgPending  *p = lfirst(lc);
+
+				if (p->action == SG_PENDING_BUMP_ALWAYS)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot PREPARE a transaction that changed the partition count of a stream"),
+							 errdetail("Appends to the stream would wait for the prepared transaction, and the new count would reach other sessions only at their next reload."),
+							 errhint("Change the partition count in a transaction that is committed directly.")));
+			}
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
