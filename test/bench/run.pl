@@ -34,7 +34,8 @@
 #   BENCH_LONG_EVENTS=10000000  long run: events appended (multiple of 1000 x BENCH_LONG_CLIENTS)
 #   BENCH_LONG_CLIENTS=2     long run: concurrent append_batch producers
 #   BENCH_LONG_RETENTION="10 seconds"  long run: retention of its stream (none: no retention)
-#   BENCH_ONLY="single batch drain latency remote long"  subset of benchmarks to run
+#   BENCH_START_EVENTS=500000  start benchmark: backlog waiting when a pipeline is created
+#   BENCH_ONLY="single batch drain latency remote parallel start long"  subset of benchmarks to run
 #   BENCH_OUT=<repo>/bench-results   where latest.md is written
 #   BENCH_SHARED_BUFFERS=512MB  shared_buffers of the bench server(s)
 #   BENCH_KEEP=0             1 keeps the temp dir (clusters, logs, scripts) for inspection
@@ -1151,11 +1152,84 @@ sub bench_parallel
 }
 
 # ---------------------------------------------------------------------------
+# 8. pipeline start: with BENCH_START_EVENTS events waiting in a 4-partition
+#    stream, the time from the commit of create_pipeline (and later of
+#    resume_pipeline after a pause) to the commit of the pipeline's first
+#    batch, both from pg_xact_commit_timestamp.
+# ---------------------------------------------------------------------------
+my %START;   # create|resume => [ms per repeat]
+
+# runs $call in its own transaction; returns its xid, or undef
+sub start_call
+{
+	my ($call) = @_;
+	my ($ok, $out, $err) = sql_try("BEGIN;\n$call;\nSELECT pg_catalog.pg_current_xact_id();\nCOMMIT;");
+	log_msg("start: $call: " . error_line($err)) unless $ok;
+	return $ok ? (grep { /^[0-9]+$/ } split /\n/, $out)[-1] : undef;
+}
+
+# ms from the commit of xid $x to the first sink row committed after it
+sub start_latency
+{
+	my ($x) = @_;
+	my $v;
+	wait_until(30, 0.002, sub {
+		$v = sql_value("SELECT round(extract(epoch FROM min(pg_xact_commit_timestamp(s.xmin))
+		  - pg_xact_commit_timestamp('$x'::xid)) * 1000, 2)
+		FROM sink_start s WHERE pg_xact_commit_timestamp(s.xmin) > pg_xact_commit_timestamp('$x'::xid)");
+		defined $v && $v ne '';
+	});
+	return defined $v && $v ne '' ? $v : undef;
+}
+
+sub bench_start
+{
+	my ($r) = @_;
+	my $stream = "s8r$r";
+	my $n = $K{BENCH_START_EVENTS};
+	my $ready = $have{pipe} && create_stream($stream, 4)
+	  && prefill("prefill_start_r$r", 'append_batch_sg.sql', { stream => $stream }, $n / 1000);
+	if (!$ready) { push @{ $START{$_} }, $have{pipe} ? 'ERR' : 'PENDING' for qw(create resume); return; }
+	sql(sink_ddl('sink_start'));
+	checkpoint();
+	my $name = "start_r$r";
+	my $x = start_call("SELECT streamguard.create_pipeline('$name', '$stream', 'INSERT INTO sink_start (partition, seq, key, payload) SELECT partition, seq, key, payload FROM batch', batch_size => 1000)");
+	push @{ $START{create} }, (defined $x ? start_latency($x) : undef) // 'ERR';
+	sql("SELECT streamguard.pause_pipeline('$name')");
+	wait_until(30, 0.05, sub { sql("SELECT state FROM streamguard.pipelines WHERE pipeline = '$name'") eq 'paused'
+		  && sql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'streamguard pipeline'") == 0 });
+	$x = start_call("SELECT streamguard.resume_pipeline('$name')");
+	push @{ $START{resume} }, (defined $x ? start_latency($x) : undef) // 'ERR';
+	drop_pipeline($name);
+	sql_try('DROP TABLE IF EXISTS sink_start');
+	drop_stream($stream);
+	return;
+}
+
+sub start_report
+{
+	my @out = ("\n## Pipeline start, commit → first batch committed\n\n",
+		fmt($K{BENCH_START_EVENTS}) . " events wait in a 4-partition stream; ms from the commit of the call to the commit of the pipeline's first batch (pg_xact_commit_timestamp of both). Median and maximum over the repeats.\n\n",
+		"| call | median ms | max ms | per repeat | target | met? |\n|---|---:|---:|---|---|---|\n");
+	for my $c (qw(create resume))
+	{
+		my @v = @{ $START{$c} // [] };
+		my @n = sort { $a <=> $b } num_list(@v);
+		my $med = median(\@n, '%.1f');
+		my $max = @n ? sprintf('%.1f', $n[-1]) : undef;
+		my $met = !@v ? 'not run' : (@n != @v || !defined $max) ? 'no (failed)' : $max <= 50 ? 'yes' : '**no**';
+		push @out, "| ${c}_pipeline | " . ($med // '—') . ' | ' . ($max // '—') . ' | ' . join(' ', @v) . " | ≤ 50 ms | $met |\n";
+	}
+	return @out;
+}
+
+# ---------------------------------------------------------------------------
 # Run: repeats interleave the contenders (raw, streamguard, PgQ) so slow drift
 # of the machine affects all of them alike.
 # ---------------------------------------------------------------------------
 my %BENCH = (single => \&bench_single, batch => \&bench_batch, drain => \&bench_drain,
-	latency => \&bench_latency, remote => \&bench_remote, parallel => \&bench_parallel);
+	latency => \&bench_latency, remote => \&bench_remote, parallel => \&bench_parallel,
+	start => \&bench_start);
 my @ONLY = split ' ', $K{BENCH_ONLY};
 
 setup_contenders();
@@ -1213,6 +1287,7 @@ sub report
 	}
 	push @out, map { main_rows($_) } @ONLY;
 	push @out, latency_report() if grep { $_ eq 'latency' } @ONLY;
+	push @out, start_report()   if grep { $_ eq 'start' } @ONLY;
 	push @out, long_report()    if grep { $_ eq 'long' } @ONLY;
 	if (%VALS)
 	{
