@@ -387,8 +387,8 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
  * skip_locked) and, when advance, moved to the last event read.  Across a
  * change of the partition count a reader reads only what RepartitionCaps
  * allows (repartition.c).  last_seq[p] receives the last seq read in
- * partition p (or its position when nothing was read), first_seq[p] the first (0 if none).  Only the
- * partitions p with p % nshares = share are read (a pipeline's worker
+ * partition p (or its position when nothing was read), first_seq[p] the
+ * first (0 if none).  Only the partitions p with p % nshares = share are read (a pipeline's worker
  * `share` of `nshares`; 1 and 0 read them all).  Runs as the data owner,
  * SPI connected.  Returns the number of events.
  */
