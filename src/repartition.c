@@ -95,11 +95,9 @@ RepartitionGrow(const char *name, int32 stream_id, int old_n, int new_n)
 	Datum	   *elems;
 	int			p;
 
+	/* the 0.1 schema has no alter_stream, so no caller gets here with it */
 	if (!StreamRepartitionCatalog())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the partition count of stream \"%s\" cannot change under the extension's version 0.1 schema", name),
-				 errhint("Run ALTER EXTENSION streamguard UPDATE.")));
+		elog(ERROR, "streamguard.stream_repartition is missing: run ALTER EXTENSION streamguard UPDATE");
 	StreamLockAppendExclusive(stream_id);
 	meta = StreamLookup(name, SG_PRIV_NONE);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);

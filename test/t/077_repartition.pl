@@ -19,6 +19,9 @@
 # First, deterministically: a switch point on a rolled-back seq survives an
 # immediate restart (seqs go on above it), and a long-poll held back by the
 # change is woken by the commit of the session that held the old events.
+# Last, on a server with 8 partition entries in shared memory: a stream that
+# cannot grow in place moves (and keeps its counters), and a change with no
+# room left fails with 53400.
 # At the end, for each reader: every committed event exactly once, no
 # rolled-back one, and for every key n in delivery order is 1, 2, 3, ...
 # Every wait is bounded.  SG_REPARTITION_SECONDS (default 3) scales the
@@ -248,4 +251,30 @@ my $moved = val(q{SELECT count(*) FROM (SELECT key FROM got WHERE reader = 'c1' 
 ok($moved > 0, "keys moved between partitions ($moved)");
 
 $node->stop;
+
+# Shared memory: a stream whose entries cannot grow in place moves to a free
+# run (and keeps working); with no free run the change fails with 53400.
+my $small = sg_node('repartition_small', extra => "streamguard.max_partitions = 8\n");
+$small->safe_psql('postgres', q{
+CREATE EXTENSION streamguard;
+SELECT streamguard.create_stream('a', 2);
+SELECT streamguard.create_stream('b', 2);
+-- both attached to shared memory, in this order: a in entries 0-1, b in 2-3
+SELECT streamguard.append('a', '{"n": 1}', partition => 1);
+SELECT streamguard.append('b', '{}');
+});
+$small->safe_psql('postgres', q{SELECT streamguard.alter_stream('a', partitions => 3)});
+is($small->safe_psql('postgres', q{SELECT string_agg(partition || ':' || next_seq, ' ' ORDER BY partition)
+	FROM streamguard.stream_partitions WHERE stream = 'a'}), '0:1 1:2 2:1', 'small: a moved, its counters with it');
+is($small->safe_psql('postgres', q{SELECT partition || ':' || seq FROM streamguard.append('a', '{"n": 2}', partition => 1)}),
+	'1:2', 'small: a appends after the move');
+is($small->safe_psql('postgres', q{SELECT string_agg(payload->>'n', ',' ORDER BY seq) FROM streamguard.poll('a', 'c', 10)}),
+	'1', 'small: a reads after the move: first the old count\'s event');
+is($small->safe_psql('postgres', q{SELECT string_agg(payload->>'n', ',' ORDER BY seq) FROM streamguard.poll('a', 'c', 10)}),
+	'2', 'small: ... then the new count\'s');
+expect_error($small, q{SELECT streamguard.alter_stream('b', partitions => 5)}, '53400',
+	qr/no room for 5 more partitions in shared memory/, 'small: no free run for b');
+is($small->safe_psql('postgres', q{SELECT partitions FROM streamguard.streams WHERE stream = 'b'}), '2',
+	'small: b keeps 2 partitions');
+$small->stop;
 done_testing();
