@@ -1173,6 +1173,25 @@ sg_xact_callback(XactEvent event, void *arg)
 							 errdetail("Appends to the stream would wait for the prepared transaction, and the new count would reach other sessions only at their next reload."),
 							 errhint("Change the partition count in a transaction that is committed directly.")));
 			}
+			foreach(lc, sg_pending)
+			{
+				SgPending  *p = lfirst(lc);
+
+				/*
+				 * What must happen when the transaction ends (other sessions
+				 * reloading a stream's metadata, a slot freed) would not
+				 * happen at COMMIT PREPARED, which runs elsewhere.
+				 */
+				if (p->action != SG_PENDING_WAKE)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot PREPARE a transaction that created, dropped or changed a stream"),
+							 errhint("Run create_stream, drop_stream, alter_stream, grant_stream and revoke_stream in a transaction that is committed directly.")));
+			}
+			break;
+		case XACT_EVENT_PREPARE:
+			/* only wake-ups left (a poll's): the prepared transaction goes without */
+			sg_pending = NIL;
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
