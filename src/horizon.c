@@ -1186,7 +1186,7 @@ sg_xact_callback(XactEvent event, void *arg)
 					ereport(ERROR,
 							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							 errmsg("cannot PREPARE a transaction that created, dropped or changed a stream"),
-							 errhint("Run create_stream, drop_stream, alter_stream, grant_stream and revoke_stream in a transaction that is committed directly.")));
+							 errhint("Create, drop or change streams in a transaction that is committed directly.")));
 			}
 			break;
 		case XACT_EVENT_PREPARE:
