@@ -42,6 +42,17 @@
  * counts them (StreamMaxSeq), so a seq at or below a switch point is never
  * handed out again after a restart.
  *
+ * THE REST.  The stream's shared-memory entries grow before the change
+ * commits (HorizonGrowStream, horizon.c: in place, or moved to a free run)
+ * and stay grown if it aborts.  Every backend reloads the metadata at once
+ * and again when the change's transaction ends, committed or not (this
+ * backend may have cached the uncommitted count).  A transaction that
+ * appended to the stream cannot change its count (its own open appends
+ * would be on the wrong side), and one that changed it cannot be prepared.
+ * A reader held back that moves positions wakes the stream's long-polls
+ * and workers at commit (HorizonWakeReadersAtCommit), as an append does:
+ * another session of the consumer may be past the change then.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
