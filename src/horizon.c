@@ -864,19 +864,25 @@ HorizonSeqBounds(int slot, int64 *bounds, int nparts)
 {
 	SgStream   *st = &sg_streams[slot];
 	int			p;
+	int32		base;
 
 	if (!st->seq_ready || st->nparts != nparts)
 		return false;
 	pg_read_barrier();
+	base = *((volatile int32 *) &st->part_base);
+	pg_read_barrier();
 	for (p = 0; p < nparts; p++)
 	{
-		SgPartition *part = &sg_parts[st->part_base + p];
+		SgPartition *part = &sg_parts[base + p];
 
 		SpinLockAcquire(&part->mutex);
 		bounds[p] = part->next_seq;
 		SpinLockRelease(&part->mutex);
 	}
-	return true;
+	/* moved meanwhile (HorizonGrowStream): the entries read may be another's */
+	pg_read_barrier();
+	return *((volatile int32 *) &st->part_base) == base &&
+		*((volatile int32 *) &st->nparts) == nparts;
 }
 
 /*
