@@ -126,6 +126,9 @@ sub sql { return $node->safe_psql('postgres', $_[0]) }
 		($rc, $out) = sg([ $cmd, '--help' ], noconn => 1);
 		ok($rc == 0 && $out =~ /Usage:\n  sgctl $cmd/, "$cmd --help");
 	}
+	($rc, $out, $err) = sg([ '-d', 'host=/nonexistent-dir port=1', 'top', '--once' ], noconn => 1);
+	is($rc, 1, 'a failed connection exits 1');
+	like($err, qr/^sgctl: could not connect: .*nonexistent-dir/, 'a failed connection is reported');
 	my @bad = ([], ['nope'], [ 'produce' ], [ 'produce', 's', '--batch', '0' ],
 		[ 'produce', 's', '--key', '..' ], [ 'tail', 's', '--from', 'later' ],
 		[ 'tail', 's', '--bogus' ], [ 'verify', '--stream', 's' ], [ 'top', 'extra' ],
@@ -254,6 +257,18 @@ sql(q{SELECT streamguard.create_stream('bulk', 3)});
 	is(sql(qq{SELECT count(*) || '/' || count(DISTINCT payload->>'n') || '/' || min((payload->>'n')::int) || '/' || max((payload->>'n')::int)
 		FROM generate_series(0, 2) p, LATERAL streamguard.read('bulk', p, 0, 100000) e}),
 		"$n/$n/1/$n", 'after kill -9 and a re-run every line is in the stream exactly once');
+
+	# SIGINT: the batch in flight rolls back, exit 130, a message
+	sql(q{SELECT streamguard.create_stream('bulk2')});
+	my $herr;
+	($h, undef, $herr) = sg_start([ 'produce', 'bulk2', $file, '--batch', '200' ]);
+	ok(wait_for_value($node, q{SELECT sum(retained_events) > 2000 FROM streamguard.streams WHERE stream = 'bulk2'}, 't', 60),
+		'another large produce is under way');
+	$h->signal('INT');
+	is(sg_finish($h), 130, 'SIGINT ends produce with exit status 130');
+	like($$herr, qr/interrupted/, 'produce says it was interrupted');
+	my $got = sql(q{SELECT count(*) FROM streamguard.read('bulk2', 0, 0, 100000)});
+	ok($got > 0 && $got < $n && $got % 200 == 0, "whole batches only ($got events)");
 }
 
 # ------------------------------------------------------- tail, no consumer

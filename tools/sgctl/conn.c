@@ -50,6 +50,18 @@ SgInstallSignals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+/* the connection's last error, without libpq's trailing newline */
+static void
+report_conn(PGconn *conn)
+{
+	const char *msg = PQerrorMessage(conn);
+	size_t		len = strlen(msg);
+
+	while (len > 0 && msg[len - 1] == '\n')
+		len--;
+	SgError("%.*s", (int) len, msg);
+}
+
 PGconn *
 SgConnect(const SgConnOpts *opts)
 {
@@ -93,7 +105,12 @@ SgConnect(const SgConnOpts *opts)
 	}
 	if (PQstatus(conn) != CONNECTION_OK)
 	{
-		SgError("could not connect: %s", PQerrorMessage(conn));
+		const char *msg = PQerrorMessage(conn);
+		size_t		len = strlen(msg);
+
+		while (len > 0 && msg[len - 1] == '\n')
+			len--;
+		SgError("could not connect: %.*s", (int) len, msg);
 		PQfinish(conn);
 		return NULL;
 	}
@@ -123,7 +140,7 @@ SgExec(PGconn *conn, const char *sql, int nparams, const char *const *params)
 
 	if (!PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0))
 	{
-		SgError("%s", PQerrorMessage(conn));
+		report_conn(conn);
 		return NULL;
 	}
 	for (;;)
@@ -157,7 +174,7 @@ SgExec(PGconn *conn, const char *sql, int nparams, const char *const *params)
 			}
 			if (rc > 0 && !PQconsumeInput(conn))
 			{
-				SgError("%s", PQerrorMessage(conn));
+				report_conn(conn);
 				PQclear(last);
 				return NULL;
 			}
@@ -169,7 +186,7 @@ SgExec(PGconn *conn, const char *sql, int nparams, const char *const *params)
 		last = res;
 	}
 	if (last == NULL)
-		SgError("%s", PQerrorMessage(conn));
+		report_conn(conn);
 	return last;
 }
 

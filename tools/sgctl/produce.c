@@ -479,15 +479,18 @@ flush_batch(Producer *pr)
 		return false;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
-		char		what[128];
+		char		lines[64];
+		char		what[96];
 
 		if (pr->batch_first_line == pr->batch_last_line)
-			snprintf(what, sizeof(what), "line %ld: batch not appended", pr->batch_first_line);
+			snprintf(lines, sizeof(lines), "line %ld", pr->batch_first_line);
 		else
-			snprintf(what, sizeof(what), "lines %ld-%ld: batch not appended",
+			snprintf(lines, sizeof(lines), "lines %ld-%ld",
 					 pr->batch_first_line, pr->batch_last_line);
+		snprintf(what, sizeof(what), "%s: batch not appended", lines);
 		if (sg_interrupted && SgResultIsCancel(res))
-			SgError("interrupted: the batch of %s rolled back", what + 0);
+			SgError("interrupted: the batch of %s was rolled back; %lld events appended before it",
+					lines, pr->appended);
 		else
 			SgReportResult(what, res);
 		PQclear(res);
@@ -716,7 +719,8 @@ CmdProduce(int argc, char **argv, SgConnOpts *copts)
 		status = pr.format == FMT_CSV
 			? next_csv(&pr, &json, &lineno, &err)
 			: next_ndjson(&pr, &json, &lineno, &err);
-		if (status == REC_EOF)
+		/* a signal can break a read (EINTR): the record is not queued */
+		if (status == REC_EOF || sg_interrupted)
 			break;
 		if (status == REC_OK && !queue_event(&pr, &json, lineno, &scratch, &err))
 			status = REC_BAD;
