@@ -311,6 +311,17 @@ sql(q{SELECT streamguard.create_stream('bulk', 3)});
 	is(sg_finish($h), 0, 'tail --from end --max 1 ends after one event');
 	is($$hout, qq({"late": true}\n), 'the follower printed the new event only');
 
+	# the same positions through a consumer (seek)
+	($rc, $out) = sg([ 'tail', 'tm', '--consumer', 'ct', '--from', "time:$ts", '--no-follow', '--payload-only' ]);
+	is(join(' ', sort split /\n/, $out), '{"i": 4} {"i": 5} {"late": true}', 'tail --consumer --from time: seeks the consumer to the time');
+	($rc, $out) = sg([ 'tail', 'tm', '--consumer', 'ct', '--from', 'beginning', '--no-follow', '--max', '4' ]);
+	is(scalar(split /\n/, $out), 4, 'tail --consumer --from beginning starts over (--max 4)');
+	($rc, $out) = sg([ 'tail', 'tm', '--consumer', 'ct', '--from', 'end', '--no-follow' ]);
+	is($rc . '|' . $out, '0|', 'tail --consumer --from end prints nothing');
+	sql(q{SELECT streamguard.append('tm', '{"after_end": true}')});
+	($rc, $out) = sg([ 'tail', 'tm', '--consumer', 'ct', '--no-follow', '--payload-only' ]);
+	is($out, qq({"after_end": true}\n), '... and the next run prints what came after');
+
 	($rc, $out, $err) = sg([ 'tail', 'no_such', '--no-follow' ]);
 	is($rc, 1, 'tail of a missing stream exits 1');
 	like($err, qr/stream "no_such" does not exist/, 'tail of a missing stream says so');
