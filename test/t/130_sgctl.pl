@@ -322,6 +322,22 @@ sql(q{SELECT streamguard.create_stream('bulk', 3)});
 	($rc, $out) = sg([ 'tail', 'tm', '--consumer', 'ct', '--no-follow', '--payload-only' ]);
 	is($out, qq({"after_end": true}\n), '... and the next run prints what came after');
 
+	# output that cannot be written is not acknowledged (at-least-once)
+	SKIP:
+	{
+		skip 'no /dev/full', 3 unless -c '/dev/full';
+		my $full = '';
+		my $ok = eval {
+			IPC::Run::run([ $sgctl, 'tail', 'tm', '--consumer', 'cfull', '--from', 'beginning', '--no-follow', '-d', $connstr ],
+				'<', \'', '>', '/dev/full', '2>', \$full, IPC::Run::timeout(60));
+			1;
+		};
+		is($? >> 8, 1, 'tail --consumer into a full disk exits 1');
+		like($full, qr/could not write to standard output/, '... saying why');
+		($rc, $out) = sg([ 'tail', 'tm', '--consumer', 'cfull', '--no-follow' ]);
+		is(scalar(split /\n/, $out), 7, 'the events it could not write were not acknowledged: all 7 again');
+	}
+
 	($rc, $out, $err) = sg([ 'tail', 'no_such', '--no-follow' ]);
 	is($rc, 1, 'tail of a missing stream exits 1');
 	like($err, qr/stream "no_such" does not exist/, 'tail of a missing stream says so');
