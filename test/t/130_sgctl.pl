@@ -271,6 +271,10 @@ sql(q{SELECT streamguard.create_stream('bulk', 3)});
 	ok($got > 0 && $got < $n && $got % 200 == 0, "whole batches only ($got events)");
 }
 
+# a following tail without consumer has fixed its positions and reads
+my $reading = q{SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'sgctl'
+	AND query LIKE '%streamguard.read(%'};
+
 # ------------------------------------------------------- tail, no consumer
 {
 	my ($rc, $out, $err) = sg([ 'tail', 'orders', '--from', 'beginning', '--no-follow' ]);
@@ -306,7 +310,7 @@ sql(q{SELECT streamguard.create_stream('bulk', 3)});
 
 	# following from the end: an append shows up, --max ends the run
 	my ($h, $hout) = sg_start([ 'tail', 'tm', '--from', 'end', '--max', '1', '--payload-only', '--interval', '0.05' ]);
-	usleep(500_000);
+	ok(wait_for_value($node, $reading, 't', 30), 'the follower is reading');
 	sql(q{SELECT streamguard.append('tm', '{"late": true}')});
 	is(sg_finish($h), 0, 'tail --from end --max 1 ends after one event');
 	is($$hout, qq({"late": true}\n), 'the follower printed the new event only');
@@ -394,7 +398,7 @@ sql(q{SELECT streamguard.create_stream('live', 2)});
 		'the interrupted poll committed nothing');
 
 	($h, $hout, $herr) = sg_start([ 'tail', 'live', '--interval', '0.1' ]);
-	usleep(500_000);
+	ok(wait_for_value($node, $reading, 't', 30), 'a follower without consumer is reading');
 	$h->signal('INT');
 	is(sg_finish($h), 0, 'SIGINT ends a following tail without consumer with 0');
 }
