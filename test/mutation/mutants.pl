@@ -220,7 +220,7 @@
 	{
 		name => 'capture_key_in_session_time_zone',
 		breaks => 'change capture: a timestamptz is encoded in the writer\'s time zone (one row, several keys and partitions)',
-		edits => [ [ 'src/capture_emit.c',
+		edits => [ [ 'src/capture_encode.c',
 			"c->typid == TIMESTAMPTZOID ? &utc : NULL);",
 			"c->typid == TIMESTAMPTZOID && false ? &utc : NULL);" ] ],
 		tests => [ 'regress:09_capture', 'tap:106_security_capture.pl' ],
