@@ -174,11 +174,11 @@ my $orders_file = write_file('orders.ndjson', $orders);
 sql(q{SELECT streamguard.create_stream('misc')});
 {
 	my ($rc, $out, $err) = sg([ 'produce', 'misc', '--dedup-line' ],
-		stdin => qq({"a":1}\n\n   \n{"a":2}\r\n[3, "x"]\n));
+		stdin => qq(\xEF\xBB\xBF{"a":1}\n\n   \n{"a":2}\r\n[3, "x"]\n));
 	is($rc, 0, 'produce from stdin exits 0') or diag($err);
 	is(sql(q{SELECT string_agg(payload::text || '|' || dedup_key, ' ' ORDER BY seq) FROM streamguard.read('misc', 0, 0, 100)}),
 		'{"a": 1}|stdin:1 {"a": 2}|stdin:4 [3, "x"]|stdin:5',
-		'stdin: empty lines skipped, CRLF accepted, --dedup-line keys stdin:LINE');
+		'stdin: a byte order mark and empty lines skipped, CRLF accepted, --dedup-line keys stdin:LINE');
 	($rc) = sg([ 'produce', 'misc', '-', '--dedup-line' ], stdin => qq({"a":1}\n\n   \n{"a":2}\r\n[3, "x"]\n));
 	is(sql(q{SELECT count(*) FROM streamguard.read('misc', 0, 0, 100)}), '3', 'stdin re-run with --dedup-line: nothing twice');
 

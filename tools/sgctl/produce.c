@@ -191,6 +191,12 @@ next_ndjson(Producer *pr, StrBuf *json, long *lineno, StrBuf *err)
 		pr->lineno++;
 		while (n > 0 && (pr->line[n - 1] == '\n' || pr->line[n - 1] == '\r'))
 			n--;
+		/* a UTF-8 byte order mark opening the input is no part of the event */
+		if (pr->lineno == 1 && n >= 3 && memcmp(pr->line, "\xEF\xBB\xBF", 3) == 0)
+		{
+			memmove(pr->line, pr->line + 3, (size_t) n - 3);
+			n -= 3;
+		}
 		for (i = 0; i < (size_t) n; i++)
 			if (pr->line[i] != ' ' && pr->line[i] != '\t')
 			{
