@@ -1561,7 +1561,8 @@ sub mb { return sprintf('%.1f', $_[0] / 1048576); }
 # charts are skipped with a message; the table is the result either way.
 #   bench-<benchmark>.png: median events/s per contender, horizontal bars
 #     (drain: two panels, drain and drain→sink);
-#   bench-latency.png: p50, p99 and max latency per contender (log scale).
+#   bench-latency.png, bench-longpoll.png: p50, p99 and max latency per
+#     contender (log scale).
 # Each chart's data file (tab-separated) and gnuplot script sit next to it.
 # ---------------------------------------------------------------------------
 sub charts
@@ -1596,7 +1597,12 @@ sub charts
 		next unless @panels;
 		$made += chart_bars($gnuplot, $dir, $b, \@panels);
 	}
-	$made += chart_latency($gnuplot, $dir) if grep { $_ eq 'latency' } @ONLY;
+	$made += chart_latency($gnuplot, $dir, 'latency',
+		"End-to-end latency, append commit -> sink commit ($K{BENCH_LAT_RATE} events/s offered)", latency_rows())
+	  if grep { $_ eq 'latency' } @ONLY;
+	$made += chart_latency($gnuplot, $dir, 'longpoll',
+		"Long-poll: append commit -> poll result in the client ($K{BENCH_LAT_RATE} events/s offered)", longpoll_rows())
+	  if grep { $_ eq 'longpoll' } @ONLY;
 	log_msg("charts: $made PNG file(s) in $dir") if $made;
 	return;
 }
@@ -1659,29 +1665,48 @@ sub chart_bars
 # p50 / p99 / max latency per contender, log scale
 sub chart_latency
 {
-	my ($gnuplot, $dir) = @_;
-	my $png = "$dir/bench-latency.png";
+	my ($gnuplot, $dir, $name, $title, $rows) = @_;
+	my $png = "$dir/bench-$name.png";
+	return 0 unless @$rows;
+	spurt("$dir/bench-$name.dat", map { join("\t", gp_label($_->[0]), @$_[ 1 .. 3 ]) . "\n" } reverse @$rows);
+	my $height = 200 + 70 * @$rows;
+	spurt("$dir/bench-$name.gp",
+		"set terminal pngcairo noenhanced size 1000,$height font 'Sans,10'\n", "set output " . gp_str($png) . "\n",
+		"set datafile separator tab\n", "set style fill solid 0.85 border -1\n",
+		"set title " . gp_str("$title\n" . chart_subtitle()) . "\n",
+		"set logscale x\n", "set xlabel 'milliseconds (log scale)'\n", "set grid xtics mxtics\n",
+		"set key outside bottom center horizontal\n", "set lmargin 40\n", "set offsets 0, 0, 0.5, 0.5\n", "set xrange [0.1:*]\n",
+		"plot " . gp_str("$dir/bench-$name.dat") . " using (0.1):0:(0.1):2:(\$0-0.3):(\$0-0.05):ytic(1) with boxxyerror lc rgb '#4a7ebb' title 'p50 (median over repeats)', \\\n",
+		"     '' using (0.1):0:(0.1):3:(\$0+0.05):(\$0+0.3) with boxxyerror lc rgb '#d9822b' title 'p99 (median over repeats)', \\\n",
+		"     '' using 4:0 with points pt 7 ps 1.3 lc rgb '#b03030' title 'max', \\\n",
+		"     '' using 2:(\$0-0.175):(sprintf(' %.2f', \$2)) with labels left notitle, \\\n",
+		"     '' using 3:(\$0+0.175):(sprintf(' %.2f', \$3)) with labels left notitle\n");
+	return gnuplot_run($gnuplot, "$dir/bench-$name.gp", $png);
+}
+
+# [contender, p50, p99, max] of the latency benchmark (medians over the repeats; max: the maximum)
+sub latency_rows
+{
 	my @rows;
 	for my $c (@S4{qw(sg pgq raw)})
 	{
 		my ($p50, $p99, $max) = (lat_field($c, 'p50', 'median'), lat_field($c, 'p99', 'median'), lat_field($c, 'max', 'max'));
 		push @rows, [ $c, $p50, $p99 // $p50, $max // $p99 // $p50 ] if defined $p50;
 	}
-	return 0 unless @rows;
-	spurt("$dir/bench-latency.dat", map { join("\t", gp_label($_->[0]), @$_[ 1 .. 3 ]) . "\n" } reverse @rows);
-	my $height = 200 + 70 * @rows;
-	spurt("$dir/bench-latency.gp",
-		"set terminal pngcairo noenhanced size 1000,$height font 'Sans,10'\n", "set output " . gp_str($png) . "\n",
-		"set datafile separator tab\n", "set style fill solid 0.85 border -1\n",
-		"set title " . gp_str("End-to-end latency, append commit -> sink commit ($K{BENCH_LAT_RATE} events/s offered)\n" . chart_subtitle()) . "\n",
-		"set logscale x\n", "set xlabel 'milliseconds (log scale)'\n", "set grid xtics mxtics\n",
-		"set key outside bottom center horizontal\n", "set lmargin 40\n", "set offsets 0, 0, 0.5, 0.5\n", "set xrange [0.1:*]\n",
-		"plot " . gp_str("$dir/bench-latency.dat") . " using (0.1):0:(0.1):2:(\$0-0.3):(\$0-0.05):ytic(1) with boxxyerror lc rgb '#4a7ebb' title 'p50 (median over repeats)', \\\n",
-		"     '' using (0.1):0:(0.1):3:(\$0+0.05):(\$0+0.3) with boxxyerror lc rgb '#d9822b' title 'p99 (median over repeats)', \\\n",
-		"     '' using 4:0 with points pt 7 ps 1.3 lc rgb '#b03030' title 'max', \\\n",
-		"     '' using 2:(\$0-0.175):(sprintf(' %.2f', \$2)) with labels left notitle, \\\n",
-		"     '' using 3:(\$0+0.175):(sprintf(' %.2f', \$3)) with labels left notitle\n");
-	return gnuplot_run($gnuplot, "$dir/bench-latency.gp", $png);
+	return \@rows;
+}
+
+# the same of the long-poll benchmark
+sub longpoll_rows
+{
+	my @rows;
+	for my $m (qw(wait sleep notify))
+	{
+		my ($p50, $p99) = map { median($LP{"$m|$_"} // [], '%.2f') } qw(p50 p99);
+		my ($max) = sort { $b <=> $a } num_list(@{ $LP{"$m|max"} // [] });
+		push @rows, [ $S9{$m}, $p50, $p99 // $p50, $max // $p99 // $p50 ] if defined $p50;
+	}
+	return \@rows;
 }
 
 sub long_report
