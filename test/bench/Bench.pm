@@ -14,7 +14,7 @@ use warnings;
 
 use Cwd qw(abs_path);
 use Exporter qw(import);
-use File::Basename qw(dirname);
+use File::Basename qw(basename dirname);
 use File::Copy qw(copy);
 use File::Path qw(make_path remove_tree);
 use File::Temp qw(tempdir);
@@ -236,6 +236,11 @@ sub publish
 	if (eval { make_path($out); 1 } && copy($file, "$out/latest.md"))
 	{
 		print "bench: results written to $out/latest.md\n";
+		# the charts (run.pl's charts()), with their data and gnuplot scripts
+		my @charts = glob(dirname($file) . '/charts/*.{png,dat,gp}');
+		copy($_, "$out/") for @charts;
+		print "bench: charts written to $out/: ", join(' ', map { basename($_) } grep { /\.png$/ } @charts), "\n"
+		  if grep { /\.png$/ } @charts;
 		return;
 	}
 	my $alt = ($ENV{TMPDIR} || '/tmp') . '/streamguard-bench-latest.md';

@@ -64,6 +64,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils ();
 use Time::HiRes qw(time sleep);
 use POSIX qw(strftime);
+use File::Path qw(make_path);
 
 my $WORK = $ARGV[1];
 Bench::inner_setup($WORK, "$FindBin::RealBin/sql");
@@ -1368,6 +1369,7 @@ for (grep { $_ eq 'long' } @ONLY)
 }
 my ($T1, $LOAD1) = (time, loadavg());
 spurt("$WORK/latest.md", report());
+charts("$WORK/charts");
 $REMOTE->stop('fast', fail_ok => 1) if $REMOTE;
 $NODE->stop('fast', fail_ok => 1);
 exit 0;
@@ -1552,6 +1554,160 @@ sub latency_report
 }
 
 sub mb { return sprintf('%.1f', $_[0] / 1048576); }
+
+# ---------------------------------------------------------------------------
+# Charts: PNGs of the medians of this run, drawn by gnuplot (Debian package
+# gnuplot-nox; scripts/install-deps.sh installs it).  Without gnuplot the
+# charts are skipped with a message; the table is the result either way.
+#   bench-<benchmark>.png: median events/s per contender, horizontal bars
+#     (drain: two panels, drain and drain→sink);
+#   bench-latency.png, bench-longpoll.png: p50, p99 and max latency per
+#     contender (log scale).
+# Each chart's data file (tab-separated) and gnuplot script sit next to it.
+# ---------------------------------------------------------------------------
+sub charts
+{
+	my ($dir) = @_;
+	my ($gnuplot) = grep { -x } map { "$_/gnuplot" } split /:/, $ENV{PATH};
+	if (!$gnuplot)
+	{
+		log_msg('charts skipped: gnuplot is not installed (Debian: apt-get install gnuplot-nox)');
+		return;
+	}
+	make_path($dir);
+	my $made = 0;
+	my %groups = (
+		single   => [ [ 'single', [ @S1{qw(raw sg1 sg4 pgq)} ] ] ],
+		batch    => [ [ 'batch', [ @S2{qw(raw copy sg pgq)} ] ] ],
+		drain    => [ [ $D1, [ @S3{qw(raw sg pgq)} ] ], [ $D2, [ @S3{qw(raw sg peo palo pgq)} ] ] ],
+		remote   => [ [ $R1, [ @S5{qw(copy copyb 2pc off alo amo)} ] ], [ $R2, [ @S6{qw(local rem)} ] ] ],
+		parallel => [ [ 'parallel', [ @S7{qw(1 2 4)} ] ] ],);
+	for my $b (grep { $groups{$_} } @ONLY)
+	{
+		my @panels;
+		for my $g (@{ $groups{$b} })
+		{
+			my ($bench, $contenders) = @$g;
+			# [label, median events/s, paired ratio to the first (the baseline), as in the table]
+			my $base = $VALS{"$bench|$contenders->[0]"} // [];
+			my @rows = grep { defined $_->[1] }
+			  map { [ $_, median($VALS{"$bench|$_"} // [], ''), paired_ratio($VALS{"$bench|$_"} // [], $base) ] } @$contenders;
+			push @panels, [ $bench, \@rows ] if @rows;
+		}
+		next unless @panels;
+		$made += chart_bars($gnuplot, $dir, $b, \@panels);
+	}
+	$made += chart_latency($gnuplot, $dir, 'latency',
+		"End-to-end latency, append commit -> sink commit ($K{BENCH_LAT_RATE} events/s offered)", latency_rows())
+	  if grep { $_ eq 'latency' } @ONLY;
+	$made += chart_latency($gnuplot, $dir, 'longpoll',
+		"Long-poll: append commit -> poll result in the client ($K{BENCH_LAT_RATE} events/s offered)", longpoll_rows())
+	  if grep { $_ eq 'longpoll' } @ONLY;
+	log_msg("charts: $made PNG file(s) in $dir") if $made;
+	return;
+}
+
+# the title line every chart carries: what, when, the machine's load
+sub chart_subtitle
+{
+	return sprintf('streamguard %s, %s; load average %s (shared machine)',
+		$ENV{BENCH_REV} || 'unknown', strftime('%Y-%m-%d %H:%M UTC', gmtime), $LOAD1);
+}
+
+# a gnuplot double-quoted string
+sub gp_str { my ($s) = @_; $s =~ s/\\/\\\\/g; $s =~ s/"/\\"/g; $s =~ s/\n/\\n/g; return qq("$s"); }
+
+# a label for a tab-separated data file: gnuplot reads double quotes there
+sub gp_label { my ($s) = @_; $s =~ tr/"\t/' /; return $s; }
+
+# runs gnuplot on $script; 1 if $png was written
+sub gnuplot_run
+{
+	my ($gnuplot, $script, $png) = @_;
+	my $rc = system("'$gnuplot' '$script' >'$script.log' 2>&1");
+	if ($rc != 0 || !-s $png)
+	{
+		log_msg("chart $png failed: " . slurp("$script.log"));
+		return 0;
+	}
+	return 1;
+}
+
+# one bar chart (a panel per benchmark of the group) of median events/s
+sub chart_bars
+{
+	my ($gnuplot, $dir, $name, $panels) = @_;
+	my $png = "$dir/bench-$name.png";
+	my $n = 0;
+	$n += @{ $_->[1] } for @$panels;
+	my $height = 120 + 60 * @$panels + 34 * $n;
+	my @gp = ("set terminal pngcairo noenhanced size 1000,$height font 'Sans,10'\n", "set output " . gp_str($png) . "\n",
+		"set datafile separator tab\n", "set style fill solid 0.85 border -1\n", "unset key\n",
+		"set xlabel 'thousand events/s (median over the repeats); x baseline: the ratio of the table'\n", "set xrange [0:*]\n",
+		"set offsets 0, graph 0.3, 0.5, 0.5\n", "set grid xtics\n", "set lmargin 52\n",
+		"set multiplot layout " . scalar(@$panels) . ",1 title " . gp_str("$name: throughput vs raw PostgreSQL and PgQ\n" . chart_subtitle()) . "\n");
+	my $i = 0;
+	for my $p (@$panels)
+	{
+		my ($bench, $rows) = @$p;
+		my $dat = "$dir/bench-$name-" . ++$i . '.dat';
+		# top to bottom as in the table: gnuplot's y grows upwards
+		spurt($dat, map { sprintf("%s\t%.1f\t%s\n", gp_label($_->[0]), $_->[1], defined $_->[2] ? sprintf('%.2f', $_->[2]) : '?') } reverse @$rows);
+		push @gp, "set title " . gp_str($bench) . "\n",
+		  "plot " . gp_str($dat) . " using (0):0:(0):(\$2/1000):(\$0-0.35):(\$0+0.35):ytic(1) with boxxyerror lc rgb '#4a7ebb', \\\n",
+		  "     '' using (\$2/1000):0:(sprintf(' %s/s, %s x baseline', gprintf('%.1s%c', \$2), strcol(3))) with labels left\n";
+	}
+	push @gp, "unset multiplot\n";
+	spurt("$dir/bench-$name.gp", @gp);
+	return gnuplot_run($gnuplot, "$dir/bench-$name.gp", $png);
+}
+
+# p50 / p99 / max latency per contender, log scale
+sub chart_latency
+{
+	my ($gnuplot, $dir, $name, $title, $rows) = @_;
+	my $png = "$dir/bench-$name.png";
+	return 0 unless @$rows;
+	spurt("$dir/bench-$name.dat", map { join("\t", gp_label($_->[0]), @$_[ 1 .. 3 ]) . "\n" } reverse @$rows);
+	my $height = 200 + 70 * @$rows;
+	spurt("$dir/bench-$name.gp",
+		"set terminal pngcairo noenhanced size 1000,$height font 'Sans,10'\n", "set output " . gp_str($png) . "\n",
+		"set datafile separator tab\n", "set style fill solid 0.85 border -1\n",
+		"set title " . gp_str("$title\n" . chart_subtitle()) . "\n",
+		"set logscale x\n", "set xlabel 'milliseconds (log scale)'\n", "set grid xtics mxtics\n",
+		"set key outside bottom center horizontal\n", "set lmargin 40\n", "set offsets 0, 0, 0.5, 0.5\n", "set xrange [0.1:*]\n",
+		"plot " . gp_str("$dir/bench-$name.dat") . " using (0.1):0:(0.1):2:(\$0-0.3):(\$0-0.05):ytic(1) with boxxyerror lc rgb '#4a7ebb' title 'p50 (median over repeats)', \\\n",
+		"     '' using (0.1):0:(0.1):3:(\$0+0.05):(\$0+0.3) with boxxyerror lc rgb '#d9822b' title 'p99 (median over repeats)', \\\n",
+		"     '' using 4:0 with points pt 7 ps 1.3 lc rgb '#b03030' title 'max', \\\n",
+		"     '' using 2:(\$0-0.175):(sprintf(' %.2f', \$2)) with labels left notitle, \\\n",
+		"     '' using 3:(\$0+0.175):(sprintf(' %.2f', \$3)) with labels left notitle\n");
+	return gnuplot_run($gnuplot, "$dir/bench-$name.gp", $png);
+}
+
+# [contender, p50, p99, max] of the latency benchmark (medians over the repeats; max: the maximum)
+sub latency_rows
+{
+	my @rows;
+	for my $c (@S4{qw(sg pgq raw)})
+	{
+		my ($p50, $p99, $max) = (lat_field($c, 'p50', 'median'), lat_field($c, 'p99', 'median'), lat_field($c, 'max', 'max'));
+		push @rows, [ $c, $p50, $p99 // $p50, $max // $p99 // $p50 ] if defined $p50;
+	}
+	return \@rows;
+}
+
+# the same of the long-poll benchmark
+sub longpoll_rows
+{
+	my @rows;
+	for my $m (qw(wait sleep notify))
+	{
+		my ($p50, $p99) = map { median($LP{"$m|$_"} // [], '%.2f') } qw(p50 p99);
+		my ($max) = sort { $b <=> $a } num_list(@{ $LP{"$m|max"} // [] });
+		push @rows, [ $S9{$m}, $p50, $p99 // $p50, $max // $p99 // $p50 ] if defined $p50;
+	}
+	return \@rows;
+}
 
 sub long_report
 {
