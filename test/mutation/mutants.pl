@@ -258,6 +258,14 @@
 		tests => [ 'tap:088_remote_policies.pl' ],
 	},
 	{
+		name => 'remote_isolation_transient_is_event_error',
+		breaks => 'remote sink isolation: a transient error (serialization failure, lost connection) is handed to the error policy as the event\'s own, so the event becomes a dead letter instead of being retried',
+		edits => [ [ 'src/sink.c',
+			"\t\tif (!RemoteConnected(r) || WorkerTransientError(edata))\n",
+			"\t\tif ((!RemoteConnected(r) || WorkerTransientError(edata)) && false)\n" ] ],
+		tests => [ 'tap:088_remote_policies.pl' ],
+	},
+	{
 		name => 'upsert_first_event_wins',
 		breaks => 'upserting remote sink: of several events of one key in a batch, the first is applied instead of the last',
 		edits => [ [ 'src/sink.c',

@@ -17,7 +17,9 @@
 #
 # Checks: every good id reaches each sink exactly once; every poison event
 # is a dead letter exactly once (with its SQLSTATE) or counted skipped;
-# stop fails the pipeline naming the event and leaves nothing prepared.
+# stop fails the pipeline naming the event and leaves nothing prepared; a
+# transient error the sink raises inside an isolated batch (40001) retries
+# the batch instead of making the event a dead letter.
 # Then kills of the worker at each point of an isolated batch's commit
 # (after_prepare, after_local_commit; after_remote_commit, where the dead
 # letters must come from the sink's table; after_commit, where they must
@@ -155,6 +157,34 @@ ok(wait_for_value($remote, q{SELECT count(*) FROM public.streamguard_sink_dead_l
 	'the dead letters left on the sink are removed by the next batch')
   or diag($remote->safe_psql('postgres', 'SELECT * FROM public.streamguard_sink_dead_letters'));
 check_pipe('pol_off', 201, 'after the next batch');
+
+# --------------------------- a transient remote error during isolation
+
+# the sink raises serialization_failure (40001) for id 7 twice: a transient
+# error, not the event's own, so the isolated batch is retried (and the
+# third time id 7 goes in); it must not become a dead letter
+$remote->safe_psql('postgres', q{SET ROLE loader;
+CREATE TABLE sink_ser (id bigint NOT NULL CHECK (id > 0), seq bigint NOT NULL);
+CREATE SEQUENCE ser_tries;
+CREATE FUNCTION ser_twice() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.id = 7 AND nextval('ser_tries') <= 2 THEN
+		RAISE EXCEPTION 'could not serialize (test)' USING ERRCODE = '40001';
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER ser BEFORE INSERT ON sink_ser FOR EACH ROW EXECUTE FUNCTION ser_twice();});
+$local->safe_psql('postgres', qq{SELECT streamguard.create_stream('ser', 1);
+SELECT streamguard.create_pipeline('pol_ser', 'ser', \$\$$select\$\$, error_policy => 'dead_letter',
+	sink_server => 'rs', sink_table => 'sink_ser', $knobs);
+SELECT count(*) FROM streamguard.append_batch('ser',
+	ARRAY(SELECT jsonb_build_object('id', CASE WHEN g = 3 THEN -3 ELSE g END) FROM generate_series(1, 10) g));});
+ok(wait_for_value($remote, q{SELECT string_agg(id::text, ',' ORDER BY id) FROM sink_ser}, '1,2,4,5,6,7,8,9,10', 60),
+	'a transient sink error in an isolated batch: the batch is retried, the event delivered');
+is($local->safe_psql('postgres', q{SELECT string_agg((payload->>'id') || ':' || sqlstate, ',')
+	FROM streamguard.dead_letter WHERE pipeline = 'pol_ser'}), '-3:23514', '... and only the poison event is a dead letter');
+is($remote->safe_psql('postgres', q{SELECT last_value FROM ser_tries}), '3', '... after two transient failures');
+$local->safe_psql('postgres', q{SELECT streamguard.drop_pipeline('pol_ser')});
 
 # ------------------------------------------------------- crashes
 
