@@ -280,6 +280,8 @@
 			"\tif (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD)\n",
 			"\tif (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD && false)\n" ] ],
 		tests => [ 'tap:091_wal_page_flush.pl' ],
+	},
+	{
 		name => 'repartition_no_holdback',
 		breaks => 'per-key order across alter_stream(partitions => M): a reader gets the new mapping\'s events before it has passed the switch points of the old partitions',
 		edits => [ [ 'src/repartition.c',
