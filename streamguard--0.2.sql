@@ -899,3 +899,113 @@ REVOKE ALL ON streamguard.capture, streamguard.capture_claim FROM PUBLIC;
 GRANT SELECT ON streamguard.captures TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._capture_trigger() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._capture_sql_drop() FROM PUBLIC;
+
+-- windows (docs/windows.md): a window pipeline is a pipeline whose SQL
+-- streamguard generates from the window's definition; its state and its
+-- emission live here, written in the batch's transaction
+CREATE TYPE streamguard.window_kind AS ENUM ('tumbling', 'hopping', 'session');
+CREATE TYPE streamguard.window_emit AS ENUM ('on_close', 'on_update');
+CREATE TYPE streamguard.window_late AS ENUM ('drop', 'dead_letter', 'update');
+CREATE TYPE streamguard.window_agg AS ENUM ('count', 'sum', 'min', 'max', 'avg');
+
+CREATE TABLE streamguard.window_def (
+	pipeline_id int PRIMARY KEY REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
+	kind streamguard.window_kind NOT NULL,
+	size interval NOT NULL,			-- tumbling and hopping: length; session: gap
+	slide interval,					-- hopping only
+	time_expr text,					-- event time over batch; NULL: append time
+	key_expr text NOT NULL,
+	agg_names text[] NOT NULL,
+	agg_funcs streamguard.window_agg[] NOT NULL,
+	target text NOT NULL,			-- quoted, schema-qualified table
+	emit streamguard.window_emit NOT NULL,
+	allowed_lateness interval NOT NULL,
+	idle_timeout interval,
+	late streamguard.window_late NOT NULL,
+	watermark timestamptz,			-- every window ending at or before it is closed
+	windows_closed bigint NOT NULL DEFAULT 0,
+	late_events bigint NOT NULL DEFAULT 0,
+	corrections bigint NOT NULL DEFAULT 0,
+	CHECK ((kind = 'hopping') = (slide IS NOT NULL)),
+	CHECK (cardinality(agg_names) = cardinality(agg_funcs))
+);
+
+-- the partial aggregates of open windows (and, with late 'update', of
+-- closed ones within the lateness horizon); acc holds one value per
+-- aggregate (avg: its sum, then its count at the end of the array)
+CREATE TABLE streamguard.window_state (
+	pipeline_id int NOT NULL REFERENCES streamguard.window_def (pipeline_id) ON DELETE CASCADE,
+	window_start timestamptz NOT NULL,
+	window_end timestamptz NOT NULL,
+	key text,
+	events bigint NOT NULL,
+	acc numeric[] NOT NULL,
+	closed boolean NOT NULL DEFAULT false,
+	revision int NOT NULL DEFAULT 0,
+	UNIQUE NULLS NOT DISTINCT (pipeline_id, window_start, key)
+);
+
+-- event time: per source partition, the highest event time seen and when
+CREATE TABLE streamguard.window_partition (
+	pipeline_id int NOT NULL REFERENCES streamguard.window_def (pipeline_id) ON DELETE CASCADE,
+	partition int NOT NULL,
+	max_event_time timestamptz NOT NULL,
+	seen_at timestamptz NOT NULL,
+	PRIMARY KEY (pipeline_id, partition)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('streamguard.window_def', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.window_state', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.window_partition', '');
+
+CREATE FUNCTION streamguard.create_window_pipeline(
+	name text,
+	source text,
+	target text,
+	size interval,
+	aggregates jsonb DEFAULT '{"events": "count(*)"}',
+	kind text DEFAULT 'tumbling',
+	slide interval DEFAULT NULL,
+	event_time text DEFAULT NULL,
+	key text DEFAULT 'key',
+	emit text DEFAULT 'on_close',
+	allowed_lateness interval DEFAULT '0',
+	idle_timeout interval DEFAULT NULL,
+	late text DEFAULT 'drop',
+	batch_size int DEFAULT 1000,
+	error_policy text DEFAULT 'stop',
+	start_from text DEFAULT 'beginning')
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_create_window_pipeline'
+LANGUAGE C VOLATILE;
+
+-- an event's window time, checked (runs in the owner's generated SQL)
+CREATE FUNCTION streamguard._window_time(timestamptz)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'sg_window_time'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE VIEW streamguard.windows AS
+SELECT p.name AS pipeline,
+	   w.kind::text AS kind,
+	   w.size,
+	   w.slide,
+	   w.time_expr AS event_time,
+	   w.key_expr AS key,
+	   w.target,
+	   w.emit::text AS emit,
+	   w.allowed_lateness,
+	   w.idle_timeout,
+	   w.late::text AS late,
+	   w.watermark,
+	   (SELECT count(*) FROM streamguard.window_state s
+		WHERE s.pipeline_id = w.pipeline_id AND NOT s.closed) AS open_windows,
+	   w.windows_closed,
+	   w.late_events,
+	   w.corrections
+FROM streamguard.window_def w
+JOIN streamguard.pipeline p ON p.id = w.pipeline_id
+WHERE streamguard._is_member(p.owner);
+
+REVOKE ALL ON streamguard.window_def, streamguard.window_state, streamguard.window_partition FROM PUBLIC;
+GRANT SELECT ON streamguard.windows TO PUBLIC;

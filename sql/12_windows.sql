@@ -1,0 +1,179 @@
+-- windows: create_window_pipeline, its checks, and windows end to end
+-- (docs/windows.md).  Event-time cases use fixed UTC times; append-time
+-- cases compare with a recomputation from the stream.
+SET client_min_messages = warning;
+SET timezone = 'UTC';
+
+SELECT streamguard.create_stream('clicks', 1);
+CREATE TABLE click_counts (window_start timestamptz, window_end timestamptz, key text,
+                           clicks numeric, total numeric, lo numeric, hi numeric, mean numeric);
+
+-- bad input
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '0 s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '1 month')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '-1 s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', kind => 'sliding')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', kind => 'hopping')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', kind => 'hopping', slide => '20 s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', slide => '5 s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', allowed_lateness => '1 s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', late => 'dead_letter')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', event_time => 'payload->>''ts''', late => 'update')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', event_time => 'payload->>''ts''', late => 'never')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', emit => 'sometimes')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', kind => 'session', emit => 'on_update')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '[]')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"clicks": 1}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"clicks": "count"}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"clicks": "median(seq)"}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"clicks": "sum()"}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"clicks": "sum(*)"}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"key": "count(*)"}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"clicks": "sum(seq) FROM batch; DROP TABLE click_counts; --)"}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', key => 'key FROM batch UNION SELECT 1,2,3,4,5 --')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"clicks": "sum(no_such_column)"}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"nope": "count(*)"}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'no_such_table', '10 s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'streamguard.windows', '10 s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'no_such_stream', 'click_counts', '10 s', aggregates => '{"clicks": "count(*)"}')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"clicks": "count(*)"}', emit => 'on_update')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline(NULL, 'clicks', 'click_counts', '10 s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', NULL)$$);
+SELECT count(*) AS no_pipelines_left FROM streamguard.pipelines;
+
+-- event time, tumbling 10 s, every aggregate: windows close as the
+-- watermark (highest event time - allowed lateness) passes their end
+SELECT streamguard.create_window_pipeline('clicks_10s', 'clicks', 'click_counts', '10 s',
+  aggregates => '{"clicks": "count(*)", "total": "sum(payload->>''n'')", "lo": "min(payload->>''n'')",
+                  "hi": "max(payload->>''n'')", "mean": "avg(payload->>''n'')"}',
+  event_time => $$payload->>'ts'$$, allowed_lateness => '2 s', batch_size => 100);
+SELECT pipeline, kind, size, slide, event_time, key, target, emit, allowed_lateness, late
+FROM streamguard.windows;
+SELECT count(*) FROM streamguard.append_batch('clicks', ARRAY[
+  '{"ts": "2026-01-01 00:00:01", "n": 1}', '{"ts": "2026-01-01 00:00:09.999", "n": 2}',
+  '{"ts": "2026-01-01 00:00:10", "n": 4}', '{"ts": "2026-01-01 00:00:05", "n": 8}',
+  '{"ts": "2026-01-01 00:00:11+00", "n": 16}']::jsonb[],
+  keys => ARRAY['a', 'a', 'a', 'b', 'a']);
+SELECT wait_for($$(SELECT watermark FROM streamguard.windows WHERE pipeline = 'clicks_10s') = '2026-01-01 00:00:09'$$);
+-- 00:00:11 - 2 s = 00:00:09 < 00:00:10: nothing closed yet
+SELECT count(*) FROM click_counts;
+SELECT open_windows, windows_closed, late_events FROM streamguard.windows;
+-- an event at 00:00:12 moves the watermark to 00:00:10: [00:00, 00:10) closes
+SELECT * FROM streamguard.append('clicks', '{"ts": "2026-01-01T00:00:12Z", "n": 32}', key => 'b');
+SELECT wait_for($$(SELECT count(*) FROM click_counts) = 2$$);
+SELECT * FROM click_counts ORDER BY window_start, key;
+-- late: an event for the closed window is dropped and counted; out of
+-- order but not late (00:00:10.5 after 00:00:12) is counted in its window
+SELECT count(*) FROM streamguard.append_batch('clicks', ARRAY[
+  '{"ts": "2026-01-01 00:00:03", "n": 64}', '{"ts": "2026-01-01 00:00:10.5", "n": 128}',
+  '{"ts": "2026-01-01 00:00:25", "n": 256}']::jsonb[], keys => ARRAY['a', 'a', 'a']);
+SELECT wait_for($$(SELECT count(*) FROM click_counts) = 4$$);
+SELECT * FROM click_counts ORDER BY window_start, key;
+SELECT watermark, open_windows, windows_closed, late_events FROM streamguard.windows;
+SELECT p.name, wp.partition, wp.max_event_time FROM streamguard.window_partition wp
+  JOIN streamguard.pipeline p ON p.id = wp.pipeline_id;
+-- an event whose time is NULL or not a time is an error of the event: the error policy
+SELECT * FROM streamguard.append('clicks', '{"n": 1}', key => 'a');
+SELECT wait_for($$(SELECT state FROM streamguard.pipelines WHERE pipeline = 'clicks_10s') = 'failed'$$);
+SELECT state, last_error FROM streamguard.pipelines WHERE pipeline = 'clicks_10s';
+SELECT streamguard.drop_pipeline('clicks_10s');
+SELECT count(*) AS state_left FROM streamguard.window_state;
+
+-- hopping 10 s every 5 s, per key, late events to dead letters
+CREATE TABLE hops (window_start timestamptz, window_end timestamptz, key text, events numeric, total numeric);
+SELECT streamguard.create_stream('hop_src', 2);
+SELECT streamguard.create_window_pipeline('hopper', 'hop_src', 'hops', '10 s', kind => 'hopping',
+  slide => '5 s', aggregates => '{"events": "count(*)", "total": "sum((payload->>''n'')::int)"}',
+  event_time => $$(payload->>'ts')::timestamptz$$, late => 'dead_letter', error_policy => 'skip');
+SELECT count(*) FROM streamguard.append_batch('hop_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:02", "n": 1}', '{"ts": "2026-01-01 00:00:07", "n": 2}',
+  '{"ts": "2026-01-01 00:00:12", "n": 4}', '{"ts": "2026-01-01 00:00:03", "n": 8}']::jsonb[],
+  keys => ARRAY['x', 'x', 'x', 'y'], partitions => ARRAY[0, 0, 0, 1]);
+-- partition 1 holds the watermark at 00:00:03: nothing ends by then
+SELECT wait_for($$(SELECT watermark FROM streamguard.windows WHERE pipeline = 'hopper') = '2026-01-01 00:00:03'$$);
+SELECT count(*) FROM hops;
+SELECT count(*) FROM streamguard.append_batch('hop_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:16", "n": 16}', '{"ts": "2026-01-01 00:00:01", "n": 32}',
+  '{"ts": "2026-01-01 00:00:40", "n": 64}']::jsonb[],
+  keys => ARRAY['y', 'z', 'x'], partitions => ARRAY[1, 1, 0]);
+SELECT wait_for($$(SELECT watermark FROM streamguard.windows WHERE pipeline = 'hopper') = '2026-01-01 00:00:16'$$);
+SELECT * FROM hops ORDER BY window_start, key;
+SELECT watermark, open_windows, windows_closed, late_events FROM streamguard.windows;
+-- 00:00:09: its window [00:00:00, 00:00:10) is closed, [00:00:05, 00:00:15) is
+-- too: late, to the dead letters; 00:00:14 is late for [00:00:05, 00:00:15)
+-- only, and counted in [00:00:10, 00:00:20)
+SELECT count(*) FROM streamguard.append_batch('hop_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:09", "n": 128}', '{"ts": "2026-01-01 00:00:14", "n": 256}']::jsonb[],
+  keys => ARRAY['x', 'x'], partitions => ARRAY[0, 0]);
+SELECT wait_for($$(SELECT late_events FROM streamguard.windows WHERE pipeline = 'hopper') = 2$$);
+SELECT key, payload, error, sqlstate FROM streamguard.dead_letters WHERE pipeline = 'hopper' ORDER BY seq;
+SELECT key, events, acc FROM streamguard.window_state s JOIN streamguard.pipeline p ON p.id = s.pipeline_id
+WHERE p.name = 'hopper' AND s.window_start = '2026-01-01 00:00:10' ORDER BY key;
+SELECT streamguard.drop_pipeline('hopper');
+
+-- session windows, gap 5 s: sessions merge, also across batches
+CREATE TABLE sessions (window_start timestamptz, window_end timestamptz, key text, events numeric);
+SELECT streamguard.create_stream('sess_src', 1);
+SELECT streamguard.create_window_pipeline('sessions', 'sess_src', 'sessions', '5 s', kind => 'session',
+  aggregates => '{"events": "count(*)"}', event_time => $$payload->>'ts'$$);
+SELECT count(*) FROM streamguard.append_batch('sess_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:00"}', '{"ts": "2026-01-01 00:00:04"}', '{"ts": "2026-01-01 00:00:20"}',
+  '{"ts": "2026-01-01 00:00:01"}']::jsonb[], keys => ARRAY['u', 'u', 'u', 'v']);
+SELECT wait_for($$(SELECT count(*) FROM sessions) = 2$$);
+-- the watermark is 00:00:20: 00:00:12 is late (its session would end at
+-- 00:00:17); 00:00:16 and 00:00:24 join the session that began at 00:00:20
+SELECT count(*) FROM streamguard.append_batch('sess_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:16"}', '{"ts": "2026-01-01 00:00:24"}', '{"ts": "2026-01-01 00:00:12"}']::jsonb[],
+  keys => ARRAY['u', 'u', 'u']);
+SELECT * FROM streamguard.append('sess_src', '{"ts": "2026-01-01 00:01:00"}', key => 'w');
+SELECT wait_for($$(SELECT count(*) FROM sessions) = 3$$);
+SELECT * FROM sessions ORDER BY key, window_start;
+SELECT watermark, open_windows, windows_closed, late_events FROM streamguard.windows;
+SELECT streamguard.drop_pipeline('sessions');
+
+-- append time: windows close when the readable horizon of every partition
+-- has passed their end, with or without new events; each window's row
+-- equals a recomputation from the stream
+CREATE TABLE per_second (window_start timestamptz, window_end timestamptz, key text, events numeric, total numeric);
+SELECT streamguard.create_stream('ticks', 3);
+SELECT streamguard.create_window_pipeline('per_second', 'ticks', 'per_second', '200 ms',
+  aggregates => '{"events": "count(*)", "total": "sum((payload->>''n'')::int)"}');
+DO $$
+BEGIN
+  FOR i IN 1 .. 20 LOOP
+    PERFORM streamguard.append('ticks', jsonb_build_object('n', i), key => 'k' || (i % 3));
+    PERFORM pg_sleep(0.03);
+  END LOOP;
+END $$;
+SELECT wait_for($$(SELECT sum(events) FROM per_second) = 20$$);
+SELECT count(*) AS mismatches FROM (
+  SELECT date_bin('200 ms', appended_at, 'epoch') AS ws, key, count(*) AS events,
+         sum((payload->>'n')::int) AS total
+  FROM streamguard.read('ticks', 0, 0, 100) GROUP BY 1, 2
+  UNION ALL SELECT date_bin('200 ms', appended_at, 'epoch'), key, count(*), sum((payload->>'n')::int)
+  FROM streamguard.read('ticks', 1, 0, 100) GROUP BY 1, 2
+  UNION ALL SELECT date_bin('200 ms', appended_at, 'epoch'), key, count(*), sum((payload->>'n')::int)
+  FROM streamguard.read('ticks', 2, 0, 100) GROUP BY 1, 2) r
+FULL JOIN per_second p ON p.window_start = r.ws AND p.key = r.key
+WHERE p.events IS DISTINCT FROM r.events OR p.total IS DISTINCT FROM r.total
+   OR p.window_end IS DISTINCT FROM r.ws + interval '200 ms';
+SELECT open_windows, late_events, watermark >= (SELECT max(window_end) FROM per_second) AS watermark_past
+FROM streamguard.windows WHERE pipeline = 'per_second';
+SELECT streamguard.drop_pipeline('per_second');
+
+-- on_update: the target holds each open window's current figures
+CREATE TABLE running (window_start timestamptz, window_end timestamptz, key text, events numeric,
+                      PRIMARY KEY (window_start, key));
+SELECT streamguard.create_window_pipeline('running', 'clicks', 'running', '1 hour',
+  aggregates => '{"events": "count(*)"}', emit => 'on_update', start_from => 'end');
+SELECT * FROM streamguard.append('clicks', '{}', key => 'r');
+SELECT wait_for($$(SELECT events FROM running WHERE key = 'r') = 1$$);
+SELECT * FROM streamguard.append('clicks', '{}', key => 'r');
+SELECT wait_for($$(SELECT events FROM running WHERE key = 'r') = 2$$);
+SELECT count(*), sum(events) FROM running;
+SELECT streamguard.drop_pipeline('running');
+
+SELECT streamguard.drop_stream(name, force => true) FROM streamguard.stream
+WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks');
+DROP TABLE click_counts, hops, sessions, per_second, running;
