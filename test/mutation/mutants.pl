@@ -225,4 +225,20 @@
 			"c->typid == TIMESTAMPTZOID && false ? &utc : NULL);" ] ],
 		tests => [ 'regress:09_capture', 'tap:106_security_capture.pl' ],
 	},
+	{
+		name => 'window_closes_over_open_appends',
+		breaks => 'append-time windows: a partition with appends in flight counts as read up to the clock, so a window closes before a late-committing producer\'s event is in it',
+		edits => [ [ 'src/window.c',
+			"\t\t\tif (win->pre_horizon[p] >= win->pre_next[p])\n",
+			"\t\t\tif (win->pre_horizon[p] >= 0)\n" ] ],
+		tests => [ 'isolation:window_horizon' ],
+	},
+	{
+		name => 'window_mark_ignores_horizon',
+		breaks => 'append-time windows: a pending mark resolves without the horizon reaching its seq',
+		edits => [ [ 'src/window.c',
+			"\t\t\tif (win->cand_mark_seq[p] > 0 && win->pre_horizon[p] >= win->cand_mark_seq[p])\n",
+			"\t\t\tif (win->cand_mark_seq[p] > 0 && win->pre_horizon[p] >= 0)\n" ] ],
+		tests => [ 'isolation:window_horizon' ],
+	},
 );
