@@ -241,4 +241,12 @@
 			"\t\t\tif (win->cand_mark_seq[p] > 0 && win->pre_horizon[p] >= 0)\n" ] ],
 		tests => [ 'isolation:window_horizon' ],
 	},
+	{
+		name => 'window_close_keeps_state',
+		breaks => 'windows: a closed window\'s state stays open, so it is emitted again at every later close',
+		edits => [ [ 'src/window.c',
+			"\tappendStringInfoString(&buf, \"DELETE FROM streamguard.window_state \"\n\t\t\t\t\t\t   \"WHERE pipeline_id\"",
+			"\tappendStringInfoString(&buf, \"UPDATE streamguard.window_state SET closed = closed \"\n\t\t\t\t\t\t   \"WHERE pipeline_id\"" ] ],
+		tests => [ 'regress:12_windows', 'tap:150_windows.pl' ],
+	},
 );

@@ -9,7 +9,7 @@
 #   w_evt  event time, tumbling 10 s, count and sum per key
 #   w_hop  event time, hopping 20 s every 10 s, count, sum, min, max, avg
 #   w_app  append time, tumbling 300 ms, count and sum per key
-# Between rounds one fault each: a kill -9 of a window pipeline's worker
+# Two rounds of faults, each fired in a batch with events: a kill -9 of a window pipeline's worker
 # at mid_batch, before_commit (its window rows inserted, not committed) and
 # after_commit (each kill restarts the whole server), injected errors at
 # before_commit (enough for the batch to be isolated, event by event), and
@@ -66,30 +66,58 @@ sub produce
 SELECT count(*) FROM streamguard.append_batch('wsrc',
 	(SELECT array_agg(jsonb_build_object('ts', timestamptz '2026-01-01 00:00:00+00' + g * interval '1 s', 'n', g) ORDER BY g)
 	 FROM generate_series($from, $to) g),
-	keys => (SELECT array_agg('k' || (g % 7) ORDER BY g) FROM generate_series($from, $to) g))}, 60);
-		# a transaction that failed with the server restarting is not counted
-		$next = $to if $ok;
-		return unless $ok;
+	keys => (SELECT array_agg('k' || (g % 7) ORDER BY g) FROM generate_series($from, $to) g),
+	dedup_keys => (SELECT array_agg('e' || g ORDER BY g) FROM generate_series($from, $to) g))}, 90);
+		# q1 retries across a restart; the dedup keys make a retry harmless
+		BAIL_OUT("could not append events $from..$to") unless $ok;
+		$next = $to;
 	}
 }
 
+# arm a fault, produce a round (the fault fires in a batch that has
+# events), wait until it fired, and for the recovery after a kill
+sub fault_round
+{
+	my ($kind, $pipe, $point, $action, $times) = @_;
+	$action //= 'kill';
+	$times //= 1;
+	my $off = log_offset($node);
+	$fx->{armed}{$kind}++;
+	return -1 unless defined q1($node, "SELECT streamguard.inject_fault('$pipe', '$point', '$action', $times)", 60);
+	produce();
+	my $re = $action eq 'kill'
+	  ? qr/pipeline "$pipe": injected fault, killing the worker/
+	  : qr/pipeline "$pipe": batch failed \(attempt \d+\): injected fault/;
+	if (!defined wait_log($node, qr/(?:$re.*?){$times}/s, $off, 60))
+	{
+		diag("$kind: did not fire $times times");
+		q1($node, "SELECT streamguard.inject_fault('$pipe', 'none')", 60);
+		return 0;
+	}
+	return fault_fired($fx, $kind, $action eq 'kill' ? $off : undef);
+}
+
 my @plan = (
-	[ 'kill at mid_batch',     sub { fault_inject($fx, 'mid_batch', 'w_evt', 'mid_batch') } ],
-	[ 'kill at before_commit', sub { fault_inject($fx, 'before_commit', 'w_hop', 'before_commit') } ],
-	[ 'kill at after_commit',  sub { fault_inject($fx, 'after_commit', 'w_app', 'after_commit') } ],
-	[ 'kill at before_commit (append time)', sub { fault_inject($fx, 'before_commit_app', 'w_app', 'before_commit') } ],
-	[ 'errors at before_commit (isolation)', sub { fault_inject($fx, 'errors', 'w_evt', 'before_commit', 'error', 4) } ],
+	[ 'kill at mid_batch',     sub { fault_round('mid_batch', 'w_evt', 'mid_batch') } ],
+	[ 'kill at before_commit', sub { fault_round('before_commit', 'w_hop', 'before_commit') } ],
+	[ 'kill at after_commit',  sub { fault_round('after_commit', 'w_app', 'after_commit') } ],
+	[ 'kill at before_commit (append time)', sub { fault_round('before_commit_app', 'w_app', 'before_commit') } ],
+	[ 'errors at before_commit (isolation)', sub { fault_round('errors', 'w_evt', 'before_commit', 'error', 4) } ],
 	[ 'immediate restart', sub {
+		produce();
 		$node->stop('immediate');
 		$node->start;
-		fault_wait_pipelines($fx, 'restart') ? 1 : -1;
+		$fx->{armed}{restart}++;
+		fault_wait_pipelines($fx, 'restart') ? ++$fx->{fired}{restart} : -1;
 	} ],
 );
-for my $step (@plan)
+for my $round (1 .. 2)
 {
-	produce();
-	my $r = $step->[1]->();
-	ok($r >= 0, "$step->[0]: the server and the pipelines came back");
+	for my $step (@plan)
+	{
+		my $r = $step->[1]->();
+		ok($r > 0, "round $round, $step->[0]: fired, and the server and the pipelines came back");
+	}
 }
 produce();
 
