@@ -717,6 +717,26 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_window_pipeline'
 LANGUAGE C VOLATILE;
 
+-- a window pipeline's SQL is generated from its window, and it runs with one
+-- worker: alter_pipeline may not change either
+CREATE FUNCTION streamguard._window_pipeline_guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF (NEW.sql IS DISTINCT FROM OLD.sql OR NEW.workers > 1)
+	   AND EXISTS (SELECT 1 FROM streamguard.window_def w WHERE w.pipeline_id = NEW.id) THEN
+		RAISE EXCEPTION 'pipeline "%" is a window pipeline', NEW.name
+			USING ERRCODE = 'feature_not_supported',
+				  DETAIL = 'Its SQL is generated from its window, and it runs with one worker.',
+				  HINT = 'Drop it and create it again with create_window_pipeline.';
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER window_pipeline_guard BEFORE UPDATE OF sql, workers ON streamguard.pipeline
+FOR EACH ROW EXECUTE FUNCTION streamguard._window_pipeline_guard();
+
 -- an event's window time, checked (runs in the owner's generated SQL)
 CREATE FUNCTION streamguard._window_time(timestamptz)
 RETURNS timestamptz

@@ -73,6 +73,10 @@ SELECT * FROM click_counts ORDER BY window_start, key;
 SELECT watermark, open_windows, windows_closed, late_events FROM streamguard.windows;
 SELECT p.name, wp.partition, wp.max_event_time FROM streamguard.window_partition wp
   JOIN streamguard.pipeline p ON p.id = wp.pipeline_id;
+-- its SQL is generated, and it runs with one worker
+SELECT try($$SELECT streamguard.alter_pipeline('clicks_10s', sql => 'SELECT 1 FROM batch')$$);
+SELECT try($$SELECT streamguard.alter_pipeline('clicks_10s', workers => 2)$$);
+SELECT try($$SELECT streamguard.alter_pipeline('clicks_10s', batch_size => 50)$$);
 -- an event whose time is NULL or not a time is an error of the event: the error policy
 SELECT * FROM streamguard.append('clicks', '{"n": 1}', key => 'a');
 SELECT wait_for($$(SELECT state FROM streamguard.pipelines WHERE pipeline = 'clicks_10s') = 'failed'$$);
