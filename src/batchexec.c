@@ -140,8 +140,8 @@ BatchRunSql(SgWorker *w, Tuplestorestate *store, int64 n)
 	int			ret;
 	int64		rows;
 
-	if (w->window)
-		return WindowEval(w, store, n);		/* a window pipeline's evaluation */
+	if (w->run_sql)
+		return w->run_sql(w, store, n);		/* a window pipeline's evaluation */
 	plan = BatchOwnerEnter(w, &ctx, store, n);
 	ret = SPI_execute_plan(plan, NULL, NULL, false, 0);
 	if (ret < 0)

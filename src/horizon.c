@@ -67,6 +67,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
@@ -733,8 +734,23 @@ HorizonSeqBounds(int slot, int64 *bounds, int nparts)
 void
 HorizonMakeDurable(void)
 {
-	if (!RecoveryInProgress())
-		XLogFlush(GetXLogInsertRecPtr());
+	XLogRecPtr	upto;
+
+	if (RecoveryInProgress())
+		return;
+	upto = GetXLogInsertRecPtr();
+
+	/*
+	 * When the last record ended on a page boundary, the insert position
+	 * lies past the next page's header, where nothing is inserted yet;
+	 * XLogFlush refuses a request beyond what was inserted, and the boundary
+	 * covers every record.
+	 */
+	if (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD)
+		upto -= SizeOfXLogLongPHD;
+	else if (upto % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		upto -= SizeOfXLogShortPHD;
+	XLogFlush(upto);
 }
 
 double

@@ -374,6 +374,8 @@ WindowLoad(SgWorker *w)
 	SgRestoreUser(&save);
 	WorkerCommit();
 	w->window = win;
+	if (win)
+		w->run_sql = WindowEval;	/* BatchRunSql hands the SQL's run to us */
 	return win != NULL;
 }
 

@@ -103,6 +103,8 @@ typedef struct SgWorker
 	char	   *stop_error;		/* why the pipeline stops (TopMemoryContext) */
 
 	SgWindow   *window;			/* a window pipeline's (window.c), or NULL */
+	/* runs the pipeline's SQL instead of BatchRunSql's plain run (window.c) */
+	int64		(*run_sql) (struct SgWorker *w, Tuplestorestate *store, int64 n);
 } SgWorker;
 
 typedef enum
