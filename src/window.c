@@ -567,8 +567,8 @@ sg_put_row(Tuplestorestate *out, TupleDesc desc, int32 part, int64 seq, Timestam
 
 /* run a statement of ours with relation `name` registered, as the storage owner */
 static int
-sg_exec_with_rel(const char *sql, const char *name, Tuplestorestate *rel, TupleDesc desc, int64 nrel,
-				 int nargs, Oid *types, Datum *values, Tuplestorestate *into)
+sg_exec_with_rel(const char *sql, SPIPlanPtr *cache, const char *name, Tuplestorestate *rel, TupleDesc desc,
+				 int64 nrel, int nargs, Oid *types, Datum *values, Tuplestorestate *into)
 {
 	EphemeralNamedRelation enr = palloc0(sizeof(EphemeralNamedRelationData));
 	int			ret;
@@ -589,7 +589,17 @@ sg_exec_with_rel(const char *sql, const char *name, Tuplestorestate *rel, TupleD
 		if (SPI_register_relation(enr) != SPI_OK_REL_REGISTER)
 			elog(ERROR, "could not register relation %s", name);
 	}
-	ret = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
+	if (*cache == NULL)
+	{
+		/* prepared once (with the relation registered), kept for the worker's life */
+		SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare a window statement: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		*cache = plan;
+	}
+	ret = SPI_execute_plan(*cache, values, NULL, false, 0);
 	if (ret < 0)
 		elog(ERROR, "window statement failed: %s", SPI_result_code_string(ret));
 	processed = (int64) SPI_processed;
@@ -623,6 +633,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	bool		isnull;
 	MemoryContext old;
 	TupleDesc	wdesc;
+	TimestampTz min_end = 0;
 	Tuplestorestate *wrows = NULL;
 	int64		nwrows = 0;
 	uint64		i;
@@ -631,9 +642,9 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	SgBecomeDataOwner(&save, true);
 
 	/* what is recorded: the watermark so far, and per partition (event time) */
-	if (SPI_execute_with_args("SELECT watermark FROM streamguard.window_def "
-							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
-							  1, types, values, NULL, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+	if (SPI_execute_plan(SgPlanCached(NULL, "SELECT watermark FROM streamguard.window_def "
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1", 1, types),
+						 values, NULL, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "the window of pipeline \"%s\" is gone", w->def.name);
 	{
 		Datum		v = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -643,16 +654,17 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	}
 	if (!win->append_time)
 	{
-		if (SPI_execute_with_args("SELECT s.partitions FROM streamguard.stream s "
-								  "JOIN streamguard.pipeline p ON p.stream_id OPERATOR(pg_catalog.=) s.id "
-								  "WHERE p.id OPERATOR(pg_catalog.=) $1",
-								  1, types, values, NULL, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		if (SPI_execute_plan(SgPlanCached(NULL, "SELECT s.partitions FROM streamguard.stream s "
+										  "JOIN streamguard.pipeline p ON p.stream_id OPERATOR(pg_catalog.=) s.id "
+										  "WHERE p.id OPERATOR(pg_catalog.=) $1", 1, types),
+							 values, NULL, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "the source of pipeline \"%s\" is gone", w->def.name);
 		nparts = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		ps = palloc0(sizeof(SgPartState) * nparts);
-		if (SPI_execute_with_args("SELECT partition, max_event_time, seen_at FROM streamguard.window_partition "
-								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
-								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		if (SPI_execute_plan(SgPlanCached(NULL, "SELECT partition, max_event_time, seen_at "
+										  "FROM streamguard.window_partition "
+										  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1", 1, types),
+							 values, NULL, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read the partitions of window pipeline \"%s\"", w->def.name);
 		for (i = 0; i < SPI_processed; i++)
 		{
@@ -726,6 +738,8 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 				{
 					sg_put_row(wrows, wdesc, part, seq, t, we, key, key_null, v, vnull, win->naggs);
 					nwrows++;
+					if (min_end == 0 || we < min_end)
+						min_end = we;
 				}
 			}
 			else
@@ -744,6 +758,8 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 					sg_put_row(wrows, wdesc, part, seq, ws, ws + win->size_us, key, key_null,
 							   v, vnull, win->naggs);
 					nwrows++;
+					if (min_end == 0 || ws + win->size_us < min_end)
+						min_end = ws + win->size_us;
 				}
 			}
 			if (any_late)
@@ -785,7 +801,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 
 	/* 2. merge into the state */
 	if (nwrows > 0)
-		(void) sg_exec_with_rel(win->merge_sql, "window_rows", wrows, wdesc, nwrows,
+		(void) sg_exec_with_rel(win->merge_sql, &win->merge_plan, "window_rows", wrows, wdesc, nwrows,
 								1, types, values, NULL);
 
 	/* 3. the watermark */
@@ -858,7 +874,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		edesc = sg_emit_desc(win);
 		MemoryContextSwitchTo(old);
 		values[1] = TimestampTzGetDatum(wm);
-		nclosed = sg_exec_with_rel(win->close_sql, NULL, NULL, NULL, 0, 2, types, values, closed);
+		nclosed = sg_exec_with_rel(win->close_sql, &win->close_plan, NULL, NULL, NULL, 0, 2, types, values, closed);
 		closed_wm = wm;
 		if (nclosed > 0 && win->emit == SG_EMIT_ON_CLOSE)
 		{
@@ -875,11 +891,11 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		}
 		values[2] = Int64GetDatum(nclosed);
 		values[3] = Int64GetDatum(late);
-		if (SPI_execute_with_args("UPDATE streamguard.window_def SET watermark = $2, "
-								  "windows_closed = windows_closed OPERATOR(pg_catalog.+) $3, "
-								  "late_events = late_events OPERATOR(pg_catalog.+) $4 "
-								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
-								  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		if (SPI_execute_plan(SgPlanCached(NULL, "UPDATE streamguard.window_def SET watermark = $2, "
+										  "windows_closed = windows_closed OPERATOR(pg_catalog.+) $3, "
+										  "late_events = late_events OPERATOR(pg_catalog.+) $4 "
+										  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1", 4, types),
+							 values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the watermark of pipeline \"%s\"", w->def.name);
 	}
 	else if (late > 0)
@@ -912,7 +928,8 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		appendStringInfoString(&q, " FROM streamguard.window_state s WHERE s.pipeline_id" OP("=") "$1 "
 							   "AND EXISTS (SELECT 1 FROM window_rows r WHERE r.k IS NOT DISTINCT FROM s.key "
 							   "AND r.ws" OP("<") "s.window_end AND r.we" OP(">") "s.window_start)");
-		nchanged = sg_exec_with_rel(q.data, "window_rows", wrows, wdesc, nwrows, 1, types, values, changed);
+		nchanged = sg_exec_with_rel(q.data, &win->changed_plan, "window_rows", wrows, wdesc, nwrows, 1, types,
+									values, changed);
 		if (nchanged > 0)
 		{
 			SgOwnerContext ctx;
@@ -928,17 +945,26 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		}
 	}
 
-	/* when to look again without new events: the earliest open window's end */
-	win->next_close = 0;
-	if (SPI_execute_with_args("SELECT pg_catalog.min(window_end) FROM streamguard.window_state "
-							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 AND NOT closed",
-							  1, types, values, NULL, false, 0) == SPI_OK_SELECT && SPI_processed == 1)
+	/*
+	 * When to look again without new events: the earliest end of an open
+	 * window, read from the state when the batch found nothing (the worker
+	 * is about to sleep), kept up from the batch's rows otherwise.
+	 */
+	if (fetched == 0)
 	{
-		Datum		v = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		win->next_close = 0;
+		if (SPI_execute_plan(SgPlanCached(NULL, "SELECT pg_catalog.min(window_end) FROM streamguard.window_state "
+										  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 AND NOT closed", 1, types),
+							 values, NULL, false, 0) == SPI_OK_SELECT && SPI_processed == 1)
+		{
+			Datum		v = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
-		if (!isnull)
-			win->next_close = DatumGetTimestampTz(v);
+			if (!isnull)
+				win->next_close = DatumGetTimestampTz(v);
+		}
 	}
+	else if (min_end != 0 && (win->next_close == 0 || min_end < win->next_close))
+		win->next_close = min_end;
 	SgRestoreUser(&save);
 	return emitted;
 }

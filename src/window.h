@@ -97,8 +97,9 @@ typedef struct SgWindow
 	char	   *close_sql;
 	char	   *emit_sql;		/* run as the owner */
 	char	   *update_sql;		/* on_update: run as the owner */
-	SPIPlanPtr	emit_plan;
-	SPIPlanPtr	update_plan;
+	SPIPlanPtr	merge_plan;		/* prepared at first use */
+	SPIPlanPtr	close_plan;
+	SPIPlanPtr	changed_plan;
 
 	/* append time: what is known per source partition (worker memory) */
 	int			nparts;
