@@ -655,7 +655,8 @@ CREATE TABLE streamguard.window_def (
 	key_expr text NOT NULL,
 	agg_names text[] NOT NULL,
 	agg_funcs streamguard.window_agg[] NOT NULL,
-	target text NOT NULL,			-- quoted, schema-qualified table
+	target text,					-- quoted, schema-qualified table, or
+	target_stream text,				-- a stream the windows are appended to
 	emit streamguard.window_emit NOT NULL,
 	allowed_lateness interval NOT NULL,
 	idle_timeout interval,
@@ -665,7 +666,8 @@ CREATE TABLE streamguard.window_def (
 	late_events bigint NOT NULL DEFAULT 0,
 	corrections bigint NOT NULL DEFAULT 0,
 	CHECK ((kind = 'hopping') = (slide IS NOT NULL)),
-	CHECK (cardinality(agg_names) = cardinality(agg_funcs))
+	CHECK (cardinality(agg_names) = cardinality(agg_funcs)),
+	CHECK ((target IS NULL) <> (target_stream IS NULL))
 );
 
 -- the partial aggregates of open windows (and, with late 'update', of
@@ -681,7 +683,7 @@ CREATE TABLE streamguard.window_state (
 	closed boolean NOT NULL DEFAULT false,
 	revision int NOT NULL DEFAULT 0,
 	UNIQUE NULLS NOT DISTINCT (pipeline_id, window_start, key)
-);
+) WITH (fillfactor = 70);			-- room for HOT updates: a row is updated every batch
 
 -- event time: per source partition, the highest event time seen and when
 CREATE TABLE streamguard.window_partition (
@@ -712,7 +714,8 @@ CREATE FUNCTION streamguard.create_window_pipeline(
 	late text DEFAULT 'drop',
 	batch_size int DEFAULT 1000,
 	error_policy text DEFAULT 'stop',
-	start_from text DEFAULT 'beginning')
+	start_from text DEFAULT 'beginning',
+	target_stream text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_window_pipeline'
 LANGUAGE C VOLATILE;
@@ -751,6 +754,7 @@ SELECT p.name AS pipeline,
 	   w.time_expr AS event_time,
 	   w.key_expr AS key,
 	   w.target,
+	   w.target_stream,
 	   w.emit::text AS emit,
 	   w.allowed_lateness,
 	   w.idle_timeout,

@@ -178,6 +178,36 @@ SELECT wait_for($$(SELECT events FROM running WHERE key = 'r') = 2$$);
 SELECT count(*), sum(events) FROM running;
 SELECT streamguard.drop_pipeline('running');
 
+-- windows of windows: 10-second windows appended to a stream, as events
+-- (key: the window's key, payload: the row as JSON, times in UTC), read by
+-- a second window pipeline that sums them per minute of their window_start
+SELECT streamguard.create_stream('w_in', 2);
+SELECT streamguard.create_stream('w_10s', 1);
+CREATE TABLE per_minute (window_start timestamptz, window_end timestamptz, key text, windows numeric, clicks numeric);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'w_in', NULL, '10 s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'w_in', 'per_minute', '10 s', target_stream => 'w_10s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'w_in', NULL, '10 s', target_stream => 'w_in')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'w_in', NULL, '10 s', target_stream => 'nowhere')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'w_in', NULL, '10 s', target_stream => 'w_10s', emit => 'on_update')$$);
+SELECT streamguard.create_window_pipeline('ten_seconds', 'w_in', NULL, '10 s', target_stream => 'w_10s',
+  aggregates => '{"clicks": "count(*)"}', event_time => $$payload->>'ts'$$);
+SELECT streamguard.create_window_pipeline('one_minute', 'w_10s', 'per_minute', '1 minute',
+  aggregates => '{"windows": "count(*)", "clicks": "sum(payload->>''clicks'')"}',
+  event_time => $$payload->>'window_start'$$);
+SELECT pipeline, target, target_stream FROM streamguard.windows ORDER BY pipeline;
+SELECT count(*) FROM streamguard.append_batch('w_in',
+  ARRAY(SELECT jsonb_build_object('ts', timestamptz '2026-01-01 00:00:00+00' + g * interval '3 s') FROM generate_series(0, 39) g),
+  keys => ARRAY(SELECT 'k' || (g % 2) FROM generate_series(0, 39) g),
+  partitions => ARRAY(SELECT g % 2 FROM generate_series(0, 39) g));
+-- 00:00:00 .. 00:01:57: the watermark 00:01:57 (lowest of the two partitions'
+-- maxima 00:01:54 and 00:01:57 is 00:01:54) closes the 10-second windows up to
+-- 00:01:50; their events close the minute 00:00 downstream
+SELECT wait_for($$(SELECT count(*) FROM per_minute) = 2$$);
+SELECT * FROM per_minute ORDER BY key;
+SELECT key, payload FROM streamguard.read('w_10s', 0, 0, 3) ORDER BY seq;
+SELECT streamguard.drop_pipeline('ten_seconds');
+SELECT streamguard.drop_pipeline('one_minute');
+
 SELECT streamguard.drop_stream(name, force => true) FROM streamguard.stream
-WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks');
-DROP TABLE click_counts, hops, sessions, per_second, running;
+WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s');
+DROP TABLE click_counts, hops, sessions, per_second, running, per_minute;

@@ -64,7 +64,10 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "executor/tstoreReceiver.h"
 #include "utils/builtins.h"
+#include "utils/plancache.h"
+#include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -253,10 +256,12 @@ sg_build_statements(SgWindow *win)
 	win->merge_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
 
 	resetStringInfo(&buf);
-	appendStringInfoString(&buf, "DELETE FROM streamguard.window_state "
+	/* in window order: the target's rows, or the target stream's events */
+	appendStringInfoString(&buf, "WITH d AS (DELETE FROM streamguard.window_state "
 						   "WHERE pipeline_id" OP("=") "$1 AND window_end" OP("<=") "$2 AND NOT closed "
 						   "RETURNING window_start, window_end, key");
 	sg_finals(win, &buf);
+	appendStringInfoString(&buf, ") SELECT * FROM d ORDER BY window_end, window_start, key");
 	win->close_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
 
 	/* as the owner: the closed windows, relation "batch", into the target */
@@ -265,7 +270,7 @@ sg_build_statements(SgWindow *win)
 	for (i = 0; i < win->naggs; i++)
 		appendStringInfo(&cols, ", %s", quote_identifier(win->agg_names[i]));
 	resetStringInfo(&buf);
-	appendStringInfo(&buf, "INSERT INTO %s (%s) SELECT * FROM batch", win->target, cols.data);
+	appendStringInfo(&buf, "INSERT INTO %s (%s) SELECT * FROM batch", win->target ? win->target : "-", cols.data);
 	win->emit_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
 	if (win->emit == SG_EMIT_ON_UPDATE)
 	{
@@ -326,7 +331,7 @@ WindowLoad(SgWorker *w)
 	SgBecomeDataOwner(&save, true);
 	if (SPI_execute_with_args("SELECT kind::text, size, slide, time_expr IS NULL, "
 							  "agg_names, agg_funcs::text[], target, emit::text, allowed_lateness, "
-							  "idle_timeout, late::text "
+							  "idle_timeout, late::text, target_stream "
 							  "FROM streamguard.window_def WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not load the window of pipeline %d", w->def.id);
@@ -363,7 +368,8 @@ WindowLoad(SgWorker *w)
 			win->aggs[i] = (SgWindowAgg) SgParseWord(&SgWindowAggWords, TextDatumGetCString(funcs[i]));
 			win->count_slot[i] = win->aggs[i] == SG_AGG_AVG ? win->nacc++ : -1;
 		}
-		win->target = pstrdup(SPI_getvalue(t, d, 7));
+		win->target = SPI_getvalue(t, d, 7) ? pstrdup(SPI_getvalue(t, d, 7)) : NULL;
+		win->target_stream = SPI_getvalue(t, d, 12) ? pstrdup(SPI_getvalue(t, d, 12)) : NULL;
 		win->emit = (SgWindowEmit) SgParseWord(&SgWindowEmitWords, SPI_getvalue(t, d, 8));
 		win->lateness_us = sg_interval_usecs(t, d, 9, &isnull);
 		win->idle_us = sg_interval_usecs(t, d, 10, &isnull);
@@ -500,26 +506,39 @@ WindowEval(SgWorker *w, Tuplestorestate *store, int64 n)
 	SgOwnerContext ctx;
 	SPIPlanPtr	plan = BatchOwnerEnter(w, &ctx, store, n);
 	MemoryContext old;
+	DestReceiver *dest;
+	SPIExecuteOptions opts;
 	int			ret;
 	uint64		i;
 
 	/* event times written without an offset are read as UTC */
 	(void) set_config_option("timezone", "UTC", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	ret = SPI_execute_plan(plan, NULL, NULL, true, 0);
+	old = MemoryContextSwitchTo(w->batch_cxt);
+	if (win->rows == NULL)
+		win->rows = tuplestore_begin_heap(false, false, work_mem);
+	MemoryContextSwitchTo(old);
+	/* the rows go straight into the batch's store */
+	dest = CreateDestReceiver(DestTuplestore);
+	SetTuplestoreDestReceiverParams(dest, win->rows, w->batch_cxt, false, NULL, NULL);
+	memset(&opts, 0, sizeof(opts));
+	opts.read_only = true;
+	opts.dest = dest;
+	ret = SPI_execute_plan_extended(plan, &opts);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "the window evaluation of pipeline \"%s\" failed: %s", w->def.name,
 			 SPI_result_code_string(ret));
-	old = MemoryContextSwitchTo(w->batch_cxt);
-	if (win->rows == NULL)
+	i = SPI_processed;
+	dest->rDestroy(dest);
+	if (win->rows_desc == NULL)
 	{
-		win->rows = tuplestore_begin_heap(false, false, work_mem);
-		win->rows_desc = CreateTupleDescCopy(SPI_tuptable->tupdesc);
+		/* the evaluation's columns are fixed by its casts: taken once */
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		win->rows_desc = CreateTupleDescCopy(((CachedPlanSource *)
+											  linitial(SPI_plan_get_plan_sources(plan)))->resultDesc);
+		MemoryContextSwitchTo(old);
 	}
-	for (i = 0; i < SPI_processed; i++)
-		tuplestore_puttuple(win->rows, SPI_tuptable->vals[i]);
-	MemoryContextSwitchTo(old);
-	win->nrows += SPI_processed;
+	win->nrows += i;
 	BatchLeaveOwner(&ctx);
 	return (int64) i;
 }
@@ -608,6 +627,61 @@ sg_exec_with_rel(const char *sql, SPIPlanPtr *cache, const char *name, Tuplestor
 			tuplestore_puttuple(into, SPI_tuptable->vals[i]);
 	SPI_finish();
 	return (int) processed;
+}
+
+/*
+ * Append the closed windows to the target stream, one event each (key: the
+ * window's key; payload: the row as JSON, times in UTC), in the batch's
+ * transaction: a downstream pipeline sees them once this batch commits.
+ * Storage owner; the pipeline's owner must (still) be allowed to append.
+ */
+static int64
+sg_append_windows(SgWorker *w, Tuplestorestate *closed, TupleDesc edesc, int64 nclosed)
+{
+	SgWindow   *win = w->window;
+	SgStreamMeta *meta;
+	SgEventRow *ev;
+	Tuplestorestate *rows = tuplestore_begin_heap(false, false, work_mem);
+	int			nest = NewGUCNestLevel();
+	int64		n = 0;
+	bool		isnull;
+
+	(void) set_config_option("timezone", "UTC", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) sg_exec_with_rel("SELECT b.key, pg_catalog.to_jsonb(b) FROM batch b", &win->append_plan, "batch",
+							closed, edesc, nclosed, 0, NULL, NULL, rows);
+	AtEOXact_GUC(false, nest);
+
+	meta = StreamLookup(win->target_stream, SG_PRIV_NONE);
+	if (!StreamRoleMayAppend(meta, w->def.owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the owner of window pipeline \"%s\" may not append to stream \"%s\"",
+						w->def.name, meta->name)));
+	StreamCheckNotOwnSource(meta);
+	ev = palloc0(sizeof(SgEventRow) * nclosed);
+	{
+		TupleDesc	rdesc = CreateTemplateTupleDesc(2);
+		TupleTableSlot *rs;
+
+		TupleDescInitEntry(rdesc, 1, "key", TEXTOID, -1, 0);
+		TupleDescInitEntry(rdesc, 2, "payload", JSONBOID, -1, 0);
+		rs = MakeSingleTupleTableSlot(rdesc, &TTSOpsMinimalTuple);
+		tuplestore_rescan(rows);
+		while (n < nclosed && tuplestore_gettupleslot(rows, true, false, rs))
+		{
+			Datum		k = slot_getattr(rs, 1, &ev[n].key_null);
+
+			ev[n].key = ev[n].key_null ? (Datum) 0 : datumCopy(k, false, -1);
+			ev[n].payload = datumCopy(slot_getattr(rs, 2, &isnull), false, -1);
+			ev[n].dedup_null = true;
+			n++;
+		}
+		ExecDropSingleTupleTableSlot(rs);
+	}
+	StreamAppendEvents(meta, ev, (int) n);
+	tuplestore_end(rows);
+	return n;
 }
 
 /*
@@ -876,7 +950,9 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		values[1] = TimestampTzGetDatum(wm);
 		nclosed = sg_exec_with_rel(win->close_sql, &win->close_plan, NULL, NULL, NULL, 0, 2, types, values, closed);
 		closed_wm = wm;
-		if (nclosed > 0 && win->emit == SG_EMIT_ON_CLOSE)
+		if (nclosed > 0 && win->target_stream)
+			emitted = sg_append_windows(w, closed, edesc, nclosed);
+		else if (nclosed > 0 && win->emit == SG_EMIT_ON_CLOSE)
 		{
 			SgOwnerContext ctx;
 

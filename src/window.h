@@ -86,7 +86,8 @@ typedef struct SgWindow
 	int			nacc;			/* accumulator slots: one per aggregate, plus
 								 * one per avg (its count) */
 	int		   *count_slot;		/* avg: its count slot; else -1 */
-	char	   *target;
+	char	   *target;			/* a table, or NULL and ... */
+	char	   *target_stream;	/* ... a stream the windows are appended to */
 	SgWindowEmit emit;
 	int64		lateness_us;
 	int64		idle_us;		/* -1: partitions never count as idle */
@@ -100,6 +101,7 @@ typedef struct SgWindow
 	SPIPlanPtr	merge_plan;		/* prepared at first use */
 	SPIPlanPtr	close_plan;
 	SPIPlanPtr	changed_plan;
+	SPIPlanPtr	append_plan;
 
 	/* append time: what is known per source partition (worker memory) */
 	int			nparts;

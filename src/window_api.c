@@ -46,7 +46,7 @@ enum
 {
 	WA_NAME, WA_SOURCE, WA_TARGET, WA_SIZE, WA_AGGREGATES, WA_KIND, WA_SLIDE, WA_TIME,
 	WA_KEY, WA_EMIT, WA_LATENESS, WA_IDLE, WA_LATE, WA_BATCH_SIZE, WA_POLICY, WA_START,
-	WA_NARGS
+	WA_TARGET_STREAM, WA_NARGS
 };
 
 static int64
@@ -231,6 +231,7 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 	char	   *name,
 			   *source,
 			   *target,
+			   *target_stream,
 			   *time_expr,
 			   *key_expr,
 			   *policy,
@@ -259,7 +260,12 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 	SgCheckPrimary("create_window_pipeline");
 	name = SgTextArg(fcinfo, WA_NAME, "pipeline name");
 	source = SgTextArg(fcinfo, WA_SOURCE, "source");
-	target = SgTextArg(fcinfo, WA_TARGET, "target");
+	target = PG_ARGISNULL(WA_TARGET) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(WA_TARGET));
+	target_stream = PG_ARGISNULL(WA_TARGET_STREAM) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(WA_TARGET_STREAM));
+	if ((target == NULL) == (target_stream == NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("give a window pipeline either a target table or a target_stream")));
 	kind = (SgWindowKind) SgParseWord(&SgWindowKindWords, SgTextArg(fcinfo, WA_KIND, "kind"));
 	size_us = sg_window_interval(fcinfo, WA_SIZE, kind == SG_WINDOW_SESSION ? "gap" : "size", false);
 	if (kind == SG_WINDOW_HOPPING)
@@ -293,6 +299,11 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("late => 'update' is not supported yet"),
 				 errhint("Use 'drop' or 'dead_letter'.")));
+	if (emit == SG_EMIT_ON_UPDATE && target_stream)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("emit => 'on_update' is for a target table"),
+				 errdetail("Windows are appended to a stream once, when they close.")));
 	if (emit == SG_EMIT_ON_UPDATE && kind == SG_WINDOW_SESSION)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -355,7 +366,19 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	qual_target = sg_check_target(target, owner, emit, naggs, names);
+	if (target)
+		qual_target = sg_check_target(target, owner, emit, naggs, names);
+	else
+	{
+		/* the owner appends the windows: it must be allowed to, now and at run time */
+		int32		out_id = StreamLookup(target_stream, SG_PRIV_APPEND)->stream_id;
+
+		if (StreamLookup(source, SG_PRIV_NONE)->stream_id == out_id)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("a window pipeline cannot append its windows to its own source stream")));
+		qual_target = NULL;
+	}
 
 	/* the pipeline, with every check create_pipeline makes */
 	{
@@ -414,8 +437,12 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 		types[6] = TEXTARRAYOID;
 		values[7] = PointerGetDatum(construct_array(funcs, naggs, TEXTOID, -1, false, TYPALIGN_INT));
 		types[7] = TEXTARRAYOID;
-		values[8] = CStringGetTextDatum(qual_target);
+		values[8] = qual_target ? CStringGetTextDatum(qual_target) : (Datum) 0;
+		nulls[8] = qual_target ? ' ' : 'n';
 		types[8] = TEXTOID;
+		values[13] = target_stream ? CStringGetTextDatum(target_stream) : (Datum) 0;
+		nulls[13] = target_stream ? ' ' : 'n';
+		types[13] = TEXTOID;
 		values[9] = SgWordParam("window_emit", SgWordName(&SgWindowEmitWords, emit), &types[9]);
 		values[10] = PG_GETARG_DATUM(WA_LATENESS);
 		types[10] = INTERVALOID;
@@ -426,11 +453,11 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 		SgBecomeDataOwner(&save, true);
 		ret = SPI_execute_with_args("INSERT INTO streamguard.window_def (pipeline_id, kind, size, slide, "
 									"time_expr, key_expr, agg_names, agg_funcs, target, emit, "
-									"allowed_lateness, idle_timeout, late) "
+									"allowed_lateness, idle_timeout, late, target_stream) "
 									"SELECT p.id, $2, $3, $4, $5, $6, $7, "
-									"$8::text[]::streamguard.window_agg[], $9, $10, $11, $12, $13 "
+									"$8::text[]::streamguard.window_agg[], $9, $10, $11, $12, $13, $14 "
 									"FROM streamguard.pipeline p WHERE p.name OPERATOR(pg_catalog.=) $1",
-									13, types, values, nulls, false, 0);
+									14, types, values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT || SPI_processed != 1)
 			elog(ERROR, "could not record the window of pipeline \"%s\"", name);
 		SgRestoreUser(&save);

@@ -245,8 +245,8 @@
 		name => 'window_close_keeps_state',
 		breaks => 'windows: a closed window\'s state stays open, so it is emitted again at every later close',
 		edits => [ [ 'src/window.c',
-			"\tappendStringInfoString(&buf, \"DELETE FROM streamguard.window_state \"\n\t\t\t\t\t\t   \"WHERE pipeline_id\"",
-			"\tappendStringInfoString(&buf, \"UPDATE streamguard.window_state SET closed = closed \"\n\t\t\t\t\t\t   \"WHERE pipeline_id\"" ] ],
+			"\tappendStringInfoString(&buf, \"WITH d AS (DELETE FROM streamguard.window_state \"\n",
+			"\tappendStringInfoString(&buf, \"WITH d AS (UPDATE streamguard.window_state SET closed = closed \"\n" ] ],
 		tests => [ 'regress:12_windows', 'tap:150_windows.pl' ],
 	},
 );
