@@ -661,13 +661,15 @@ CREATE TABLE streamguard.window_def (
 	allowed_lateness interval NOT NULL,
 	idle_timeout interval,
 	late streamguard.window_late NOT NULL,
+	keep_closed interval,			-- late 'update': how long closed state is kept
 	watermark timestamptz,			-- every window ending at or before it is closed
 	windows_closed bigint NOT NULL DEFAULT 0,
 	late_events bigint NOT NULL DEFAULT 0,
 	corrections bigint NOT NULL DEFAULT 0,
 	CHECK ((kind = 'hopping') = (slide IS NOT NULL)),
 	CHECK (cardinality(agg_names) = cardinality(agg_funcs)),
-	CHECK ((target IS NULL) <> (target_stream IS NULL))
+	CHECK ((target IS NULL) <> (target_stream IS NULL)),
+	CHECK ((late = 'update') = (keep_closed IS NOT NULL))
 );
 
 -- the partial aggregates of open windows (and, with late 'update', of
@@ -715,7 +717,8 @@ CREATE FUNCTION streamguard.create_window_pipeline(
 	batch_size int DEFAULT 1000,
 	error_policy text DEFAULT 'stop',
 	start_from text DEFAULT 'beginning',
-	target_stream text DEFAULT NULL)
+	target_stream text DEFAULT NULL,
+	keep_closed interval DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_window_pipeline'
 LANGUAGE C VOLATILE;
@@ -759,6 +762,7 @@ SELECT p.name AS pipeline,
 	   w.allowed_lateness,
 	   w.idle_timeout,
 	   w.late::text AS late,
+	   w.keep_closed,
 	   w.watermark,
 	   (SELECT count(*) FROM streamguard.window_state s
 		WHERE s.pipeline_id = w.pipeline_id AND NOT s.closed) AS open_windows,

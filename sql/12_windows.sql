@@ -19,6 +19,10 @@ SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_cou
 SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', allowed_lateness => '1 s')$$);
 SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', late => 'dead_letter')$$);
 SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', event_time => 'payload->>''ts''', late => 'update')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', event_time => 'payload->>''ts''', keep_closed => '1 min')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', event_time => 'payload->>''ts''', late => 'update', keep_closed => '0 s')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', kind => 'session', event_time => 'payload->>''ts''', late => 'update', keep_closed => '1 min')$$);
+SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', aggregates => '{"clicks": "count(*)"}', event_time => 'payload->>''ts''', late => 'update', keep_closed => '1 min')$$);
 SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', event_time => 'payload->>''ts''', late => 'never')$$);
 SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', emit => 'sometimes')$$);
 SELECT try($$SELECT streamguard.create_window_pipeline('w', 'clicks', 'click_counts', '10 s', kind => 'session', emit => 'on_update')$$);
@@ -178,6 +182,40 @@ SELECT wait_for($$(SELECT events FROM running WHERE key = 'r') = 2$$);
 SELECT count(*), sum(events) FROM running;
 SELECT streamguard.drop_pipeline('running');
 
+-- late => 'update': a late event corrects its closed window (a new row with
+-- the window's full figures and the next revision) while the window's state
+-- is kept, keep_closed behind the watermark; later ones are dropped
+CREATE TABLE corrected (window_start timestamptz, window_end timestamptz, key text, revision int,
+                        events numeric, total numeric);
+SELECT streamguard.create_stream('corr_src', 1);
+SELECT streamguard.create_window_pipeline('corr', 'corr_src', 'corrected', '10 s',
+  aggregates => '{"events": "count(*)", "total": "sum(payload->>''n'')"}',
+  event_time => $$payload->>'ts'$$, late => 'update', keep_closed => '30 s');
+SELECT count(*) FROM streamguard.append_batch('corr_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:01", "n": 1}', '{"ts": "2026-01-01 00:00:05", "n": 2}',
+  '{"ts": "2026-01-01 00:00:12", "n": 4}']::jsonb[], keys => ARRAY['a', 'a', 'a']);
+SELECT wait_for($$(SELECT count(*) FROM corrected) = 1$$);
+-- late, its window's state kept: a correction
+SELECT * FROM streamguard.append('corr_src', '{"ts": "2026-01-01 00:00:07", "n": 8}', key => 'a');
+SELECT wait_for($$(SELECT count(*) FROM corrected) = 2$$);
+-- the watermark moves to 00:00:50: [00:00:10, 00:00:20) closes, and the state
+-- of [00:00:00, 00:00:10) is forgotten (its end is 30 s behind)
+SELECT * FROM streamguard.append('corr_src', '{"ts": "2026-01-01 00:00:50", "n": 16}', key => 'a');
+SELECT wait_for($$(SELECT count(*) FROM corrected) = 3$$);
+-- too late now: dropped and counted; a window closed without state (key b)
+-- still within keep_closed gets its first row
+SELECT count(*) FROM streamguard.append_batch('corr_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:03", "n": 32}', '{"ts": "2026-01-01 00:00:25", "n": 64}']::jsonb[],
+  keys => ARRAY['a', 'b']);
+SELECT wait_for($$(SELECT late_events FROM streamguard.windows WHERE pipeline = 'corr') = 1$$);
+SELECT wait_for($$(SELECT count(*) FROM corrected) = 4$$);
+SELECT * FROM corrected ORDER BY window_start, key, revision;
+SELECT watermark, keep_closed, open_windows, windows_closed, late_events, corrections
+FROM streamguard.windows WHERE pipeline = 'corr';
+SELECT window_start, key, closed, revision FROM streamguard.window_state s
+JOIN streamguard.pipeline p ON p.id = s.pipeline_id WHERE p.name = 'corr' ORDER BY 1, 2;
+SELECT streamguard.drop_pipeline('corr');
+
 -- windows of windows: 10-second windows appended to a stream, as events
 -- (key: the window's key, payload: the row as JSON, times in UTC), read by
 -- a second window pipeline that sums them per minute of their window_start
@@ -209,5 +247,5 @@ SELECT streamguard.drop_pipeline('ten_seconds');
 SELECT streamguard.drop_pipeline('one_minute');
 
 SELECT streamguard.drop_stream(name, force => true) FROM streamguard.stream
-WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s');
-DROP TABLE click_counts, hops, sessions, per_second, running, per_minute;
+WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s', 'corr_src');
+DROP TABLE click_counts, hops, sessions, per_second, running, per_minute, corrected;

@@ -215,16 +215,33 @@ sg_build_statements(SgWindow *win)
 	initStringInfo(&buf);
 	if (win->kind != SG_WINDOW_SESSION)
 	{
+		/*
+		 * With late 'update', rows of windows closed already ($2: the
+		 * watermark) are corrections: a closed window's kept state takes
+		 * them (its revision goes up), a closed window without state gets
+		 * its first row; both come out of the statement, to be emitted.
+		 */
+		if (win->late == SG_LATE_UPDATE)
+			appendStringInfoString(&buf, "WITH m AS (");
 		appendStringInfoString(&buf,
 							   "INSERT INTO streamguard.window_state AS s "
-							   "(pipeline_id, window_start, window_end, key, events, acc) "
+							   "(pipeline_id, window_start, window_end, key, events, acc, closed) "
 							   "SELECT $1, r.ws, r.we, r.k, pg_catalog.count(*), ");
 		sg_acc_from_rows(win, &buf);
 		appendStringInfoString(&buf,
-							   " FROM window_rows r GROUP BY r.ws, r.we, r.k "
+							   ", r.we" OP("<=") "$2 FROM window_rows r GROUP BY r.ws, r.we, r.k "
 							   "ON CONFLICT (pipeline_id, window_start, key) DO UPDATE SET "
-							   "events = s.events" OP("+") "excluded.events, acc = ");
+							   "events = s.events" OP("+") "excluded.events, "
+							   "revision = s.revision" OP("+") "CASE WHEN s.closed THEN 1 ELSE 0 END, acc = ");
 		sg_acc_merge2(win, &buf, "s.acc", "excluded.acc");
+		if (win->late == SG_LATE_UPDATE)
+		{
+			appendStringInfoString(&buf, " RETURNING s.*) SELECT window_start, window_end, key");
+			if (win->revisions)
+				appendStringInfoString(&buf, ", revision");
+			sg_finals(win, &buf);
+			appendStringInfoString(&buf, " FROM m WHERE closed ORDER BY window_end, window_start, key");
+		}
 	}
 	else
 	{
@@ -257,16 +274,24 @@ sg_build_statements(SgWindow *win)
 
 	resetStringInfo(&buf);
 	/* in window order: the target's rows, or the target stream's events */
-	appendStringInfoString(&buf, "WITH d AS (DELETE FROM streamguard.window_state "
-						   "WHERE pipeline_id" OP("=") "$1 AND window_end" OP("<=") "$2 AND NOT closed "
-						   "RETURNING window_start, window_end, key");
+	if (win->late == SG_LATE_UPDATE)
+		appendStringInfoString(&buf, "WITH d AS (UPDATE streamguard.window_state SET closed = true "
+							   "WHERE pipeline_id" OP("=") "$1 AND window_end" OP("<=") "$2 AND NOT closed "
+							   "RETURNING window_start, window_end, key");
+	else
+		appendStringInfoString(&buf, "WITH d AS (DELETE FROM streamguard.window_state "
+							   "WHERE pipeline_id" OP("=") "$1 AND window_end" OP("<=") "$2 AND NOT closed "
+							   "RETURNING window_start, window_end, key");
+	if (win->revisions)
+		appendStringInfoString(&buf, ", revision");
 	sg_finals(win, &buf);
 	appendStringInfoString(&buf, ") SELECT * FROM d ORDER BY window_end, window_start, key");
 	win->close_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
 
 	/* as the owner: the closed windows, relation "batch", into the target */
 	initStringInfo(&cols);
-	appendStringInfoString(&cols, "window_start, window_end, key");
+	appendStringInfoString(&cols, win->revisions ? "window_start, window_end, key, revision" :
+						   "window_start, window_end, key");
 	for (i = 0; i < win->naggs; i++)
 		appendStringInfo(&cols, ", %s", quote_identifier(win->agg_names[i]));
 	resetStringInfo(&buf);
@@ -294,14 +319,17 @@ sg_build_statements(SgWindow *win)
 static TupleDesc
 sg_emit_desc(SgWindow *win)
 {
-	TupleDesc	desc = CreateTemplateTupleDesc(3 + win->naggs);
+	int			first = win->revisions ? 5 : 4;
+	TupleDesc	desc = CreateTemplateTupleDesc(first - 1 + win->naggs);
 	int			i;
 
 	TupleDescInitEntry(desc, 1, "window_start", TIMESTAMPTZOID, -1, 0);
 	TupleDescInitEntry(desc, 2, "window_end", TIMESTAMPTZOID, -1, 0);
 	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
+	if (win->revisions)
+		TupleDescInitEntry(desc, 4, "revision", INT4OID, -1, 0);
 	for (i = 0; i < win->naggs; i++)
-		TupleDescInitEntry(desc, 4 + i, win->agg_names[i], NUMERICOID, -1, 0);
+		TupleDescInitEntry(desc, first + i, win->agg_names[i], NUMERICOID, -1, 0);
 	return BlessTupleDesc(desc);
 }
 
@@ -331,7 +359,7 @@ WindowLoad(SgWorker *w)
 	SgBecomeDataOwner(&save, true);
 	if (SPI_execute_with_args("SELECT kind::text, size, slide, time_expr IS NULL, "
 							  "agg_names, agg_funcs::text[], target, emit::text, allowed_lateness, "
-							  "idle_timeout, late::text, target_stream "
+							  "idle_timeout, late::text, target_stream, keep_closed "
 							  "FROM streamguard.window_def WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not load the window of pipeline %d", w->def.id);
@@ -374,6 +402,8 @@ WindowLoad(SgWorker *w)
 		win->lateness_us = sg_interval_usecs(t, d, 9, &isnull);
 		win->idle_us = sg_interval_usecs(t, d, 10, &isnull);
 		win->late = (SgWindowLate) SgParseWord(&SgWindowLateWords, SPI_getvalue(t, d, 11));
+		win->keep_closed_us = sg_interval_usecs(t, d, 13, &isnull);
+		win->revisions = win->late == SG_LATE_UPDATE && win->emit == SG_EMIT_ON_CLOSE;
 		sg_build_statements(win);
 		MemoryContextSwitchTo(old);
 	}
@@ -685,6 +715,32 @@ sg_append_windows(SgWorker *w, Tuplestorestate *closed, TupleDesc edesc, int64 n
 }
 
 /*
+ * Emit windows (relation "batch": `rows`, of sg_emit_desc): appended to the
+ * target stream, or inserted into the target table as the owner.  Storage
+ * owner on entry and exit.  Returns the rows emitted.
+ */
+static int64
+sg_emit(SgWorker *w, SgUserSave *save, Tuplestorestate *rows, TupleDesc edesc, int64 n)
+{
+	SgWindow   *win = w->window;
+	SgOwnerContext ctx;
+	int64		emitted;
+
+	if (n == 0)
+		return 0;
+	if (win->target_stream)
+		return sg_append_windows(w, rows, edesc, n);
+	SgRestoreUser(save);
+	BatchEnterOwner(&ctx, w->def.owner, w->def.search_path, w->def.batch_timeout_ms, rows, edesc, n);
+	if (SPI_execute(win->emit_sql, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not emit the closed windows of pipeline \"%s\"", w->def.name);
+	emitted = (int64) SPI_processed;
+	BatchLeaveOwner(&ctx);
+	SgBecomeDataOwner(save, true);
+	return emitted;
+}
+
+/*
  * The rest of the batch, in its transaction, after the evaluation (or on an
  * empty fetch): state, watermark, emission.  `store` is the batch (for dead
  * letters), `fetched` what the fetch returned.  Returns the rows emitted.
@@ -702,6 +758,8 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	SgPartState *ps = NULL;
 	int			nparts = 0;
 	int64		late = 0;
+	int64		corrections = 0;
+	TimestampTz prev_wm;
 	int64		emitted = 0;
 	int64		nclosed = 0;
 	bool		isnull;
@@ -726,6 +784,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		if (!isnull)
 			closed_wm = DatumGetTimestampTz(v);
 	}
+	prev_wm = closed_wm;
 	if (!win->append_time)
 	{
 		if (SPI_execute_plan(SgPlanCached(NULL, "SELECT s.partitions FROM streamguard.stream s "
@@ -824,9 +883,11 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 
 				for (; ws + win->size_us > t; ws -= win->slide_us)
 				{
-					if (ws + win->size_us <= closed_wm)
+					if (ws + win->size_us <= closed_wm &&
+						(win->late != SG_LATE_UPDATE ||
+						 ws + win->size_us <= closed_wm - win->keep_closed_us))
 					{
-						any_late = true;
+						any_late = true;	/* closed (and its state gone) */
 						continue;
 					}
 					sg_put_row(wrows, wdesc, part, seq, ws, ws + win->size_us, key, key_null,
@@ -873,10 +934,33 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		}
 	}
 
-	/* 2. merge into the state */
+	/* 2. merge into the state; late 'update': the corrected windows out */
 	if (nwrows > 0)
-		(void) sg_exec_with_rel(win->merge_sql, &win->merge_plan, "window_rows", wrows, wdesc, nwrows,
-								1, types, values, NULL);
+	{
+		Tuplestorestate *corr = NULL;
+		int64		ncorr;
+
+		if (win->late == SG_LATE_UPDATE)
+		{
+			old = MemoryContextSwitchTo(w->batch_cxt);
+			corr = tuplestore_begin_heap(false, false, work_mem);
+			MemoryContextSwitchTo(old);
+		}
+		values[1] = TimestampTzGetDatum(closed_wm);
+		ncorr = sg_exec_with_rel(win->merge_sql, &win->merge_plan, "window_rows", wrows, wdesc, nwrows,
+								 2, types, values, corr);
+		if (corr && ncorr > 0 && win->emit == SG_EMIT_ON_CLOSE)
+		{
+			TupleDesc	edesc;
+
+			old = MemoryContextSwitchTo(w->batch_cxt);
+			edesc = sg_emit_desc(win);
+			MemoryContextSwitchTo(old);
+			emitted += sg_emit(w, &save, corr, edesc, ncorr);
+		}
+		if (corr)
+			corrections = ncorr;
+	}
 
 	/* 3. the watermark */
 	if (win->append_time)
@@ -950,40 +1034,41 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		values[1] = TimestampTzGetDatum(wm);
 		nclosed = sg_exec_with_rel(win->close_sql, &win->close_plan, NULL, NULL, NULL, 0, 2, types, values, closed);
 		closed_wm = wm;
-		if (nclosed > 0 && win->target_stream)
-			emitted = sg_append_windows(w, closed, edesc, nclosed);
-		else if (nclosed > 0 && win->emit == SG_EMIT_ON_CLOSE)
+		if (win->emit == SG_EMIT_ON_CLOSE)
+			emitted += sg_emit(w, &save, closed, edesc, nclosed);
+		if (win->late == SG_LATE_UPDATE)
 		{
-			SgOwnerContext ctx;
-
-			SgRestoreUser(&save);
-			BatchEnterOwner(&ctx, w->def.owner, w->def.search_path, w->def.batch_timeout_ms,
-							closed, edesc, nclosed);
-			if (SPI_execute(win->emit_sql, false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "could not emit the closed windows of pipeline \"%s\"", w->def.name);
-			emitted = (int64) SPI_processed;
-			BatchLeaveOwner(&ctx);
-			SgBecomeDataOwner(&save, true);
+			/* closed windows beyond keep_closed: no correction any more */
+			values[1] = TimestampTzGetDatum(wm - win->keep_closed_us);
+			if (SPI_execute_plan(SgPlanCached(NULL, "DELETE FROM streamguard.window_state "
+											  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 AND closed "
+											  "AND window_end OPERATOR(pg_catalog.<=) $2", 2, types),
+								 values, NULL, false, 0) != SPI_OK_DELETE)
+				elog(ERROR, "could not forget the closed windows of pipeline \"%s\"", w->def.name);
+			values[1] = TimestampTzGetDatum(wm);
 		}
-		values[2] = Int64GetDatum(nclosed);
-		values[3] = Int64GetDatum(late);
-		if (SPI_execute_plan(SgPlanCached(NULL, "UPDATE streamguard.window_def SET watermark = $2, "
-										  "windows_closed = windows_closed OPERATOR(pg_catalog.+) $3, "
-										  "late_events = late_events OPERATOR(pg_catalog.+) $4 "
-										  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1", 4, types),
-							 values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not record the watermark of pipeline \"%s\"", w->def.name);
 	}
-	else if (late > 0)
+	if (wm != 0 || late > 0 || corrections > 0)
 	{
-		Oid			ltypes[2] = {INT4OID, INT8OID};
-		Datum		lvalues[2] = {values[0], Int64GetDatum(late)};
+		Oid			utypes[5] = {INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT8OID};
+		Datum		uvalues[5];
+		char		unulls[5] = {' ', ' ', ' ', ' ', ' '};
 
-		if (SPI_execute_with_args("UPDATE streamguard.window_def SET "
-								  "late_events = late_events OPERATOR(pg_catalog.+) $2 "
-								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
-								  2, ltypes, lvalues, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not count the late events of pipeline \"%s\"", w->def.name);
+		uvalues[0] = values[0];
+		uvalues[1] = TimestampTzGetDatum(closed_wm);
+		unulls[1] = closed_wm == DT_NOBEGIN ? 'n' : ' ';
+		uvalues[2] = Int64GetDatum(nclosed);
+		uvalues[3] = Int64GetDatum(late);
+		uvalues[4] = Int64GetDatum(corrections);
+		if (nclosed > 0 || late > 0 || corrections > 0 || closed_wm != prev_wm)
+			if (SPI_execute_plan(SgPlanCached(NULL, "UPDATE streamguard.window_def SET "
+											  "watermark = coalesce($2, watermark), "
+											  "windows_closed = windows_closed OPERATOR(pg_catalog.+) $3, "
+											  "late_events = late_events OPERATOR(pg_catalog.+) $4, "
+											  "corrections = corrections OPERATOR(pg_catalog.+) $5 "
+											  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1", 5, utypes),
+								 uvalues, unulls, false, 0) != SPI_OK_UPDATE)
+				elog(ERROR, "could not record the watermark of pipeline \"%s\"", w->def.name);
 	}
 
 	/* on_update: every window the batch changed, as it is now */

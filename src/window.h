@@ -92,6 +92,8 @@ typedef struct SgWindow
 	int64		lateness_us;
 	int64		idle_us;		/* -1: partitions never count as idle */
 	SgWindowLate late;
+	int64		keep_closed_us; /* late 'update': how long closed state is kept */
+	bool		revisions;		/* emitted rows carry a revision (late 'update') */
 
 	/* generated statements (TopMemoryContext) */
 	char	   *merge_sql;

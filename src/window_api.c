@@ -46,7 +46,7 @@ enum
 {
 	WA_NAME, WA_SOURCE, WA_TARGET, WA_SIZE, WA_AGGREGATES, WA_KIND, WA_SLIDE, WA_TIME,
 	WA_KEY, WA_EMIT, WA_LATENESS, WA_IDLE, WA_LATE, WA_BATCH_SIZE, WA_POLICY, WA_START,
-	WA_TARGET_STREAM, WA_NARGS
+	WA_TARGET_STREAM, WA_KEEP_CLOSED, WA_NARGS
 };
 
 static int64
@@ -160,7 +160,7 @@ sg_check_agg_name(const char *name)
  * need), while the definition is at hand.  SPI connected.
  */
 static char *
-sg_check_target(const char *target, Oid owner, SgWindowEmit emit, int naggs, Datum *names)
+sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool revisions, int naggs, Datum *names)
 {
 	List	   *qn = stringToQualifiedNameList(target);
 	Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(qn), NoLock, false);
@@ -185,17 +185,22 @@ sg_check_target(const char *target, Oid owner, SgWindowEmit emit, int naggs, Dat
 						   emit == SG_EMIT_ON_UPDATE ? " and updates" : "")));
 	qual = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
 
-	desc = CreateTemplateTupleDesc(3 + naggs);
+	desc = CreateTemplateTupleDesc(3 + (revisions ? 1 : 0) + naggs);
 	TupleDescInitEntry(desc, 1, "window_start", TIMESTAMPTZOID, -1, 0);
 	TupleDescInitEntry(desc, 2, "window_end", TIMESTAMPTZOID, -1, 0);
 	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
 	initStringInfo(&cols);
 	appendStringInfoString(&cols, "window_start, window_end, key");
+	if (revisions)
+	{
+		TupleDescInitEntry(desc, 4, "revision", INT4OID, -1, 0);
+		appendStringInfoString(&cols, ", revision");
+	}
 	for (i = 0; i < naggs; i++)
 	{
 		char	   *n = TextDatumGetCString(names[i]);
 
-		TupleDescInitEntry(desc, 4 + i, n, NUMERICOID, -1, 0);
+		TupleDescInitEntry(desc, 4 + (revisions ? 1 : 0) + i, n, NUMERICOID, -1, 0);
 		appendStringInfo(&cols, ", %s", quote_identifier(n));
 	}
 	desc = BlessTupleDesc(desc);
@@ -294,11 +299,18 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("allowed_lateness, idle_timeout and late are for event time"),
 				 errdetail("An append-time window closes when the readable horizon of every partition has passed its end: no event is ever late.")));
-	if (late == SG_LATE_UPDATE)
+	if (late == SG_LATE_UPDATE && kind == SG_WINDOW_SESSION)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("late => 'update' is not supported yet"),
-				 errhint("Use 'drop' or 'dead_letter'.")));
+				 errmsg("late => 'update' is not supported for session windows"),
+				 errdetail("A late event can merge closed sessions; their rows could not be corrected one by one.")));
+	if ((late == SG_LATE_UPDATE) != !PG_ARGISNULL(WA_KEEP_CLOSED))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("keep_closed goes with late => 'update', and only with it"),
+				 errdetail("It says how long a closed window's state is kept for late events to correct it.")));
+	if (late == SG_LATE_UPDATE)
+		(void) sg_window_interval(fcinfo, WA_KEEP_CLOSED, "keep_closed", false);
 	if (emit == SG_EMIT_ON_UPDATE && target_stream)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -367,7 +379,8 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (target)
-		qual_target = sg_check_target(target, owner, emit, naggs, names);
+		qual_target = sg_check_target(target, owner, emit, late == SG_LATE_UPDATE && emit == SG_EMIT_ON_CLOSE,
+									  naggs, names);
 	else
 	{
 		/* the owner appends the windows: it must be allowed to, now and at run time */
@@ -413,9 +426,9 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 
 	/* the window's definition, in the same transaction */
 	{
-		Oid			types[14];
-		Datum		values[14];
-		char		nulls[14];
+		Oid			types[15];
+		Datum		values[15];
+		char		nulls[15];
 		SgUserSave	save;
 		int			ret;
 
@@ -443,6 +456,9 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 		values[13] = target_stream ? CStringGetTextDatum(target_stream) : (Datum) 0;
 		nulls[13] = target_stream ? ' ' : 'n';
 		types[13] = TEXTOID;
+		values[14] = PG_ARGISNULL(WA_KEEP_CLOSED) ? (Datum) 0 : PG_GETARG_DATUM(WA_KEEP_CLOSED);
+		nulls[14] = PG_ARGISNULL(WA_KEEP_CLOSED) ? 'n' : ' ';
+		types[14] = INTERVALOID;
 		values[9] = SgWordParam("window_emit", SgWordName(&SgWindowEmitWords, emit), &types[9]);
 		values[10] = PG_GETARG_DATUM(WA_LATENESS);
 		types[10] = INTERVALOID;
@@ -453,11 +469,11 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 		SgBecomeDataOwner(&save, true);
 		ret = SPI_execute_with_args("INSERT INTO streamguard.window_def (pipeline_id, kind, size, slide, "
 									"time_expr, key_expr, agg_names, agg_funcs, target, emit, "
-									"allowed_lateness, idle_timeout, late, target_stream) "
+									"allowed_lateness, idle_timeout, late, target_stream, keep_closed) "
 									"SELECT p.id, $2, $3, $4, $5, $6, $7, "
-									"$8::text[]::streamguard.window_agg[], $9, $10, $11, $12, $13, $14 "
+									"$8::text[]::streamguard.window_agg[], $9, $10, $11, $12, $13, $14, $15 "
 									"FROM streamguard.pipeline p WHERE p.name OPERATOR(pg_catalog.=) $1",
-									14, types, values, nulls, false, 0);
+									15, types, values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT || SPI_processed != 1)
 			elog(ERROR, "could not record the window of pipeline \"%s\"", name);
 		SgRestoreUser(&save);
