@@ -9,6 +9,12 @@
 #   w_evt  event time, tumbling 10 s, count and sum per key
 #   w_hop  event time, hopping 20 s every 10 s, count, sum, min, max, avg
 #   w_app  append time, tumbling 300 ms, count and sum per key
+# and a second stream `wlate` gets the same events plus, at the start of each
+# round, a few events 23-25 s older than the last round's newest, which
+# correct windows closed already:
+#   w_upd  event time, tumbling 10 s, late => 'update' (keep_closed 1 hour):
+#          every window's highest revision equals the recomputation, and
+#          its revisions are 0, 1, 2, ... each emitted once
 # Two rounds of faults, each fired in a batch with events: a kill -9 of a window pipeline's worker
 # at mid_batch, before_commit (its window rows inserted, not committed) and
 # after_commit (each kill restarts the whole server), injected errors at
@@ -29,7 +35,7 @@ use Test::More;
 use StreamguardTest;
 
 my $node = sg_node('windows');
-my @pipes = qw(w_evt w_hop w_app);
+my @pipes = qw(w_evt w_hop w_app w_upd);
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
@@ -38,6 +44,12 @@ CREATE TABLE out_evt (window_start timestamptz, window_end timestamptz, key text
 CREATE TABLE out_hop (window_start timestamptz, window_end timestamptz, key text, events numeric,
 	total numeric, lo numeric, hi numeric, mean numeric);
 CREATE TABLE out_app (LIKE out_evt);
+SELECT streamguard.create_stream('wlate', 2);
+CREATE TABLE out_upd (window_start timestamptz, window_end timestamptz, key text, revision int,
+	events numeric, total numeric);
+SELECT streamguard.create_window_pipeline('w_upd', 'wlate', 'out_upd', '10 s',
+	aggregates => '{"events": "count(*)", "total": "sum(payload->>''n'')"}',
+	event_time => $$payload->>'ts'$$, late => 'update', keep_closed => '1 hour', batch_size => 150);
 SELECT streamguard.create_window_pipeline('w_evt', 'wsrc', 'out_evt', '10 s',
 	aggregates => '{"events": "count(*)", "total": "sum(payload->>''n'')"}',
 	event_time => $$payload->>'ts'$$, batch_size => 150);
@@ -58,16 +70,26 @@ my $per_round = 400;
 # a round: events next+1 .. next+$per_round in a few transactions
 sub produce
 {
+	if ($next > 0)
+	{
+		# late events for w_upd: 23-25 s before the last round's newest
+		BAIL_OUT('could not append late events') unless defined q1($node, qq{
+SELECT count(*) FROM streamguard.append_batch('wlate',
+	(SELECT array_agg(jsonb_build_object('ts', timestamptz '2026-01-01 00:00:00+00' + ($next - g) * interval '1 s', 'n', 100000 + g) ORDER BY g)
+	 FROM generate_series(23, 25) g),
+	keys => ARRAY['late', 'k1', 'k2'],
+	dedup_keys => (SELECT array_agg('late$next-' || g ORDER BY g) FROM generate_series(23, 25) g))}, 90);
+	}
 	for my $chunk (1 .. 4)
 	{
 		my $from = $next + 1;
 		my $to = $next + $per_round / 4;
-		my $ok = defined q1($node, qq{
-SELECT count(*) FROM streamguard.append_batch('wsrc',
+		my $ok = defined q1($node, join(";\n", map { qq{
+SELECT count(*) FROM streamguard.append_batch('$_',
 	(SELECT array_agg(jsonb_build_object('ts', timestamptz '2026-01-01 00:00:00+00' + g * interval '1 s', 'n', g) ORDER BY g)
 	 FROM generate_series($from, $to) g),
 	keys => (SELECT array_agg('k' || (g % 7) ORDER BY g) FROM generate_series($from, $to) g),
-	dedup_keys => (SELECT array_agg('e' || g ORDER BY g) FROM generate_series($from, $to) g))}, 90);
+	dedup_keys => (SELECT array_agg('e' || g ORDER BY g) FROM generate_series($from, $to) g))} } qw(wsrc wlate)), 90);
 		# q1 retries across a restart; the dedup keys make a retry harmless
 		BAIL_OUT("could not append events $from..$to") unless $ok;
 		$next = $to;
@@ -126,7 +148,10 @@ $node->safe_psql('postgres', q{
 SELECT count(*) FROM streamguard.append_batch('wsrc',
 	ARRAY['{"ts": "2026-02-01 00:00:00+00", "n": 0}', '{"ts": "2026-02-01 00:00:00+00", "n": 0}',
 	      '{"ts": "2026-02-01 00:00:00+00", "n": 0}']::jsonb[],
-	keys => ARRAY['flush', 'flush', 'flush'], partitions => ARRAY[0, 1, 2])});
+	keys => ARRAY['flush', 'flush', 'flush'], partitions => ARRAY[0, 1, 2]);
+SELECT count(*) FROM streamguard.append_batch('wlate',
+	ARRAY['{"ts": "2026-02-01 00:00:00+00", "n": 0}', '{"ts": "2026-02-01 00:00:00+00", "n": 0}']::jsonb[],
+	keys => ARRAY['flush', 'flush'], partitions => ARRAY[0, 1])});
 note("events produced: $next");
 
 ok(wait_for_value($node, "SELECT sum(events) FROM out_evt", $next, 120), 'w_evt: every event in a closed window');
@@ -176,7 +201,33 @@ SELECT count(*) FROM (
 FULL JOIN out_app o ON o.window_start = r.ws AND o.key = r.key
 WHERE o.events IS DISTINCT FROM r.events OR o.total IS DISTINCT FROM r.total
    OR o.window_end IS DISTINCT FROM r.ws + interval '300 ms'}), '0', 'w_app: the windows equal the recomputation');
-is($node->safe_psql('postgres', "SELECT sum(late_events) FROM streamguard.windows"), '0', 'no event was late');
+is($node->safe_psql('postgres', "SELECT sum(late_events) FROM streamguard.windows WHERE pipeline <> 'w_upd'"), '0',
+	'no event was late in wsrc');
+
+# w_upd: the last revision of every window equals the recomputation from wlate
+my $late_events = q{
+(SELECT * FROM streamguard.read('wlate', 0, 0, 100000)
+ UNION ALL SELECT * FROM streamguard.read('wlate', 1, 0, 100000))};
+my $expected_upd = $node->safe_psql('postgres', "SELECT count(*) FROM $late_events e WHERE key <> 'flush'");
+ok(wait_for_value($node, qq{
+SELECT sum(events) FROM (SELECT DISTINCT ON (window_start, key) events FROM out_upd
+                         ORDER BY window_start, key, revision DESC) l}, $expected_upd, 120),
+	'w_upd: every event in the last revision of its window');
+is($node->safe_psql('postgres', qq{
+SELECT count(*) FROM (
+	SELECT date_bin('10 s', (payload->>'ts')::timestamptz, 'epoch') AS ws, key, count(*) AS events,
+	       sum((payload->>'n')::numeric) AS total
+	FROM $late_events e WHERE key <> 'flush' GROUP BY 1, 2) r
+FULL JOIN (SELECT DISTINCT ON (window_start, key) * FROM out_upd ORDER BY window_start, key, revision DESC) o
+  ON o.window_start = r.ws AND o.key = r.key
+WHERE o.events IS DISTINCT FROM r.events OR o.total IS DISTINCT FROM r.total}), '0',
+	'w_upd: the last revisions equal the recomputation');
+is($node->safe_psql('postgres', qq{
+SELECT count(*) FROM (SELECT window_start, key FROM out_upd GROUP BY 1, 2
+                      HAVING count(*) <> max(revision) + 1 OR count(DISTINCT revision) <> count(*)) d}), '0',
+	'w_upd: each revision of a window emitted once, none missing');
+cmp_ok($node->safe_psql('postgres', "SELECT corrections FROM streamguard.windows WHERE pipeline = 'w_upd'"), '>', 0,
+	'w_upd: late events corrected closed windows');
 fault_summary($fx);
 
 $node->stop;
