@@ -249,4 +249,12 @@
 			"\tappendStringInfoString(&buf, \"WITH d AS (UPDATE streamguard.window_state SET closed = closed \"\n" ] ],
 		tests => [ 'regress:12_windows', 'tap:150_windows.pl' ],
 	},
+	{
+		name => 'window_correction_same_revision',
+		breaks => 'windows, late update: a correction carries the revision of the row it corrects',
+		edits => [ [ 'src/window.c',
+			"\"revision = s.revision\" OP(\"+\") \"CASE WHEN s.closed THEN 1 ELSE 0 END, acc = \");",
+			"\"revision = s.revision\" OP(\"+\") \"CASE WHEN s.closed THEN 0 ELSE 0 END, acc = \");" ] ],
+		tests => [ 'regress:12_windows', 'tap:150_windows.pl' ],
+	},
 );

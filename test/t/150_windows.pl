@@ -124,6 +124,7 @@ my @plan = (
 	[ 'kill at before_commit', sub { fault_round('before_commit', 'w_hop', 'before_commit') } ],
 	[ 'kill at after_commit',  sub { fault_round('after_commit', 'w_app', 'after_commit') } ],
 	[ 'kill at before_commit (append time)', sub { fault_round('before_commit_app', 'w_app', 'before_commit') } ],
+	[ 'kill at before_commit (late update)', sub { fault_round('before_commit_upd', 'w_upd', 'before_commit') } ],
 	[ 'errors at before_commit (isolation)', sub { fault_round('errors', 'w_evt', 'before_commit', 'error', 4) } ],
 	[ 'immediate restart', sub {
 		produce();
