@@ -120,6 +120,25 @@ SELECT key, events, acc FROM streamguard.window_state s JOIN streamguard.pipelin
 WHERE p.name = 'hopper' AND s.window_start = '2026-01-01 00:00:10' ORDER BY key;
 SELECT streamguard.drop_pipeline('hopper');
 
+-- idle partitions: partition 1 stops at 00:00:01 and holds the watermark
+-- there; once it has had no event for idle_timeout it is left out, and the
+-- watermark follows partition 0 to 00:00:31 (without idle_timeout it would
+-- wait for partition 1): [00:00:00, 00:00:10) closes
+CREATE TABLE idle_out (window_start timestamptz, window_end timestamptz, key text, events numeric);
+SELECT streamguard.create_stream('idle_src', 2);
+SELECT streamguard.create_window_pipeline('idler', 'idle_src', 'idle_out', '10 s',
+  aggregates => '{"events": "count(*)"}', event_time => $$payload->>'ts'$$, idle_timeout => '1 s');
+SELECT count(*) FROM streamguard.append_batch('idle_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:01"}', '{"ts": "2026-01-01 00:00:02"}', '{"ts": "2026-01-01 00:00:31"}']::jsonb[],
+  keys => ARRAY['a', 'a', 'a'], partitions => ARRAY[1, 0, 0]);
+SELECT wait_for($$(SELECT count(*) FROM idle_out) = 1$$);
+SELECT * FROM idle_out ORDER BY window_start, key;
+SELECT watermark, idle_timeout FROM streamguard.windows WHERE pipeline = 'idler';
+-- partition 1 speaks again, with an older time: late for [00:00:00, 00:00:10)
+SELECT * FROM streamguard.append('idle_src', '{"ts": "2026-01-01 00:00:05"}', key => 'a', partition => 1);
+SELECT wait_for($$(SELECT late_events FROM streamguard.windows WHERE pipeline = 'idler') = 1$$);
+SELECT streamguard.drop_pipeline('idler');
+
 -- session windows, gap 5 s: sessions merge, also across batches
 CREATE TABLE sessions (window_start timestamptz, window_end timestamptz, key text, events numeric);
 SELECT streamguard.create_stream('sess_src', 1);
@@ -247,5 +266,5 @@ SELECT streamguard.drop_pipeline('ten_seconds');
 SELECT streamguard.drop_pipeline('one_minute');
 
 SELECT streamguard.drop_stream(name, force => true) FROM streamguard.stream
-WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s', 'corr_src');
-DROP TABLE click_counts, hops, sessions, per_second, running, per_minute, corrected;
+WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s', 'corr_src', 'idle_src');
+DROP TABLE click_counts, hops, sessions, per_second, running, per_minute, corrected, idle_out;
