@@ -16,17 +16,20 @@
  * batch.  WindowApply, as the storage owner, then
  *	1. puts each row in its windows (computed here, aligned on the Unix
  *	   epoch), and sets aside the rows whose windows are closed already
- *	   (late: counted, or dead-lettered);
+ *	   (late: counted, or dead-lettered; with late 'update', rows of
+ *	   windows closed less than keep_closed ago go on as corrections);
  *	2. merges the rows into streamguard.window_state with one upsert (one
  *	   accumulator per aggregate; sessions are merged in SQL, gaps and
- *	   islands);
+ *	   islands); corrected windows come out of it and are emitted again
+ *	   with the next revision;
  *	3. moves the watermark and closes every window that ends at or before
- *	   it: its state row is deleted with RETURNING, and those rows are
- *	   inserted into the target table as the owner;
+ *	   it: its state row is deleted (late 'update': marked closed, deleted
+ *	   keep_closed later) with RETURNING, and those rows are inserted into
+ *	   the target table as the owner, or appended to the target stream;
  *	4. records the watermark and counters in streamguard.window_def.
  * The positions advance in the same transaction (batch.c), so a crash
  * anywhere either keeps all of it or none of it.
- *
+
  * APPEND TIME.  appended_at is read from the clock after the append's seq
  * was taken under the partition's lock (append.c).  So once a reader has
  * read the clock (T) and then next_seq (N) of a partition, every event
@@ -36,8 +39,10 @@
  * everything below it, every event of the partition appended before T has
  * been consumed.  Per partition we keep such a mark (T, N), taken before a
  * batch's fetch; it is resolved by a later (or the same) batch whose fetch
- * read everything below a horizon >= N, and then T becomes the
- * partition's bound.  The watermark is the least bound over the
+ * read everything below a horizon >= N (a fetch that stopped at batch_size
+ * resolves nothing), and then T becomes the partition's bound.  What a
+ * batch learns is kept only once it commits (WindowCommitted): after an
+ * abort its events are read again.  The watermark is the least bound over the
  * partitions; a window [s, e) closes when the watermark reaches e.  A
  * producer whose transaction appended before e and has not committed
  * holds the horizon below N, so the window waits for it; when it commits
@@ -61,17 +66,17 @@
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tstoreReceiver.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
-#include "executor/tstoreReceiver.h"
 #include "utils/builtins.h"
-#include "utils/plancache.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
+#include "utils/plancache.h"
 
 #include "window.h"
 #include "worker.h"
