@@ -265,6 +265,46 @@ SELECT key, payload FROM streamguard.read('w_10s', 0, 0, 3) ORDER BY seq;
 SELECT streamguard.drop_pipeline('ten_seconds');
 SELECT streamguard.drop_pipeline('one_minute');
 
+-- privileges: the owner needs read on the source, INSERT on the target,
+-- append on a target stream; its expressions run with its rights only; other
+-- roles neither see nor control its windows
+CREATE ROLE sg_win_owner;
+CREATE ROLE sg_win_other;
+CREATE TABLE win_mine (window_start timestamptz, window_end timestamptz, key text, events numeric);
+CREATE TABLE win_secret (v int);
+INSERT INTO win_secret VALUES (42);
+SELECT streamguard.create_stream('priv_src', 1);
+SELECT streamguard.create_stream('priv_out', 1);
+SET ROLE sg_win_owner;
+SELECT try($$SELECT streamguard.create_window_pipeline('pw', 'priv_src', 'win_mine', '10 s')$$);
+RESET ROLE;
+GRANT INSERT ON win_mine TO sg_win_owner;
+SET ROLE sg_win_owner;
+SELECT try($$SELECT streamguard.create_window_pipeline('pw', 'priv_src', 'win_mine', '10 s')$$);
+RESET ROLE;
+SELECT streamguard.grant_stream('priv_src', 'sg_win_owner', 'read');
+SET ROLE sg_win_owner;
+SELECT try($$SELECT streamguard.create_window_pipeline('pw', 'priv_src', NULL, '10 s', target_stream => 'priv_out')$$);
+-- an expression that reads what the owner may not read fails as the owner
+SELECT streamguard.create_window_pipeline('pw', 'priv_src', 'win_mine', '10 s',
+  aggregates => '{"events": "count(*)"}', event_time => $$payload->>'ts'$$,
+  key => '(SELECT v FROM win_secret)');
+RESET ROLE;
+SET ROLE sg_win_other;
+SELECT count(*) AS visible FROM streamguard.windows;
+SELECT try($$SELECT streamguard.pause_pipeline('pw')$$);
+RESET ROLE;
+SELECT * FROM streamguard.append('priv_src', '{"ts": "2026-01-01 00:00:01"}');
+SELECT wait_for($$(SELECT last_error FROM streamguard.pipelines WHERE pipeline = 'pw') LIKE 'permission denied%'$$);
+SELECT last_error FROM streamguard.pipelines WHERE pipeline = 'pw';
+SELECT count(*) AS emitted FROM win_mine;
+SELECT streamguard.drop_pipeline('pw');
+SELECT streamguard.drop_stream('priv_src', force => true);
+SELECT streamguard.drop_stream('priv_out', force => true);
+REVOKE INSERT ON win_mine FROM sg_win_owner;
+DROP TABLE win_mine, win_secret;
+DROP ROLE sg_win_owner, sg_win_other;
+
 SELECT streamguard.drop_stream(name, force => true) FROM streamguard.stream
 WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s', 'corr_src', 'idle_src');
 DROP TABLE click_counts, hops, sessions, per_second, running, per_minute, corrected, idle_out;
