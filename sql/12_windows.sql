@@ -148,8 +148,9 @@ SELECT count(*) FROM streamguard.append_batch('sess_src', ARRAY[
   '{"ts": "2026-01-01 00:00:00"}', '{"ts": "2026-01-01 00:00:04"}', '{"ts": "2026-01-01 00:00:20"}',
   '{"ts": "2026-01-01 00:00:01"}']::jsonb[], keys => ARRAY['u', 'u', 'u', 'v']);
 SELECT wait_for($$(SELECT count(*) FROM sessions) = 2$$);
--- the watermark is 00:00:20: 00:00:12 is late (its session would end at
--- 00:00:17); 00:00:16 and 00:00:24 join the session that began at 00:00:20
+-- the watermark is 00:00:20: 00:00:12 alone would be late (its session would
+-- end at 00:00:17), but with 00:00:16 and 00:00:24 it joins the open session
+-- that began at 00:00:20: one session [00:00:12, 00:00:29), nothing late
 SELECT count(*) FROM streamguard.append_batch('sess_src', ARRAY[
   '{"ts": "2026-01-01 00:00:16"}', '{"ts": "2026-01-01 00:00:24"}', '{"ts": "2026-01-01 00:00:12"}']::jsonb[],
   keys => ARRAY['u', 'u', 'u']);
@@ -158,6 +159,26 @@ SELECT wait_for($$(SELECT count(*) FROM sessions) = 3$$);
 SELECT * FROM sessions ORDER BY key, window_start;
 SELECT watermark, open_windows, windows_closed, late_events FROM streamguard.windows;
 SELECT streamguard.drop_pipeline('sessions');
+-- an event whose own session would be over by the watermark is on time when
+-- it joins an open session (lateness is judged on the merged session):
+-- u@00:00:10 and v@00:00:12 leave u's session [00:10, 00:15) open at
+-- watermark 00:00:12; u@00:00:06 extends it to [00:06, 00:15); x@00:00:01
+-- joins nothing and is late
+SELECT streamguard.create_stream('sess2_src', 1);
+CREATE TABLE sessions2 (window_start timestamptz, window_end timestamptz, key text, events numeric);
+SELECT streamguard.create_window_pipeline('sessions2', 'sess2_src', 'sessions2', '5 s', kind => 'session',
+  aggregates => '{"events": "count(*)"}', event_time => $$payload->>'ts'$$, late => 'dead_letter');
+SELECT count(*) FROM streamguard.append_batch('sess2_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:10"}', '{"ts": "2026-01-01 00:00:12"}']::jsonb[], keys => ARRAY['u', 'v']);
+SELECT wait_for($$(SELECT watermark FROM streamguard.windows WHERE pipeline = 'sessions2') = '2026-01-01 00:00:12'$$);
+SELECT count(*) FROM streamguard.append_batch('sess2_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:06"}', '{"ts": "2026-01-01 00:00:01"}']::jsonb[], keys => ARRAY['u', 'x']);
+SELECT wait_for($$(SELECT late_events FROM streamguard.windows WHERE pipeline = 'sessions2') = 1$$);
+SELECT * FROM streamguard.append('sess2_src', '{"ts": "2026-01-01 00:00:30"}', key => 'w');
+SELECT wait_for($$(SELECT count(*) FROM sessions2) = 2$$);
+SELECT * FROM sessions2 ORDER BY key;
+SELECT key, payload, error FROM streamguard.dead_letters WHERE pipeline = 'sessions2';
+SELECT streamguard.drop_pipeline('sessions2');
 
 -- append time: windows close when the readable horizon of every partition
 -- has passed their end, with or without new events; each window's row
@@ -306,5 +327,5 @@ DROP TABLE win_mine, win_secret;
 DROP ROLE sg_win_owner, sg_win_other;
 
 SELECT streamguard.drop_stream(name, force => true) FROM streamguard.stream
-WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s', 'corr_src', 'idle_src');
-DROP TABLE click_counts, hops, sessions, per_second, running, per_minute, corrected, idle_out;
+WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s', 'corr_src', 'idle_src', 'sess2_src');
+DROP TABLE click_counts, hops, sessions, per_second, running, per_minute, corrected, idle_out, sessions2;

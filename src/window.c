@@ -175,9 +175,9 @@ sg_acc_merge2(SgWindow *win, StringInfo buf, const char *a, const char *b)
 	appendStringInfoString(buf, "]::pg_catalog.numeric[]");
 }
 
-/* slot j over many accumulators (column acc of relation i) */
+/* slot j over many accumulators (column acc of relation `rel`) */
 static void
-sg_acc_merge_many(SgWindow *win, StringInfo buf)
+sg_acc_merge_many(SgWindow *win, StringInfo buf, const char *rel)
 {
 	int			j;
 
@@ -187,7 +187,7 @@ sg_acc_merge_many(SgWindow *win, StringInfo buf)
 		SgWindowAgg k = j >= win->naggs ? SG_AGG_COUNT : win->aggs[j];
 		const char *fn = (k == SG_AGG_MIN) ? "min" : (k == SG_AGG_MAX) ? "max" : "sum";
 
-		appendStringInfo(buf, "%spg_catalog.%s(i.acc[%d])", j ? ", " : "", fn, j + 1);
+		appendStringInfo(buf, "%spg_catalog.%s(%s.acc[%d])", j ? ", " : "", fn, rel, j + 1);
 	}
 	appendStringInfoString(buf, "]::pg_catalog.numeric[]");
 }
@@ -253,27 +253,35 @@ sg_build_statements(SgWindow *win)
 		/*
 		 * Sessions: the batch's events, each a session [t, t + gap) of its
 		 * own, and the open sessions of the same keys (taken out), merged
-		 * where they overlap (gaps and islands), then put back.
+		 * where they overlap (gaps and islands), then put back.  Lateness is
+		 * judged on the merged session, as Flink does: an event whose own
+		 * session would be over by the watermark ($2) is on time when it
+		 * joins an open one.  The events of merged sessions that end by the
+		 * watermark are late: not put back, their (part, seq) returned.
 		 */
 		appendStringInfoString(&buf,
 							   "WITH n AS (SELECT r.k, r.ws, r.we, 1::pg_catalog.int8 AS events, ");
 		sg_acc_from_rows(win, &buf);
 		appendStringInfoString(&buf,
-							   " AS acc FROM window_rows r GROUP BY r.k, r.ws, r.we, r.seq, r.part), "
+							   " AS acc, r.part, r.seq FROM window_rows r GROUP BY r.k, r.ws, r.we, r.seq, r.part), "
 							   "o AS (DELETE FROM streamguard.window_state s "
 							   "WHERE s.pipeline_id" OP("=") "$1 AND NOT s.closed "
 							   "AND EXISTS (SELECT 1 FROM window_rows r WHERE r.k IS NOT DISTINCT FROM s.key) "
-							   "RETURNING s.key AS k, s.window_start AS ws, s.window_end AS we, s.events, s.acc), "
+							   "RETURNING s.key AS k, s.window_start AS ws, s.window_end AS we, s.events, s.acc, "
+							   "NULL::pg_catalog.int4 AS part, NULL::pg_catalog.int8 AS seq), "
 							   "a AS (SELECT * FROM n UNION ALL SELECT * FROM o), "
 							   "m AS (SELECT a.*, CASE WHEN a.ws" OP("<") "pg_catalog.max(a.we) OVER "
 							   "(PARTITION BY a.k ORDER BY a.ws, a.we ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
 							   "THEN 0 ELSE 1 END AS brk FROM a), "
 							   "i AS (SELECT m.*, pg_catalog.sum(m.brk) OVER (PARTITION BY m.k ORDER BY m.ws, m.we "
-							   "ROWS UNBOUNDED PRECEDING) AS isl FROM m) "
-							   "INSERT INTO streamguard.window_state (pipeline_id, window_start, window_end, key, events, acc) "
-							   "SELECT $1, pg_catalog.min(i.ws), pg_catalog.max(i.we), i.k, pg_catalog.sum(i.events), ");
-		sg_acc_merge_many(win, &buf);
-		appendStringInfoString(&buf, " FROM i GROUP BY i.k, i.isl");
+							   "ROWS UNBOUNDED PRECEDING) AS isl FROM m), "
+							   "j AS (SELECT i.*, pg_catalog.max(i.we) OVER (PARTITION BY i.k, i.isl) AS isl_end FROM i), "
+							   "ins AS (INSERT INTO streamguard.window_state "
+							   "(pipeline_id, window_start, window_end, key, events, acc) "
+							   "SELECT $1, pg_catalog.min(j.ws), pg_catalog.max(j.we), j.k, pg_catalog.sum(j.events), ");
+		sg_acc_merge_many(win, &buf, "j");
+		appendStringInfoString(&buf, " FROM j WHERE j.isl_end" OP(">") "$2 GROUP BY j.k, j.isl) "
+							   "SELECT j.part, j.seq FROM j WHERE j.isl_end" OP("<=") "$2 AND j.seq IS NOT NULL");
 	}
 	win->merge_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
 
@@ -719,6 +727,33 @@ sg_append_windows(SgWorker *w, Tuplestorestate *closed, TupleDesc edesc, int64 n
 	return n;
 }
 
+/* store the late events (partition, seq) of the batch as dead letters */
+static void
+sg_dead_letter_late(SgWorker *w, Tuplestorestate *store, int32 *parts, int64 *seqs, int64 n)
+{
+	TupleTableSlot *ev = MakeSingleTupleTableSlot(w->event_desc, &TTSOpsMinimalTuple);
+	int64		done = 0;
+	bool		isnull;
+
+	tuplestore_rescan(store);
+	while (done < n && tuplestore_gettupleslot(store, true, false, ev))
+	{
+		int32		part = DatumGetInt32(slot_getattr(ev, 1, &isnull));
+		int64		seq = DatumGetInt64(slot_getattr(ev, 2, &isnull));
+		int64		j;
+
+		for (j = 0; j < n; j++)
+			if (parts[j] == part && seqs[j] == seq)
+				break;
+		if (j == n)
+			continue;
+		BatchDeadLetter(w, ev, "late event: its window is closed", "SGLAT");
+		w->batch_dead++;
+		done++;
+	}
+	ExecDropSingleTupleTableSlot(ev);
+}
+
 /*
  * Emit windows (relation "batch": `rows`, of sg_emit_desc): appended to the
  * target stream, or inserted into the target table as the owner.  Storage
@@ -773,6 +808,8 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	TimestampTz min_end = 0;
 	Tuplestorestate *wrows = NULL;
 	int64		nwrows = 0;
+	int32	   *late_parts = NULL;	/* the late events: (partition, seq) */
+	int64	   *late_seqs = NULL;
 	uint64		i;
 
 	values[0] = Int32GetDatum(w->def.id);
@@ -833,18 +870,12 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		TupleTableSlot *slot = MakeSingleTupleTableSlot(win->rows_desc, &TTSOpsMinimalTuple);
 		Datum	   *v = palloc(sizeof(Datum) * win->naggs);
 		bool	   *vnull = palloc(sizeof(bool) * win->naggs);
-		int64	   *late_parts = NULL;
-		int64	   *late_seqs = NULL;
-		int			nlate_rec = 0;
 
 		old = MemoryContextSwitchTo(w->batch_cxt);
 		wrows = tuplestore_begin_heap(false, false, work_mem);
+		late_parts = palloc(sizeof(int32) * win->nrows);
+		late_seqs = palloc(sizeof(int64) * win->nrows);
 		MemoryContextSwitchTo(old);
-		if (win->late == SG_LATE_DEAD_LETTER)
-		{
-			late_parts = palloc(sizeof(int64) * win->nrows);
-			late_seqs = palloc(sizeof(int64) * win->nrows);
-		}
 		tuplestore_rescan(win->rows);
 		while (tuplestore_gettupleslot(win->rows, true, false, slot))
 		{
@@ -868,17 +899,13 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 			}
 			if (win->kind == SG_WINDOW_SESSION)
 			{
+				/* lateness of sessions is judged once merged (the merge) */
 				TimestampTz we = t + win->size_us;
 
-				if (we <= closed_wm)
-					any_late = true;
-				else
-				{
-					sg_put_row(wrows, wdesc, part, seq, t, we, key, key_null, v, vnull, win->naggs);
-					nwrows++;
-					if (min_end == 0 || we < min_end)
-						min_end = we;
-				}
+				sg_put_row(wrows, wdesc, part, seq, t, we, key, key_null, v, vnull, win->naggs);
+				nwrows++;
+				if (we > closed_wm && (min_end == 0 || we < min_end))
+					min_end = we;
 			}
 			else
 			{
@@ -904,39 +931,11 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 			}
 			if (any_late)
 			{
-				late++;
-				if (late_parts)
-				{
-					late_parts[nlate_rec] = part;
-					late_seqs[nlate_rec++] = seq;
-				}
+				late_parts[late] = part;
+				late_seqs[late++] = seq;
 			}
 		}
 		ExecDropSingleTupleTableSlot(slot);
-		if (nlate_rec > 0)
-		{
-			/* dead letters: the late events as they are in the batch */
-			TupleTableSlot *ev = MakeSingleTupleTableSlot(w->event_desc, &TTSOpsMinimalTuple);
-			int			k = 0;
-
-			tuplestore_rescan(store);
-			while (k < nlate_rec && tuplestore_gettupleslot(store, true, false, ev))
-			{
-				int32		part = DatumGetInt32(slot_getattr(ev, 1, &isnull));
-				int64		seq = DatumGetInt64(slot_getattr(ev, 2, &isnull));
-				int			j;
-
-				for (j = 0; j < nlate_rec; j++)
-					if (late_parts[j] == part && late_seqs[j] == seq)
-						break;
-				if (j == nlate_rec)
-					continue;
-				BatchDeadLetter(w, ev, "late event: its window is closed", "SGLAT");
-				w->batch_dead++;
-				k++;
-			}
-			ExecDropSingleTupleTableSlot(ev);
-		}
 	}
 
 	/* 2. merge into the state; late 'update': the corrected windows out */
@@ -951,9 +950,33 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 			corr = tuplestore_begin_heap(false, false, work_mem);
 			MemoryContextSwitchTo(old);
 		}
+		if (win->kind == SG_WINDOW_SESSION)
+		{
+			old = MemoryContextSwitchTo(w->batch_cxt);
+			corr = tuplestore_begin_heap(false, false, work_mem);	/* late events */
+			MemoryContextSwitchTo(old);
+		}
 		values[1] = TimestampTzGetDatum(closed_wm);
 		ncorr = sg_exec_with_rel(win->merge_sql, &win->merge_plan, "window_rows", wrows, wdesc, nwrows,
 								 2, types, values, corr);
+		if (win->kind == SG_WINDOW_SESSION)
+		{
+			TupleDesc	ldesc = CreateTemplateTupleDesc(2);
+			TupleTableSlot *ls;
+
+			TupleDescInitEntry(ldesc, 1, "part", INT4OID, -1, 0);
+			TupleDescInitEntry(ldesc, 2, "seq", INT8OID, -1, 0);
+			ls = MakeSingleTupleTableSlot(ldesc, &TTSOpsMinimalTuple);
+			tuplestore_rescan(corr);
+			while (tuplestore_gettupleslot(corr, true, false, ls))
+			{
+				late_parts[late] = DatumGetInt32(slot_getattr(ls, 1, &isnull));
+				late_seqs[late++] = DatumGetInt64(slot_getattr(ls, 2, &isnull));
+			}
+			ExecDropSingleTupleTableSlot(ls);
+			corr = NULL;
+			ncorr = 0;
+		}
 		if (corr && ncorr > 0 && win->emit == SG_EMIT_ON_CLOSE)
 		{
 			TupleDesc	edesc;
@@ -966,6 +989,10 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		if (corr)
 			corrections = ncorr;
 	}
+
+	/* late events to the dead letters, as they are in the batch */
+	if (late > 0 && win->late == SG_LATE_DEAD_LETTER)
+		sg_dead_letter_late(w, store, late_parts, late_seqs, late);
 
 	/* 3. the watermark */
 	if (win->append_time)
