@@ -210,6 +210,39 @@ SELECT open_windows, late_events, watermark >= (SELECT max(window_end) FROM per_
 FROM streamguard.windows WHERE pipeline = 'per_second';
 SELECT streamguard.drop_pipeline('per_second');
 
+-- append time across a change of the partition count (alter_stream): keys
+-- move partitions, readers are held back at the switch points, the windows
+-- still equal a recomputation from the stream
+SELECT streamguard.create_stream('grow_src', 1);
+CREATE TABLE grow_out (window_start timestamptz, window_end timestamptz, key text, events numeric);
+SELECT streamguard.create_window_pipeline('grower', 'grow_src', 'grow_out', '200 ms',
+  aggregates => '{"events": "count(*)"}', key => $$'all'$$);
+DO $$
+BEGIN
+  FOR i IN 1 .. 10 LOOP
+    PERFORM streamguard.append('grow_src', jsonb_build_object('n', i), key => 'k' || i);
+    PERFORM pg_sleep(0.02);
+  END LOOP;
+END $$;
+SELECT streamguard.alter_stream('grow_src', partitions => 3);
+DO $$
+BEGIN
+  FOR i IN 11 .. 20 LOOP
+    PERFORM streamguard.append('grow_src', jsonb_build_object('n', i), key => 'k' || i);
+    PERFORM pg_sleep(0.02);
+  END LOOP;
+END $$;
+SELECT wait_for($$(SELECT sum(events) FROM grow_out) = 20$$);
+SELECT count(*) AS mismatches FROM (
+  SELECT date_bin('200 ms', appended_at, 'epoch') AS ws, count(*) AS events
+  FROM (SELECT appended_at FROM streamguard.read('grow_src', 0, 0, 100)
+        UNION ALL SELECT appended_at FROM streamguard.read('grow_src', 1, 0, 100)
+        UNION ALL SELECT appended_at FROM streamguard.read('grow_src', 2, 0, 100)) e GROUP BY 1) r
+FULL JOIN grow_out g ON g.window_start = r.ws
+WHERE g.events IS DISTINCT FROM r.events;
+SELECT late_events FROM streamguard.windows WHERE pipeline = 'grower';
+SELECT streamguard.drop_pipeline('grower');
+
 -- on_update: the target holds each open window's current figures
 CREATE TABLE running (window_start timestamptz, window_end timestamptz, key text, events numeric,
                       PRIMARY KEY (window_start, key));
@@ -327,5 +360,5 @@ DROP TABLE win_mine, win_secret;
 DROP ROLE sg_win_owner, sg_win_other;
 
 SELECT streamguard.drop_stream(name, force => true) FROM streamguard.stream
-WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s', 'corr_src', 'idle_src', 'sess2_src');
-DROP TABLE click_counts, hops, sessions, per_second, running, per_minute, corrected, idle_out, sessions2;
+WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s', 'corr_src', 'idle_src', 'sess2_src', 'grow_src');
+DROP TABLE click_counts, hops, sessions, per_second, running, per_minute, corrected, idle_out, sessions2, grow_out;

@@ -120,6 +120,12 @@ sg_append_events(SgCaptureRel *cr, SgEventRow *ev, int n, bool *spi)
 		sg_need_spi(spi);
 		meta = StreamLookup(cr->def.stream, SG_PRIV_NONE);
 	}
+	/* a change of the partition count committed while we waited: reload */
+	if (!StreamLockAppend(meta))
+	{
+		sg_need_spi(spi);
+		meta = StreamLookup(cr->def.stream, SG_PRIV_NONE);
+	}
 	if (meta->stream_id != cr->def.stream_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

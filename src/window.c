@@ -40,7 +40,9 @@
  * been consumed.  Per partition we keep such a mark (T, N), taken before a
  * batch's fetch; it is resolved by a later (or the same) batch whose fetch
  * read everything below a horizon >= N (a fetch that stopped at batch_size
- * resolves nothing), and then T becomes the partition's bound.  What a
+ * resolves nothing; across a change of the partition count, "horizon"
+ * means the lower of it and the partition's cap), and then T becomes the
+ * partition's bound.  What a
  * batch learns is kept only once it commits (WindowCommitted): after an
  * abort its events are read again.  The watermark is the least bound over the
  * partitions; a window [s, e) closes when the watermark reaches e.  A
@@ -472,6 +474,43 @@ WindowBeforeFetch(SgWorker *w, SgStreamMeta *meta)
 	pg_memory_barrier();
 	for (p = 0; p < meta->nparts; p++)
 		win->pre_horizon[p] = HorizonReadable(st, p, &win->pre_next[p], NULL);
+
+	/*
+	 * Across a change of the partition count the fetch reads a partition
+	 * only up to its cap (repartition.c): what it can read is below the
+	 * cap's next seq, whatever the horizon.  The caps from the positions
+	 * now are the ones the fetch starts with; it may relax them on the way
+	 * (then it read more than we count on, never less).
+	 */
+	if (meta->nchanges > 0)
+	{
+		int64	   *pos = palloc0(sizeof(int64) * meta->nparts);
+		int64	   *cap = palloc(sizeof(int64) * meta->nparts);
+		Oid			types[2] = {INT4OID, TEXTOID};
+		Datum		values[2] = {Int32GetDatum(meta->stream_id), CStringGetTextDatum(w->consumer_name)};
+		SgUserSave	save;
+		uint64		i;
+		bool		isnull;
+
+		SgBecomeDataOwner(&save, true);
+		if (SPI_execute_plan(SgPlanCached(NULL, "SELECT partition, position FROM streamguard.consumer "
+										  "WHERE stream_id OPERATOR(pg_catalog.=) $1 "
+										  "AND name OPERATOR(pg_catalog.=) $2", 2, types),
+							 values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read the positions of pipeline \"%s\"", w->def.name);
+		for (i = 0; i < SPI_processed; i++)
+		{
+			int			q = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+			if (q >= 0 && q < meta->nparts)
+				pos[q] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		}
+		SgRestoreUser(&save);
+		RepartitionCaps(meta, pos, cap);
+		for (p = 0; p < meta->nparts; p++)
+			if (cap[p] != PG_INT64_MAX && cap[p] + 1 < win->pre_horizon[p])
+				win->pre_horizon[p] = Max(cap[p] + 1, 0);
+	}
 	win->pre_taken = true;
 }
 
