@@ -383,10 +383,11 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
  * `share` of `nshares`; 1 and 0 read them all).  Runs as the data owner,
  * SPI connected.  Returns the number of events.
  */
-int
-ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
-			  Tuplestorestate *store, TupleDesc desc, bool skip_locked,
-			  bool advance, int nshares, int share, int64 *first_seq, int64 *last_seq)
+static int
+sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
+		 Tuplestorestate *store, TupleDesc desc, bool skip_locked,
+		 bool advance, int nshares, int share, ConsumerClaimFn claim, void *claim_arg,
+		 int64 *first_seq, int64 *last_seq)
 {
 	SgStream   *st = HorizonStream(meta->ref.slot);
 	int64	   *pos;
@@ -429,6 +430,8 @@ ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
 		horizon = HorizonReadable(st, p, NULL, NULL);
 		if (pos[p] + 1 >= horizon)
 			continue;			/* nothing readable */
+		if (claim && !claim(claim_arg, p))
+			continue;			/* not ours (consumer group, group.c) */
 
 		values[0] = Int32GetDatum(meta->stream_id);
 		values[1] = CStringGetTextDatum(consumer);
@@ -476,6 +479,30 @@ ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
 	return max_events - remaining;
 }
 
+int
+ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
+			  Tuplestorestate *store, TupleDesc desc, bool skip_locked,
+			  bool advance, int nshares, int share, int64 *first_seq, int64 *last_seq)
+{
+	return sg_fetch(meta, consumer, max_events, store, desc, skip_locked, advance,
+					nshares, share, NULL, NULL, first_seq, last_seq);
+}
+
+/*
+ * The same for a poll (SKIP LOCKED, advancing) that reads only the
+ * partitions `claim` accepts: called for each partition with something
+ * readable, before its position row is locked.
+ */
+int
+ConsumerFetchClaimed(SgStreamMeta *meta, const char *consumer, int max_events,
+					 Tuplestorestate *store, TupleDesc desc,
+					 ConsumerClaimFn claim, void *claim_arg,
+					 int64 *first_seq, int64 *last_seq)
+{
+	return sg_fetch(meta, consumer, max_events, store, desc, true, true,
+					1, 0, claim, claim_arg, first_seq, last_seq);
+}
+
 /*
  * Move a consumer's positions forward to last_seq[p] (where >= 0).
  */
@@ -506,7 +533,10 @@ ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int64 *last_seq)
 }
 
 /*
- * poll(stream, consumer, max_events) -> setof event
+ * poll(stream, consumer, max_events, wait, member) -> setof event
+ *
+ * With a member name, the caller polls as a member of the consumer group
+ * and reads only the partitions assigned to it (group.c).
  */
 Datum
 sg_poll(PG_FUNCTION_ARGS)
@@ -521,6 +551,8 @@ sg_poll(PG_FUNCTION_ARGS)
 			   *last;
 	long		wait_ms = 0;
 	TimestampTz deadline;
+	char	   *member = NULL;
+	SgGroupClaim claim;
 
 	SgConsumerArgs(fcinfo, "poll", &name, &consumer);
 	InitMaterializedSRF(fcinfo, 0);
@@ -541,6 +573,12 @@ sg_poll(PG_FUNCTION_ARGS)
 					 errmsg("wait must be between 0 and 1 hour, got \"%s\"",
 							DatumGetCString(DirectFunctionCall1(interval_out, PG_GETARG_DATUM(3))))));
 		wait_ms = (long) ((us + 999) / 1000);
+	}
+	/* member: absent before 0.2's consumer groups */
+	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
+	{
+		member = text_to_cstring(PG_GETARG_TEXT_PP(4));
+		GroupCheckMember(member);
 	}
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -564,14 +602,27 @@ sg_poll(PG_FUNCTION_ARGS)
 		if (wait_ms > 0)
 			HorizonPrepareWait(meta->ref);
 		SgBecomeDataOwner(&save, false);
-		n = ConsumerFetch(meta, consumer, max_events, rsinfo->setResult, rsinfo->setDesc,
-						  true, true, 1, 0, first, last);
+		if (member)
+		{
+			GroupPrepareFetch(meta, consumer, member, &claim);
+			n = ConsumerFetchClaimed(meta, consumer, max_events, rsinfo->setResult,
+									 rsinfo->setDesc, GroupClaimPartition, &claim, first, last);
+		}
+		else
+		{
+			GroupCheckNotGroup(meta, consumer);
+			n = ConsumerFetch(meta, consumer, max_events, rsinfo->setResult, rsinfo->setDesc,
+							  true, true, 1, 0, first, last);
+		}
 		SgRestoreUser(&save);
 		if (n > 0 || wait_ms == 0)
 			break;
 		remaining_ms = (long) ((deadline - GetCurrentTimestamp()) / 1000);
 		if (remaining_ms <= 0)
 			break;
+		/* a member wakes in time to renew its lease */
+		if (member && remaining_ms > GroupHeartbeatMs())
+			remaining_ms = GroupHeartbeatMs();
 		(void) HorizonWaitReadable(meta->ref, remaining_ms);
 	}
 	ConditionVariableCancelSleep();

@@ -230,6 +230,8 @@ sg_drop_consumer(PG_FUNCTION_ARGS)
 								2, types, values, NULL, false, 0);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "drop_consumer failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed > 0)
+		GroupForget(meta, consumer);
 	if (SPI_processed == 0)
 	{
 		SgRestoreUser(&save);
