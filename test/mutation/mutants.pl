@@ -225,4 +225,20 @@
 			"c->typid == TIMESTAMPTZOID && false ? &utc : NULL);" ] ],
 		tests => [ 'regress:09_capture', 'tap:106_security_capture.pl' ],
 	},
+	{
+		name => 'group_claim_without_lock',
+		breaks => 'consumer group fence: a member reads a partition without locking its assignment row, so the partition moves to another member while the old one still holds it in an open transaction',
+		edits => [ [ 'src/group.c',
+			"\"FOR SHARE SKIP LOCKED\",\n",
+			"\"\",\n" ] ],
+		tests => [ 'isolation:group_fence', 'tap:076_consumer_groups.pl' ],
+	},
+	{
+		name => 'group_move_waits_for_holder',
+		breaks => 'consumer groups: a rebalance updates the assignment row without SKIP LOCKED, so a poll waits for the old owner\'s transaction instead of skipping the partition',
+		edits => [ [ 'src/group.c',
+			"\"      AND partition OPERATOR(pg_catalog.=) \$3 AND member IS NOT DISTINCT FROM \$5 \"\n\t\t\t\t\t\t\t\t\t\t\"      FOR UPDATE SKIP LOCKED) l \"",
+			"\"      AND partition OPERATOR(pg_catalog.=) \$3 AND member IS NOT DISTINCT FROM \$5 \"\n\t\t\t\t\t\t\t\t\t\t\"      FOR UPDATE) l \"" ] ],
+		tests => [ 'isolation:group_fence' ],
+	},
 );
