@@ -231,7 +231,7 @@
 		edits => [ [ 'src/group.c',
 			"\"FOR SHARE SKIP LOCKED\",\n",
 			"\"\",\n" ] ],
-		tests => [ 'isolation:group_fence', 'tap:076_consumer_groups.pl' ],
+		tests => [ 'isolation:group_fence' ],
 	},
 	{
 		name => 'group_move_waits_for_holder',
