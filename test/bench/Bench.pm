@@ -46,14 +46,15 @@ my %KNOBS = (
 	BENCH_LAT_POLL_MS      => [ 10,     'int' ],
 	BENCH_REMOTE_EVENTS    => [ 300000, 'k2' ],
 	BENCH_PARALLEL_EVENTS  => [ 200000, 'k2' ],
+	BENCH_GROUP_EVENTS     => [ 200000, 'k2' ],
 	BENCH_LONG_EVENTS      => [ 10000000, 'long' ],
 	BENCH_LONG_CLIENTS     => [ 2,      'int' ],
 	BENCH_LONG_RETENTION   => [ '10 seconds', 'interval' ],
 	BENCH_SHARED_BUFFERS   => [ '512MB', 'size' ],
-	BENCH_ONLY => [ 'single batch drain latency remote parallel long', 'only' ],
+	BENCH_ONLY => [ 'single batch drain latency remote parallel group long', 'only' ],
 	BENCH_KEEP => [ 0, 'flag' ],
 	BENCH_NICE => [ '', 'nice' ],);
-our @BENCHMARKS = qw(single batch drain latency remote parallel long);
+our @BENCHMARKS = qw(single batch drain latency remote parallel group long);
 our %K = map { $_ => env_or($_, $KNOBS{$_}[0]) } keys %KNOBS;
 
 sub env_or

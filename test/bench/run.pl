@@ -34,6 +34,7 @@
 #   BENCH_LONG_EVENTS=10000000  long run: events appended (multiple of 1000 x BENCH_LONG_CLIENTS)
 #   BENCH_LONG_CLIENTS=2     long run: concurrent append_batch producers
 #   BENCH_LONG_RETENTION="10 seconds"  long run: retention of its stream (none: no retention)
+#   BENCH_GROUP_EVENTS=200000  consumer group benchmark: events drained per group size
 #   BENCH_ONLY="single batch drain latency remote long"  subset of benchmarks to run
 #   BENCH_OUT=<repo>/bench-results   where latest.md is written
 #   BENCH_SHARED_BUFFERS=512MB  shared_buffers of the bench server(s)
@@ -1151,11 +1152,79 @@ sub bench_parallel
 }
 
 # ---------------------------------------------------------------------------
+# 8. consumer groups: 1, 2 and 4 clients, each a member of one consumer group
+#    (poll(..., member => m), 1,000 events per poll, each poll's events
+#    inserted into a sink table in the poll's transaction), drain
+#    BENCH_GROUP_EVENTS events of a 4-partition stream, in an order rotating
+#    from repeat to repeat.  events/s = events / wall time from the start of
+#    the first client to the end of the last.  The sink must hold every event
+#    exactly once.
+# ---------------------------------------------------------------------------
+my %S8 = (1 => 'group of 1 poll client', 2 => 'group of 2 poll clients', 4 => 'group of 4 poll clients');
+my $GROUP_MEMBER = q{
+CREATE OR REPLACE PROCEDURE bench_group_member(st text, con text, m text, total bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+	n int;
+	done bigint;
+BEGIN
+	LOOP
+		INSERT INTO sink_grp (partition, seq)
+		SELECT partition, seq FROM streamguard.poll(st, con, 1000, wait => '20 ms', member => m);
+		GET DIAGNOSTICS n = ROW_COUNT;
+		COMMIT;
+		IF n = 0 THEN
+			SELECT coalesce(sum(committed_seq), 0) INTO done
+			  FROM streamguard.consumers WHERE stream = st AND consumer = con;
+			EXIT WHEN done >= total;
+		END IF;
+	END LOOP;
+	PERFORM streamguard.leave_group(st, con, m);
+	COMMIT;
+END $$;
+};
+
+sub bench_group
+{
+	my ($r) = @_;
+	my $stream = "s8r$r";
+	my $n = $K{BENCH_GROUP_EVENTS};
+	my $ready = $have{sg} && create_stream($stream, 4)
+	  && prefill("prefill_grp_r$r", 'append_batch_sg.sql', { stream => $stream }, $n / 1000);
+	sql($GROUP_MEMBER) if $ready;
+	for my $k (rotated($r, 1, 2, 4))
+	{
+		my $key = "group|$S8{$k}";
+		if (!$ready) { add_val($key, $have{sg} ? 'ERR' : 'PENDING'); next; }
+		sql('DROP TABLE IF EXISTS sink_grp; CREATE TABLE sink_grp (partition int, seq bigint)');
+		checkpoint();
+		my $con = "grp${k}_r$r";
+		my $t0 = time;
+		my @pids = map { [ $_, background_call("CALL bench_group_member('$stream', '$con', 'm$_', $n)", "group_${con}_m$_") ] } 1 .. $k;
+		my $err;
+		for my $p (@pids)
+		{
+			my $rc = reap($p->[1], $K{BENCH_PIPELINE_TIMEOUT});
+			$err //= "member m$p->[0] failed (logs/group_${con}_m$p->[0].log)" unless defined $rc && $rc == 0;
+		}
+		my $t = time - $t0;
+		my $got = sql_value('SELECT count(*) || ' ' || count(DISTINCT (partition, seq)) FROM sink_grp') // '';
+		$err //= "sink holds (rows, distinct) = ($got), expected $n each" unless $got eq "$n $n";
+		if ($err) { add_val($key, 'ERR'); add_note($key, $err); next; }
+		add_val($key, sprintf('%.1f', $n / $t));
+	}
+	sql_try('DROP TABLE IF EXISTS sink_grp');
+	drop_stream($stream) if $have{sg};
+	return;
+}
+
+# ---------------------------------------------------------------------------
 # Run: repeats interleave the contenders (raw, streamguard, PgQ) so slow drift
 # of the machine affects all of them alike.
 # ---------------------------------------------------------------------------
 my %BENCH = (single => \&bench_single, batch => \&bench_batch, drain => \&bench_drain,
-	latency => \&bench_latency, remote => \&bench_remote, parallel => \&bench_parallel);
+	latency => \&bench_latency, remote => \&bench_remote, parallel => \&bench_parallel,
+	group => \&bench_group);
 my @ONLY = split ' ', $K{BENCH_ONLY};
 
 setup_contenders();
@@ -1205,7 +1274,7 @@ sub report
 		"- load average (1/5/15 min) at start: $LOAD0; at end: $LOAD1 (the suite itself keeps ~2 cores busy; a start value well above 0 means other work shared the machine)"
 		  . ($K{BENCH_NICE} ne '' && $K{BENCH_NICE} != 0 ? "; suite run at nice $K{BENCH_NICE}" : '') . "\n",
 		($have{sg} ? () : "- streamguard: not available in this run (rows marked pending)\n"), "\n");
-	if (grep { /^(single|batch|drain|remote|parallel)$/ } @ONLY)
+	if (grep { /^(single|batch|drain|remote|parallel|group)$/ } @ONLY)
 	{
 		push @out, "events/s are medians over the repeats; a ratio is the median over the repeats of contender / raw PostgreSQL baseline of the same benchmark and repeat (all measured in this run).\n\n",
 		  "| benchmark | contender | events/s (median) | ratio vs raw baseline | target | met? |\n",
@@ -1266,6 +1335,11 @@ sub main_rows
 		row('parallel', $S7{2}, $S7{1}, 1.7, '≥ 1.70 × 1 worker (2 cores)'),
 		row('parallel', $S7{4}, $S7{1}, 1.7, 'not slower than 2 workers'))
 	  if $b eq 'parallel';
+	return (
+		row('group', $S8{1}, $S8{1}, undef, 'baseline'),
+		row('group', $S8{2}, $S8{1}, 1.6, '≥ 1.60 × 1 client'),
+		row('group', $S8{4}, $S8{1}, undef, 'reference (2 cores)'))
+	  if $b eq 'group';
 	return;
 }
 
