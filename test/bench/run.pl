@@ -1208,7 +1208,7 @@ sub bench_group
 			$err //= "member m$p->[0] failed (logs/group_${con}_m$p->[0].log)" unless defined $rc && $rc == 0;
 		}
 		my $t = time - $t0;
-		my $got = sql_value('SELECT count(*) || ' ' || count(DISTINCT (partition, seq)) FROM sink_grp') // '';
+		my $got = sql_value(q{SELECT count(*) || ' ' || count(DISTINCT (partition, seq)) FROM sink_grp}) // '';
 		$err //= "sink holds (rows, distinct) = ($got), expected $n each" unless $got eq "$n $n";
 		if ($err) { add_val($key, 'ERR'); add_note($key, $err); next; }
 		add_val($key, sprintf('%.1f', $n / $t));
