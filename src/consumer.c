@@ -16,6 +16,11 @@
  * the same events.  Position rows are created on first poll under a
  * conditional lock, for the same reason.
  *
+ * A poll with a member name reads only the partitions assigned to that
+ * member of the consumer's group: group.c prepares the assignment, and
+ * its claim callback locks each partition's assignment row before the
+ * position row is locked here (ConsumerFetchClaimed).
+ *
  * Ordering of a read: the horizon is computed first, then a fresh snapshot
  * is taken for the events.  Every seq below the horizon belonged to a
  * transaction already out of the proc array when the horizon was read, so

@@ -1156,11 +1156,13 @@ sub bench_parallel
 #    (poll(..., member => m), 1,000 events per poll, each poll's events
 #    inserted into a sink table in the poll's transaction), drain
 #    BENCH_GROUP_EVENTS events of a 4-partition stream, in an order rotating
-#    from repeat to repeat.  events/s = events / wall time from the start of
+#    from repeat to repeat; for reference, 2 clients polling the same consumer
+#    without member names (partitions shared by SKIP LOCKED, as in 0.1).  events/s = events / wall time from the start of
 #    the first client to the end of the last.  The sink must hold every event
 #    exactly once.
 # ---------------------------------------------------------------------------
-my %S8 = (1 => 'group of 1 poll client', 2 => 'group of 2 poll clients', 4 => 'group of 4 poll clients');
+my %S8 = (1 => 'group of 1 poll client', 2 => 'group of 2 poll clients', 4 => 'group of 4 poll clients',
+	p2 => '2 poll clients without member (0.1 sharing)');
 my $GROUP_MEMBER = q{
 CREATE OR REPLACE PROCEDURE bench_group_member(st text, con text, m text, total bigint)
 LANGUAGE plpgsql AS $$
@@ -1170,7 +1172,7 @@ DECLARE
 BEGIN
 	LOOP
 		INSERT INTO sink_grp (partition, seq)
-		SELECT partition, seq FROM streamguard.poll(st, con, 1000, wait => '20 ms', member => m);
+		SELECT partition, seq FROM streamguard.poll(st, con, 1000, wait => '20 ms', member => nullif(m, ''));
 		GET DIAGNOSTICS n = ROW_COUNT;
 		COMMIT;
 		IF n = 0 THEN
@@ -1179,7 +1181,9 @@ BEGIN
 			EXIT WHEN done >= total;
 		END IF;
 	END LOOP;
-	PERFORM streamguard.leave_group(st, con, m);
+	IF m <> '' THEN
+		PERFORM streamguard.leave_group(st, con, m);
+	END IF;
 	COMMIT;
 END $$;
 };
@@ -1192,15 +1196,17 @@ sub bench_group
 	my $ready = $have{sg} && create_stream($stream, 4)
 	  && prefill("prefill_grp_r$r", 'append_batch_sg.sql', { stream => $stream }, $n / 1000);
 	sql($GROUP_MEMBER) if $ready;
-	for my $k (rotated($r, 1, 2, 4))
+	for my $k (rotated($r, 1, 2, 4, 'p2'))
 	{
 		my $key = "group|$S8{$k}";
+		my ($clients, $plain) = $k eq 'p2' ? (2, 1) : ($k, 0);
 		if (!$ready) { add_val($key, $have{sg} ? 'ERR' : 'PENDING'); next; }
 		sql('DROP TABLE IF EXISTS sink_grp; CREATE TABLE sink_grp (partition int, seq bigint)');
 		checkpoint();
 		my $con = "grp${k}_r$r";
 		my $t0 = time;
-		my @pids = map { [ $_, background_call("CALL bench_group_member('$stream', '$con', 'm$_', $n)", "group_${con}_m$_") ] } 1 .. $k;
+		my @pids = map { [ $_, background_call("CALL bench_group_member('$stream', '$con', '" . ($plain ? '' : "m$_")
+			  . "', $n)", "group_${con}_m$_") ] } 1 .. $clients;
 		my $err;
 		for my $p (@pids)
 		{
@@ -1338,7 +1344,8 @@ sub main_rows
 	return (
 		row('group', $S8{1}, $S8{1}, undef, 'baseline'),
 		row('group', $S8{2}, $S8{1}, 1.6, '≥ 1.60 × 1 client'),
-		row('group', $S8{4}, $S8{1}, undef, 'reference (2 cores)'))
+		row('group', $S8{4}, $S8{1}, undef, 'reference (2 cores)'),
+		row('group', $S8{p2}, $S8{1}, undef, 'reference: the same without groups'))
 	  if $b eq 'group';
 	return;
 }
