@@ -230,8 +230,6 @@ sg_drop_consumer(PG_FUNCTION_ARGS)
 								2, types, values, NULL, false, 0);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "drop_consumer failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed > 0)
-		GroupForget(meta, consumer);
 	if (SPI_processed == 0)
 	{
 		SgRestoreUser(&save);
@@ -239,6 +237,7 @@ sg_drop_consumer(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("consumer \"%s\" of stream \"%s\" does not exist", consumer, name)));
 	}
+	GroupForget(meta, consumer);
 	SgLeaveCatalog(&save);
 	PG_RETURN_VOID();
 }
