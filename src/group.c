@@ -60,6 +60,7 @@
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -100,6 +101,7 @@ static SgGroupShared *sg_groups = NULL;
 static bool sg_exit_registered = false;
 static bool sg_xact_registered = false;
 static List *sg_wake_at_commit = NIL;	/* stream ids (int) */
+static MemoryContext sg_group_cxt = NULL;	/* a member fetch's scratch */
 
 Size
 GroupShmemSize(void)
@@ -417,6 +419,7 @@ sg_read_assignment(SgStreamMeta *meta, const char *consumer, SgAssignment *a)
 		rows++;
 		a->owner[p] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
 	}
+	SPI_freetuptable(SPI_tuptable);
 	a->complete = (rows == meta->nparts);
 }
 
@@ -601,6 +604,18 @@ GroupPrepareFetch(SgStreamMeta *meta, const char *consumer, const char *member,
 	char	  **live;
 	int			nlive;
 	int			p;
+	MemoryContext old;
+
+	/*
+	 * A long-poll calls this at every wake-up: its allocations live in a
+	 * context of ours, reset here, not in the caller's until it returns.
+	 */
+	if (sg_group_cxt == NULL)
+		sg_group_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard group",
+											 ALLOCSET_SMALL_SIZES);
+	else
+		MemoryContextReset(sg_group_cxt);
+	old = MemoryContextSwitchTo(sg_group_cxt);
 
 	sg_heartbeat(meta, consumer, member);
 	claim->stream_id = meta->stream_id;
@@ -613,13 +628,18 @@ GroupPrepareFetch(SgStreamMeta *meta, const char *consumer, const char *member,
 	if (!a.complete)
 	{
 		if (!sg_create_assignment(meta, consumer))
-			return;				/* being created: nothing assigned this time */
+		{
+			/* being created: nothing assigned this time */
+			MemoryContextSwitchTo(old);
+			return;
+		}
 		sg_read_assignment(meta, consumer, &a);
 	}
 	nlive = sg_live_members(meta, consumer, &live);
 	sg_rebalance(meta, consumer, member, &a, live, nlive);
 	for (p = 0; p < a.nparts; p++)
 		claim->assigned[p] = (a.owner[p] != NULL && strcmp(a.owner[p], member) == 0);
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -636,6 +656,7 @@ GroupClaimPartition(void *arg, int partition)
 	Oid			types[4] = {INT4OID, TEXTOID, INT4OID, TEXTOID};
 	Datum		values[4];
 	int			ret;
+	bool		locked;
 
 	if (partition < 0 || partition >= claim->nparts || !claim->assigned[partition])
 		return false;
@@ -652,7 +673,11 @@ GroupClaimPartition(void *arg, int partition)
 						   values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "group assignment lock failed: %s", SPI_result_code_string(ret));
-	return SPI_processed == 1;
+	locked = (SPI_processed == 1);
+	SPI_freetuptable(SPI_tuptable);
+	pfree(DatumGetPointer(values[1]));
+	pfree(DatumGetPointer(values[3]));
+	return locked;
 }
 
 /* how long a long-polling member may sleep before renewing its lease */
