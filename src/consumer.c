@@ -586,13 +586,19 @@ sg_poll(PG_FUNCTION_ARGS)
 		GroupCheckMember(member);
 	}
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	deadline = GetCurrentTimestamp() + (TimestampTz) wait_ms * 1000;
 	for (;;)
 	{
 		long		remaining_ms;
 		int			n;
+		SgStreamRef ref;
+
+		/*
+		 * One SPI connection per look: a long-poll may look many times,
+		 * and what a look allocates goes with its connection.
+		 */
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
 
 		/* looked up again after a sleep: dropped, or a privilege revoked */
 		meta = StreamLookup(name, SG_PRIV_READ);
@@ -620,6 +626,8 @@ sg_poll(PG_FUNCTION_ARGS)
 							  true, true, 1, 0, first, last);
 		}
 		SgRestoreUser(&save);
+		ref = meta->ref;
+		SPI_finish();
 		if (n > 0 || wait_ms == 0)
 			break;
 		remaining_ms = (long) ((deadline - GetCurrentTimestamp()) / 1000);
@@ -628,10 +636,9 @@ sg_poll(PG_FUNCTION_ARGS)
 		/* a member wakes in time to renew its lease */
 		if (member && remaining_ms > GroupHeartbeatMs())
 			remaining_ms = GroupHeartbeatMs();
-		(void) HorizonWaitReadable(meta->ref, remaining_ms);
+		(void) HorizonWaitReadable(ref, remaining_ms);
 	}
 	ConditionVariableCancelSleep();
-	SPI_finish();
 	return (Datum) 0;
 }
 

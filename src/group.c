@@ -60,7 +60,6 @@
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -101,7 +100,6 @@ static SgGroupShared *sg_groups = NULL;
 static bool sg_exit_registered = false;
 static bool sg_xact_registered = false;
 static List *sg_wake_at_commit = NIL;	/* stream ids (int) */
-static MemoryContext sg_group_cxt = NULL;	/* a member fetch's scratch */
 
 Size
 GroupShmemSize(void)
@@ -604,18 +602,6 @@ GroupPrepareFetch(SgStreamMeta *meta, const char *consumer, const char *member,
 	char	  **live;
 	int			nlive;
 	int			p;
-	MemoryContext old;
-
-	/*
-	 * A long-poll calls this at every wake-up: its allocations live in a
-	 * context of ours, reset here, not in the caller's until it returns.
-	 */
-	if (sg_group_cxt == NULL)
-		sg_group_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard group",
-											 ALLOCSET_SMALL_SIZES);
-	else
-		MemoryContextReset(sg_group_cxt);
-	old = MemoryContextSwitchTo(sg_group_cxt);
 
 	sg_heartbeat(meta, consumer, member);
 	claim->stream_id = meta->stream_id;
@@ -628,18 +614,13 @@ GroupPrepareFetch(SgStreamMeta *meta, const char *consumer, const char *member,
 	if (!a.complete)
 	{
 		if (!sg_create_assignment(meta, consumer))
-		{
-			/* being created: nothing assigned this time */
-			MemoryContextSwitchTo(old);
-			return;
-		}
+			return;				/* being created: nothing assigned this time */
 		sg_read_assignment(meta, consumer, &a);
 	}
 	nlive = sg_live_members(meta, consumer, &live);
 	sg_rebalance(meta, consumer, member, &a, live, nlive);
 	for (p = 0; p < a.nparts; p++)
 		claim->assigned[p] = (a.owner[p] != NULL && strcmp(a.owner[p], member) == 0);
-	MemoryContextSwitchTo(old);
 }
 
 /*
