@@ -42,6 +42,13 @@ RESET streamguard.group_lease;
 SELECT count(*) FROM streamguard.poll('gq', 'g', 100, member => 'c');
 SELECT * FROM members;
 
+-- a partition without an assignment row (as after the stream gained
+-- partitions) gets one at the next member poll, and a member below its
+-- share takes it
+DELETE FROM streamguard.group_assignment WHERE partition = 3;
+SELECT count(*) FROM streamguard.poll('gq', 'g', 100, member => 'c');
+SELECT partition, member FROM streamguard.group_assignment ORDER BY partition;
+
 -- every event was delivered once over the whole group
 SELECT sum(committed_seq) = (SELECT sum(m) FROM (SELECT max(seq) m FROM generate_series(0, 3) p,
 	LATERAL (SELECT seq FROM streamguard.read('gq', p, 0, 1000)) r GROUP BY p) x) AS all_consumed
