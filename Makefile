@@ -21,7 +21,7 @@ ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation --outputdir=output_iso \
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
-EXTRA_CLEAN = tmp_valgrind tmp_check_regress tmp_check_iso output_iso results regression.diffs regression.out log
+EXTRA_CLEAN = tools/sgctl/sgctl tmp_valgrind tmp_check_regress tmp_check_iso output_iso results regression.diffs regression.out log
 
 # rebuild what includes a changed header (dependency files under .deps/)
 override autodepend = yes
@@ -31,6 +31,31 @@ include $(PGXS)
 
 # after the include: PGXS resets it
 PROVE_FLAGS += --verbose
+
+# sgctl, the command-line tool (tools/sgctl/, libpq only).  PGXS builds one
+# module or one program per makefile, so the tool has explicit rules here:
+# built by "make", installed into pg_config's bindir by "make install".
+SGCTL = tools/sgctl/sgctl
+SGCTL_SRCS = $(sort $(wildcard tools/sgctl/*.c))
+SGCTL_CFLAGS = -O2 -g -std=gnu11 -Wall -Wextra -Wmissing-prototypes -Werror
+SGCTL_INCLUDEDIR := $(shell $(PG_CONFIG) --includedir)
+SGCTL_LIBDIR := $(shell $(PG_CONFIG) --libdir)
+
+all: $(SGCTL)
+
+$(SGCTL): $(SGCTL_SRCS) tools/sgctl/sgctl.h
+	$(CC) $(SGCTL_CFLAGS) -I$(SGCTL_INCLUDEDIR) -o $@ $(SGCTL_SRCS) -L$(SGCTL_LIBDIR) -lpq
+
+install: install-sgctl
+
+.PHONY: install-sgctl uninstall-sgctl
+install-sgctl: $(SGCTL)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) $(SGCTL) '$(DESTDIR)$(bindir)/sgctl'
+
+uninstall: uninstall-sgctl
+uninstall-sgctl:
+	rm -f '$(DESTDIR)$(bindir)/sgctl'
 
 # The benchmark suite (not part of installcheck): see docs/benchmarks.md.
 # PG_CONFIG from the environment selects the installation; the driver finds

@@ -638,6 +638,32 @@ GRANT SELECT ON streamguard.captures TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._capture_trigger() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._capture_sql_drop() FROM PUBLIC;
 
+-- alter_stream(partitions => M): the switch points of each change of the partition count
+CREATE TABLE streamguard.stream_repartition (
+	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
+	epoch int NOT NULL,						-- 1 for the first change of the count, then 2, ...
+	old_partitions int NOT NULL,
+	new_partitions int NOT NULL CHECK (new_partitions > old_partitions),
+	switch_seqs bigint[] NOT NULL,			-- per old partition: the last seq of the old mapping
+	changed_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (stream_id, epoch),
+	CHECK (pg_catalog.cardinality(switch_seqs) = old_partitions)
+);
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_repartition', '');
+REVOKE ALL ON streamguard.stream_repartition FROM PUBLIC;
+
+-- changes of a stream's partition count and their switch points (alter_stream)
+CREATE VIEW streamguard.stream_repartitions AS
+SELECT s.name AS stream,
+	   r.epoch,
+	   r.old_partitions,
+	   r.new_partitions,
+	   r.switch_seqs,
+	   r.changed_at
+FROM streamguard.stream_repartition r
+JOIN streamguard.stream s ON s.id = r.stream_id;
+GRANT SELECT ON streamguard.stream_repartitions TO PUBLIC;
+
 -- ------------------------------------------------------ consumer groups
 
 -- which member of a consumer group reads each partition (NULL: nobody yet).

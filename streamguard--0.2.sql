@@ -38,6 +38,17 @@ CREATE TABLE streamguard.stream_partition (
 	PRIMARY KEY (stream_id, partition)
 );
 
+CREATE TABLE streamguard.stream_repartition (
+	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
+	epoch int NOT NULL,						-- 1 for the first change of the count, then 2, ...
+	old_partitions int NOT NULL,
+	new_partitions int NOT NULL CHECK (new_partitions > old_partitions),
+	switch_seqs bigint[] NOT NULL,			-- per old partition: the last seq of the old mapping
+	changed_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (stream_id, epoch),
+	CHECK (pg_catalog.cardinality(switch_seqs) = old_partitions)
+);
+
 CREATE TABLE streamguard.segment (
 	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
 	seg int NOT NULL,
@@ -216,6 +227,7 @@ CREATE INDEX dead_letter_pipeline ON streamguard.dead_letter (pipeline_id, faile
 SELECT pg_catalog.pg_extension_config_dump('streamguard.stream', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_partition', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.segment', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_repartition', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.stream_grant', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.consumer', '');
 SELECT pg_catalog.pg_extension_config_dump('streamguard.append_dedup', '');
@@ -469,6 +481,17 @@ SELECT s.name AS stream,
 FROM streamguard.stream s
 LEFT JOIN streamguard._partition_stats() p ON p.stream_id = s.id
 GROUP BY s.id;
+
+-- changes of a stream's partition count and their switch points (alter_stream)
+CREATE VIEW streamguard.stream_repartitions AS
+SELECT s.name AS stream,
+	   r.epoch,
+	   r.old_partitions,
+	   r.new_partitions,
+	   r.switch_seqs,
+	   r.changed_at
+FROM streamguard.stream_repartition r
+JOIN streamguard.stream s ON s.id = r.stream_id;
 
 -- a consumer's positions are shown to the roles that may read its stream
 CREATE VIEW streamguard.consumers WITH (security_barrier) AS
@@ -771,7 +794,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA streamguard FROM PUBLIC;
 GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.consumers,
 	streamguard.pipelines, streamguard.pipeline_batches, streamguard.dead_letters,
 	streamguard.remote_status, streamguard.horizon_holders, streamguard.pipeline_batch_durations,
-	streamguard.pipeline_workers
+	streamguard.pipeline_workers, streamguard.stream_repartitions
 	TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;

@@ -33,4 +33,16 @@ else
         sg_warn "the installed $pkglibdir/$SG_EXT.so differs from the one just built (stale install?)"
     fi
 fi
+# sgctl lands in PostgreSQL's bindir, which is not on a usual PATH: as root,
+# link it from /usr/local/bin (unless something else already owns that name)
+bindir=$("$PG_CONFIG" --bindir)
+if sg_is_root && [ -x "$bindir/sgctl" ]; then
+    link=/usr/local/bin/sgctl
+    if [ -L "$link" ] || [ ! -e "$link" ]; then
+        ln -sfn "$bindir/sgctl" "$link"
+        sg_log "build: $link -> $bindir/sgctl"
+    else
+        sg_warn "$link exists and is not a symlink; leaving it alone (sgctl is $bindir/sgctl)"
+    fi
+fi
 sg_log "build: done"

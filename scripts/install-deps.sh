@@ -13,9 +13,12 @@ PACKAGES=(
     "postgresql-server-dev-${PG_MAJOR}"   # pg_config, PGXS, pg_regress, isolation tester
     libpq-dev
     libipc-run-perl            # PostgreSQL's TAP test framework
+    libio-pty-perl             # IPC::Run's pseudo-terminals (test/t/130_sgctl.pl: top, progress)
+    curl                       # test/t/130_sgctl.pl scrapes sgctl metrics --listen
     "postgresql-${PG_MAJOR}-pgq3"         # PgQ, a benchmark baseline
     pgqd
     valgrind                   # make valgrind (test/valgrind.sh)
+    gnuplot-nox                # make bench: the PNG charts (skipped with a message without it)
 )
 
 sg_is_root || sg_die "install-deps.sh must run as root (it installs Debian packages)"

@@ -12,7 +12,7 @@ SELECT s.retention, s.dedup_window, s.segment_interval FROM streamguard.stream s
 SELECT streamguard.alter_stream('ops', retention => '0');
 SELECT s.retention, s.segment_interval FROM streamguard.stream s WHERE name = 'ops';
 SELECT streamguard.alter_stream('ops', partitions => 2);
-SELECT try($$SELECT streamguard.alter_stream('ops', partitions => 4)$$);
+SELECT try($$SELECT streamguard.alter_stream('ops', partitions => 1)$$);
 SELECT try($$SELECT streamguard.alter_stream('ops', segment_interval => '1 hour')$$);
 SELECT try($$SELECT streamguard.alter_stream('ops', retention => '-1 day')$$);
 SELECT try($$SELECT streamguard.alter_stream('ops', dedup_window => '0.5 s')$$);

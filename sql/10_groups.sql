@@ -54,6 +54,20 @@ SELECT sum(committed_seq) = (SELECT sum(m) FROM (SELECT max(seq) m FROM generate
 	LATERAL (SELECT seq FROM streamguard.read('gq', p, 0, 1000)) r GROUP BY p) x) AS all_consumed
 FROM streamguard.consumers WHERE stream = 'gq' AND consumer = 'g';
 
+-- the stream gains partitions: the next member poll assigns them, and a
+-- second member takes its share, the first keeping what it had
+SELECT streamguard.alter_stream('gq', partitions => 6);
+SELECT count(*) FROM streamguard.append_batch('gq',
+	(SELECT array_agg(jsonb_build_object('j', g)) FROM generate_series(1, 12) g),
+	partitions => (SELECT array_agg(g % 6) FROM generate_series(1, 12) g));
+SELECT count(*) FROM streamguard.poll('gq', 'g', 100, member => 'c');
+SELECT * FROM members;
+SELECT count(*) FROM streamguard.poll('gq', 'g', 100, member => 'd');
+SELECT * FROM members;
+SELECT count(*) FROM streamguard.poll('gq', 'g', 100, member => 'c');
+SELECT count(*) FROM streamguard.poll('gq', 'g', 100, member => 'd');
+SELECT sum(committed_seq) AS consumed FROM streamguard.consumers WHERE stream = 'gq' AND consumer = 'g';
+
 -- a poll without a member name on a group's consumer is refused
 SELECT try($$SELECT * FROM streamguard.poll('gq', 'g', 1)$$);
 -- another consumer name is not a group

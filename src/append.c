@@ -5,7 +5,9 @@
  *		the caller's transaction.
  *
  * An append (1) resolves the stream and checks the caller's append
- * privilege, (2) picks the partition (explicit, else a stable hash of the
+ * privilege, takes the stream's append lock (which a change of the
+ * partition count waits for, repartition.c) and re-reads the metadata if
+ * it changed meanwhile, (2) picks the partition (explicit, else a stable hash of the
  * key, else the session spreads round-robin), (3) takes seqs from the
  * readable-horizon tracker (horizon.c), which registers the transaction
  * as in flight on that partition, (4) when a dedup key is given, claims
@@ -345,6 +347,8 @@ sg_append(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	meta = StreamLookup(name, SG_PRIV_APPEND);
+	if (!StreamLockAppend(meta))
+		meta = StreamLookup(name, SG_PRIV_APPEND);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 	part = sg_choose_partition(meta, !PG_ARGISNULL(4), PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4),
 							   keystr, keystr ? (int) strlen(keystr) : 0);
@@ -456,6 +460,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 		SPI_finish();
 		return (Datum) 0;
 	}
+	if (!StreamLockAppend(meta))
+		meta = StreamLookup(name, SG_PRIV_APPEND);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 
 	ev = palloc0(sizeof(SgEventRow) * n);
@@ -546,7 +552,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 }
 
 /*
- * Append events built in C to a stream the caller looked up and checked:
+ * Append events built in C to a stream the caller looked up and checked,
+ * holding its append lock (StreamLockAppend) and the metadata current:
  * each event's partition from its key (the rule append uses, so a key's
  * events share a partition whoever appends them), seqs from the horizon,
  * then the store.  No dedup claim: the dedup key is stored as given.

@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * capture.h
- *		Change capture: what capture_emit.c (the triggers' hot path and
- *		the event encoder), capture_backfill.c (the backfill worker) and
- *		capture.c (the SQL API) share.
+ *		Change capture: what the triggers' hot path (capture_emit.c, its
+ *		cache capture_cache.c and its encoder capture_encode.c), the
+ *		backfill worker (capture_backfill.c) and the SQL API (capture.c)
+ *		share.
  *
  *-------------------------------------------------------------------------
  */
@@ -65,24 +66,28 @@ typedef struct SgCaptureDef
  * What encodes the rows of one relation (the captured table, or one of its
  * partitions) into events of one capture; built from the catalog and the
  * relation, kept by the backend until the relation's relcache entry is
- * invalidated.  Opaque outside capture_emit.c.
+ * invalidated.  Opaque outside the hot path (capture_int.h).
  */
 typedef struct SgCaptureRel SgCaptureRel;
 
-/* capture_emit.c */
+/* capture_cache.c */
 extern SgCaptureDef *CaptureDefLoad(int32 capture_id, bool missing_ok);
 extern SgCaptureRel *CaptureRelGet(int32 capture_id, Relation rel);
 extern Oid	CaptureRelTableOwner(SgCaptureRel *cr);
 extern Oid	CaptureFindKeyIndex(Relation rel, int nkeys, const AttrNumber *key_attnums,
 								bool *nullable);
-extern FullTransactionId CaptureWidenXid(TransactionId xid);
-extern uint64 CaptureKeyHash(const char *key);
-extern char *CaptureKeyText(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple);
-extern int	CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *rows,
-								const TransactionId *xmins, int n);
 extern void CaptureEnterTableOwner(Oid owner, SgUserSave *save);
 extern void CaptureLeaveTableOwner(SgUserSave *save);
 extern void CaptureInvalidate(Oid relid);
+
+/* capture_encode.c */
+extern uint64 CaptureKeyHash(const char *key);
+extern char *CaptureKeyText(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple);
+
+/* capture_emit.c */
+extern FullTransactionId CaptureWidenXid(TransactionId xid);
+extern int	CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *rows,
+								const TransactionId *xmins, int n);
 
 /* capture_backfill.c */
 extern void CaptureSuperviseBackfills(void);

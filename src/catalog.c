@@ -30,10 +30,12 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
@@ -257,6 +259,15 @@ SgFreshSnapshot(void)
 /*
  * Prepared SPI plans, kept for the life of the backend, keyed by their
  * text.  The plan cache re-plans them when the objects they name change.
+ *
+ * Always generic plans: every statement of ours finds rows by key, and a
+ * generic plan is the index scan that does that.  The plan cache would
+ * otherwise make custom plans for the first five executions in each
+ * backend, and for the event read (partition = $1 AND seq > $2 AND
+ * seq < $3 ORDER BY seq LIMIT $4) the planner, seeing the actual range
+ * cover a whole backlog, chose a bitmap scan of all of it and a sort:
+ * the first five batches of a new worker or poll session over 500,000
+ * waiting events took 30-50 ms each instead of 0.5 ms.
  */
 SPIPlanPtr
 SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes)
@@ -304,7 +315,7 @@ SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes)
 		SPIPlanPtr	plan;
 
 		entry->plan = NULL;
-		plan = SPI_prepare(sql, nargs, argtypes);
+		plan = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
 				 SPI_result_code_string(SPI_result));
@@ -332,6 +343,19 @@ SgCheckInterval(const char *what, Interval *iv)
 				 errmsg("%s must be at least 1 second, got \"%s\"", what,
 						DatumGetCString(DirectFunctionCall1(interval_out,
 															IntervalPGetDatum(iv))))));
+}
+
+/*
+ * Does the catalog have streamguard.stream_repartition?  Not under the
+ * 0.1 schema, which the 0.2 library serves until ALTER EXTENSION UPDATE:
+ * there a stream's partition count never changed.
+ */
+bool
+StreamRepartitionCatalog(void)
+{
+	Oid			nsp = get_namespace_oid("streamguard", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("stream_repartition", nsp));
 }
 
 /* ------------------------------------------------------- metadata cache */
@@ -384,6 +408,55 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 	meta->ref = HorizonAttachStream(meta->stream_id, meta->nparts, cur_seg, min_seg,
 									StreamCatalogOid());
 	gen_before = pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation);
+
+	/* changes of the partition count (repartition.c) */
+	for (i = 0; i < meta->nchanges; i++)
+		pfree(meta->changes[i].switch_seqs);
+	if (meta->changes)
+		pfree(meta->changes);
+	meta->changes = NULL;
+	meta->nchanges = 0;
+	if (StreamRepartitionCatalog())
+	{
+		Oid			rtypes[1] = {INT4OID};
+		Datum		rvalues[1];
+
+		plan = SgPlanCached(NULL,
+							"SELECT epoch, old_partitions, switch_seqs FROM streamguard.stream_repartition "
+							"WHERE stream_id OPERATOR(pg_catalog.=) $1 ORDER BY epoch",
+							1, rtypes);
+		rvalues[0] = Int32GetDatum(meta->stream_id);
+		snap = SgFreshSnapshot();
+		ret = SPI_execute_snapshot(plan, rvalues, NULL, snap, InvalidSnapshot,
+								   true, false, 0);
+		UnregisterSnapshot(snap);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "partition change lookup failed: %s", SPI_result_code_string(ret));
+		if (SPI_processed > 0)
+			meta->changes = MemoryContextAllocZero(CacheMemoryContext,
+												   sizeof(SgRepartition) * SPI_processed);
+		for (i = 0; i < (int) SPI_processed; i++)
+		{
+			HeapTuple	t = SPI_tuptable->vals[i];
+			SgRepartition *ch = &meta->changes[i];
+			Datum	   *elems;
+			bool	   *enulls;
+			int			n,
+						j;
+
+			ch->epoch = DatumGetInt32(SPI_getbinval(t, SPI_tuptable->tupdesc, 1, &isnull));
+			ch->old_nparts = DatumGetInt32(SPI_getbinval(t, SPI_tuptable->tupdesc, 2, &isnull));
+			deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(t, SPI_tuptable->tupdesc, 3, &isnull)),
+							  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &enulls, &n);
+			if (n != ch->old_nparts)
+				elog(ERROR, "change %d of stream \"%s\" has %d switch points for %d partitions",
+					 ch->epoch, name, n, ch->old_nparts);
+			ch->switch_seqs = MemoryContextAlloc(CacheMemoryContext, sizeof(int64) * Max(n, 1));
+			for (j = 0; j < n; j++)
+				ch->switch_seqs[j] = enulls[j] ? 0 : DatumGetInt64(elems[j]);
+			meta->nchanges++;
+		}
+	}
 
 	/* grants */
 	{
@@ -592,6 +665,38 @@ StreamLockShare(SgStreamMeta *meta)
 				 errmsg("stream \"%s\" does not exist", meta->name)));
 }
 
+/*
+ * The stream's append lock (an advisory lock tag of ours, held to the end
+ * of the transaction): appends take it in RowExclusiveLock before they
+ * choose a partition, alter_stream in ExclusiveLock when it changes the
+ * partition count (repartition.c), so that every event appended under the
+ * old count has a lower seq in its partition than any appended under the
+ * new one.  Returns false when the metadata changed while we waited: the
+ * caller then looks the stream up again (StreamLookup) before it appends.
+ */
+#define SG_LOCKTAG_APPEND 0x5348
+
+bool
+StreamLockAppend(SgStreamMeta *meta)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) meta->stream_id, 0, SG_LOCKTAG_APPEND);
+	if (LockAcquire(&tag, RowExclusiveLock, false, false) != LOCKACQUIRE_OK)
+		return true;			/* held since an earlier append of ours */
+	return HorizonRefValid(meta->ref, MyDatabaseId, meta->stream_id) &&
+		pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation) == meta->generation;
+}
+
+void
+StreamLockAppendExclusive(int32 stream_id)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) stream_id, 0, SG_LOCKTAG_APPEND);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
 /* a partition number of this stream, or a clear error */
 void
 StreamCheckPartition(SgStreamMeta *meta, int32 partition)
@@ -614,9 +719,10 @@ StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg)
 
 /*
  * The highest seq a partition may have handed out before a restart: the
- * highest retained one, the floor left by retention, and every consumer's
+ * highest retained one, the floor left by retention, every consumer's
  * position (a seek to the end can sit on an aborted seq; reusing it would
- * hide new events from that consumer).  Runs as the data owner; SPI
+ * hide new events from that consumer) and the switch points of changes of
+ * the partition count (a seq at or below one belongs to the old mapping).  Runs as the data owner; SPI
  * connected.
  */
 int64
@@ -633,14 +739,22 @@ StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
 	{
 		Oid			types[2] = {INT4OID, INT4OID};
 		Datum		values[2] = {Int32GetDatum(stream_id), Int32GetDatum(partition)};
-		SPIPlanPtr	plan = SgPlanCached(NULL,
-										"SELECT pg_catalog.max(x) FROM ("
-										" SELECT seq_floor AS x FROM streamguard.stream_partition "
-										" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2 "
-										" UNION ALL SELECT position FROM streamguard.consumer "
-										" WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2) f",
-										2, types);
+		SPIPlanPtr	plan;
+		/* the switch points: not under the 0.1 schema (StreamRepartitionCatalog) */
+		bool		switches = StreamRepartitionCatalog();
+		char	   *sql;
 
+		sql = psprintf("SELECT pg_catalog.max(x) FROM ("
+					   " SELECT seq_floor AS x FROM streamguard.stream_partition "
+					   " WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2 "
+					   " UNION ALL SELECT position FROM streamguard.consumer "
+					   " WHERE stream_id OPERATOR(pg_catalog.=) $1 AND partition OPERATOR(pg_catalog.=) $2"
+					   "%s) f",
+					   switches ?
+					   " UNION ALL SELECT switch_seqs[$2 OPERATOR(pg_catalog.+) 1] FROM streamguard.stream_repartition "
+					   " WHERE stream_id OPERATOR(pg_catalog.=) $1" : "");
+		plan = SgPlanCached(NULL, sql, 2, types);
+		pfree(sql);
 		if (SPI_execute_snapshot(plan, values, NULL, snap, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "seq floor lookup failed");
 		if (SPI_processed > 0)

@@ -214,7 +214,8 @@ sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
 							i;
 
 				deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
-				if (n == meta->nparts)
+				/* fewer: sealed before the partition count grew */
+				if (n >= 1)
 				{
 					e->bounds = MemoryContextAlloc(CacheMemoryContext, sizeof(int64) * n);
 					for (i = 0; i < n; i++)
@@ -233,8 +234,15 @@ sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
 		hash_search(sg_bounds_cache, &key, HASH_REMOVE, NULL);
 		return 0;
 	}
-	if (partition < 0 || partition >= e->nparts)
+	if (partition < 0)
 		return 0;
+	/*
+	 * A partition added after the bounds were taken had no entry when the
+	 * segment was sealed (the bounds step reads the entries of the slot),
+	 * so no event of it is there: every seq is at or above 1.
+	 */
+	if (partition >= e->nparts)
+		return 1;
 	return e->bounds[partition];
 }
 
@@ -381,10 +389,11 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
  * Fetch up to max_events events for a consumer into `store`, in seq order
  * per partition, below each partition's readable horizon.  The position
  * rows of the partitions read are locked (FOR UPDATE, SKIP LOCKED when
- * skip_locked) and, when advance, moved to the last event read.
- * last_seq[p] receives the last seq read in partition p (or its position
- * when nothing was read), first_seq[p] the first (0 if none).  Only the
- * partitions p with p % nshares = share are read (a pipeline's worker
+ * skip_locked) and, when advance, moved to the last event read.  Across a
+ * change of the partition count a reader reads only what RepartitionCaps
+ * allows (repartition.c).  last_seq[p] receives the last seq read in
+ * partition p (or its position when nothing was read), first_seq[p] the
+ * first (0 if none).  Only the partitions p with p % nshares = share are read (a pipeline's worker
  * `share` of `nshares`; 1 and 0 read them all).  Runs as the data owner,
  * SPI connected.  Returns the number of events.
  */
@@ -397,6 +406,11 @@ sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
 	SgStream   *st = HorizonStream(meta->ref.slot);
 	int64	   *pos;
 	bool	   *present;
+	int64	   *cap;
+	bool		jumped = false;
+	bool		held = false;
+	bool		moved = false;
+	int			passes = 0;
 	int			remaining = max_events;
 	int			start,
 				k;
@@ -414,12 +428,22 @@ sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
 			return 0;
 		(void) sg_read_positions(meta, consumer, pos, present);
 	}
+	cap = palloc(sizeof(int64) * meta->nparts);
 
+again:
+	/* per-key order across changes of the partition count (repartition.c) */
+	RepartitionCaps(meta, pos, cap);
+	for (k = 0; k < meta->nparts; k++)
+		if (cap[k] != PG_INT64_MAX)
+			held = true;
 	start = (int) (sg_poll_rotor++ % (uint32) meta->nparts);
 	for (k = 0; k < meta->nparts && remaining > 0; k++)
 	{
 		int			p = (start + k) % meta->nparts;
 		int64		horizon;
+		int64		before;
+		bool		capped;
+		bool		skip_to_cap = false;
 		int64		locked_pos;
 		int64		last = 0;
 		int			got;
@@ -430,10 +454,13 @@ sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
 		bool		isnull;
 		int			ret;
 
-		if (!present[p] || p % nshares != share)
+		if (!present[p] || p % nshares != share || cap[p] < 0)
 			continue;
 		horizon = HorizonReadable(st, p, NULL, NULL);
-		if (pos[p] + 1 >= horizon)
+		/* held back at a switch point, which every seq below horizon has passed */
+		capped = cap[p] < horizon;
+		before = capped ? cap[p] + 1 : horizon;
+		if (pos[p] + 1 >= before)
 			continue;			/* nothing readable */
 		if (claim && !claim(claim_arg, p))
 			continue;			/* not ours (consumer group, group.c) */
@@ -456,19 +483,30 @@ sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
 			continue;			/* another poll holds this partition */
 		locked_pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		last_seq[p] = locked_pos;
-		if (locked_pos + 1 >= horizon)
+		if (locked_pos + 1 >= before)
 			continue;
 
 		snap = SgFreshSnapshot();
-		got = sg_read_partition(meta, p, locked_pos, horizon, remaining, snap,
+		got = sg_read_partition(meta, p, locked_pos, before, remaining, snap,
 								store, desc, &last, &first_seq[p]);
 		UnregisterSnapshot(snap);
-		if (got == 0)
+		if (capped && got < remaining)
+		{
+			/*
+			 * Everything up to the switch point is read: move there, over
+			 * any aborted or duplicate seqs at the end, so the reader passes
+			 * it.  Over a gap even without `advance`: no event is skipped.
+			 */
+			skip_to_cap = true;
+			jumped = true;
+			last = cap[p];
+		}
+		else if (got == 0)
 			continue;
 		remaining -= got;
 		last_seq[p] = last;
 
-		if (advance)
+		if (advance || (skip_to_cap && got == 0))
 		{
 			values[3] = Int64GetDatum(last);
 			plan = SgPlanCached(NULL,
@@ -479,8 +517,30 @@ sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
 			ret = SPI_execute_plan(plan, values, NULL, false, 0);
 			if (ret != SPI_OK_UPDATE || SPI_processed != 1)
 				elog(ERROR, "consumer position update failed");
+			moved = true;
+			if (skip_to_cap)
+				pos[p] = last;
 		}
 	}
+
+	/*
+	 * Nothing read, but a partition moved to its switch point: the reader
+	 * may have passed a change and have the next mapping's events to read.
+	 * One mapping per fetch: a batch never mixes them.
+	 */
+	if (remaining == max_events && jumped && passes++ < meta->nchanges)
+	{
+		jumped = false;
+		goto again;
+	}
+
+	/*
+	 * Held back, and moved: once this commits, another session sharing the
+	 * consumer (or another worker of the pipeline) may be past the change.
+	 * Wake the stream's long-polls and workers then, as an append does.
+	 */
+	if (held && moved)
+		HorizonWakeReadersAtCommit(meta->stream_id);
 	return max_events - remaining;
 }
 

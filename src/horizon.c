@@ -32,6 +32,10 @@
  *	- SgShared->lock (LWLock) protects slot allocation: the identity
  *	  fields of SgStream (dbid, stream_id, nparts, part_base, seq_ready)
  *	  and SgPartition.owner.  Appenders never take it on the hot path.
+ *	  nparts and part_base change after allocation only in
+ *	  HorizonGrowStream (alter_stream adding partitions), while the
+ *	  stream's append lock keeps every other appender out; readers that
+ *	  read part_base without the lock check it again afterwards.
  *	- SgPartition.mutex (spinlock) protects next_seq.  An appender takes
  *	  it for a handful of instructions: read the current segment, take
  *	  seqs, publish its entry's first_seq.  Readers take it only to read
@@ -119,6 +123,8 @@ static int	sg_total_procs = 0;
 typedef enum SgPendingAction
 {
 	SG_PENDING_BUMP,			/* commit: bump the generation */
+	SG_PENDING_BUMP_ALWAYS,		/* commit, abort or abort of its subtransaction: bump */
+	SG_PENDING_WAKE,			/* commit: wake the stream's readers */
 	SG_PENDING_FREE,			/* commit or abort: free the slot */
 	SG_PENDING_FREE_ON_ABORT	/* the stream was created here: free on abort */
 } SgPendingAction;
@@ -406,6 +412,7 @@ HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id)
 	SgStream   *st = &sg_streams[ref.slot];
 	int64	   *maxima;
 	int			p;
+	int			nparts;
 	int32		min_seg,
 				cur_seg;
 
@@ -417,14 +424,17 @@ HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id)
 
 	min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
 	cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
-	maxima = palloc(sizeof(int64) * st->nparts);
-	for (p = 0; p < st->nparts; p++)
+	/* read once: HorizonGrowStream may raise it (it needs seq_ready, though) */
+	nparts = st->nparts;
+	maxima = palloc(sizeof(int64) * nparts);
+	for (p = 0; p < nparts; p++)
 		maxima[p] = HorizonSeqLoader(stream_id, p, min_seg, cur_seg);
 
 	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u32(&st->incarnation) == ref.incarnation && !st->seq_ready)
+	if (pg_atomic_read_u32(&st->incarnation) == ref.incarnation && !st->seq_ready &&
+		st->nparts == nparts)
 	{
-		for (p = 0; p < st->nparts; p++)
+		for (p = 0; p < nparts; p++)
 		{
 			SgPartition *part = &sg_parts[st->part_base + p];
 
@@ -476,6 +486,15 @@ sg_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 		if (event == SUBXACT_EVENT_COMMIT_SUB && p->subid == mySubid)
 			p->subid = parentSubid;
+		else if (event == SUBXACT_EVENT_ABORT_SUB && p->subid >= mySubid &&
+				 p->action == SG_PENDING_BUMP_ALWAYS)
+		{
+			/* this backend cached what the subtransaction changed: reload */
+			int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);
+
+			if (slot >= 0)
+				pg_atomic_fetch_add_u32(&sg_streams[slot].generation, 1);
+		}
 		else if (event == SUBXACT_EVENT_ABORT_SUB && p->subid >= mySubid)
 		{
 			/* what the subtransaction created is gone; its changes too */
@@ -578,13 +597,20 @@ HorizonAssignSeqs(SgStreamRef ref, int partition, int count, int32 *segment)
 static int64
 sg_readable(SgStream *st, int partition, int64 *next_seq, int *in_flight, bool skip_mine)
 {
-	int			part_index = st->part_base + partition;
-	SgPartition *part = &sg_parts[part_index];
+	int			part_base;
+	int			part_index;
+	SgPartition *part;
 	int64		next;
 	int64		horizon;
-	int			open = 0;
+	int			open;
 	int			procno;
 
+retry:
+	part_base = *((volatile int32 *) &st->part_base);
+	pg_read_barrier();
+	part_index = part_base + partition;
+	part = &sg_parts[part_index];
+	open = 0;
 	SpinLockAcquire(&part->mutex);
 	next = part->next_seq;
 	SpinLockRelease(&part->mutex);
@@ -617,6 +643,14 @@ sg_readable(SgStream *st, int partition, int64 *next_seq, int *in_flight, bool s
 				horizon = (int64) s;
 		}
 	}
+
+	/*
+	 * HorizonGrowStream moved the stream's partitions meanwhile: the entry
+	 * read may be another stream's by now.  Read again from the new one.
+	 */
+	pg_read_barrier();
+	if (*((volatile int32 *) &st->part_base) != part_base)
+		goto retry;
 	if (next_seq)
 		*next_seq = next;
 	if (in_flight)
@@ -691,6 +725,135 @@ HorizonListOpenAppends(SgOpenAppendInfo *out, int max)
 }
 
 /*
+ * Does this backend's transaction hold open appends on the stream?
+ */
+bool
+HorizonHasOwnAppends(SgStreamRef ref)
+{
+	SgBackendAppends *mine;
+	uint32		n,
+				i;
+
+	if (sg_backend_area == NULL || MyProc == NULL)
+		return false;
+	mine = sg_backend(SG_MY_PROC_INDEX);
+	n = pg_atomic_read_u32(&mine->nused);
+	for (i = 0; i < n; i++)
+		if (mine->entries[i].stream_slot == ref.slot &&
+			pg_atomic_read_u64(&mine->entries[i].first_seq) != SG_NO_SEQ)
+			return true;
+	return false;
+}
+
+/*
+ * Give a stream `nparts` partition entries (alter_stream growing it), and
+ * return in switch_seqs[p], for each partition it had, the last seq handed
+ * out so far.  The caller holds the stream's append lock exclusively
+ * (StreamLockAppendExclusive): no transaction but its own can take seqs in
+ * the stream meanwhile, and its own has none (HorizonHasOwnAppends), so no
+ * open-append entry refers to the stream's partition entries and they can
+ * move.  The counters must be loaded (HorizonEnsureSeqReady).
+ *
+ * The entries grow in place when the ones after the stream's run are free,
+ * else move to a free run of `nparts` (next_seq copied); readers that read
+ * the old part_base notice the move and read again (sg_readable).  Done
+ * before the alter commits and kept if it aborts: the slot may have more
+ * entries than the catalog has partitions, never fewer.  Fails with 53400
+ * when shared memory has no room.
+ */
+void
+HorizonGrowStream(SgStreamRef ref, int nparts, int64 *switch_seqs)
+{
+	SgStream   *st = &sg_streams[ref.slot];
+	int			old_n,
+				old_base,
+				base = -1,
+				run = 0,
+				i;
+
+	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u32(&st->incarnation) != ref.incarnation || !st->seq_ready)
+	{
+		LWLockRelease(sg_shared->lock);
+		elog(ERROR, "stream slot %d changed while growing it", ref.slot);
+	}
+	old_n = st->nparts;
+	old_base = st->part_base;
+	for (i = 0; i < old_n; i++)
+	{
+		SgPartition *part = &sg_parts[old_base + i];
+
+		SpinLockAcquire(&part->mutex);
+		if (switch_seqs)
+			switch_seqs[i] = part->next_seq - 1;
+		SpinLockRelease(&part->mutex);
+	}
+	if (old_n >= nparts)
+	{
+		/* an earlier alter that aborted grew it already */
+		LWLockRelease(sg_shared->lock);
+		return;
+	}
+
+	/* in place? */
+	for (i = old_base + old_n; i < old_base + nparts && i < sg_max_partitions; i++)
+		if (sg_parts[i].owner >= 0)
+			break;
+	if (i == old_base + nparts)
+		base = old_base;
+	else
+	{
+		for (i = 0; i < sg_max_partitions; i++)
+		{
+			if (sg_parts[i].owner >= 0)
+			{
+				run = 0;
+				continue;
+			}
+			if (++run == nparts)
+			{
+				base = i - nparts + 1;
+				break;
+			}
+		}
+	}
+	if (base < 0)
+	{
+		LWLockRelease(sg_shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("no room for %d more partitions in shared memory", nparts),
+				 errhint("Raise streamguard.max_partitions and restart the server.")));
+	}
+	for (i = 0; i < nparts; i++)
+	{
+		SgPartition *part = &sg_parts[base + i];
+		int64		next = 1;
+
+		if (base != old_base && i < old_n)
+		{
+			SpinLockAcquire(&sg_parts[old_base + i].mutex);
+			next = sg_parts[old_base + i].next_seq;
+			SpinLockRelease(&sg_parts[old_base + i].mutex);
+		}
+		else if (i < old_n)
+			continue;			/* in place: the entry stays as it is */
+		SpinLockAcquire(&part->mutex);
+		part->next_seq = next;
+		SpinLockRelease(&part->mutex);
+		part->owner = ref.slot;
+	}
+	pg_write_barrier();
+	st->part_base = base;
+	st->nparts = nparts;
+	pg_write_barrier();
+	if (base != old_base)
+		for (i = 0; i < old_n; i++)
+			sg_parts[old_base + i].owner = -1;
+	LWLockRelease(sg_shared->lock);
+}
+
+/*
  * Per partition, the next seq to be handed out; false if the counters are
  * not loaded.  Read right after a segment switch, these bound every seq
  * the sealed segment can ever hold: an appender reads the current segment
@@ -701,19 +864,25 @@ HorizonSeqBounds(int slot, int64 *bounds, int nparts)
 {
 	SgStream   *st = &sg_streams[slot];
 	int			p;
+	int32		base;
 
 	if (!st->seq_ready || st->nparts != nparts)
 		return false;
 	pg_read_barrier();
+	base = *((volatile int32 *) &st->part_base);
+	pg_read_barrier();
 	for (p = 0; p < nparts; p++)
 	{
-		SgPartition *part = &sg_parts[st->part_base + p];
+		SgPartition *part = &sg_parts[base + p];
 
 		SpinLockAcquire(&part->mutex);
 		bounds[p] = part->next_seq;
 		SpinLockRelease(&part->mutex);
 	}
-	return true;
+	/* moved meanwhile (HorizonGrowStream): the entries read may be another's */
+	pg_read_barrier();
+	return *((volatile int32 *) &st->part_base) == base &&
+		*((volatile int32 *) &st->nparts) == nparts;
 }
 
 /*
@@ -896,6 +1065,38 @@ HorizonBumpGenerationAtCommit(int32 stream_id)
 	sg_add_pending(stream_id, SG_PENDING_BUMP);
 }
 
+/*
+ * Metadata of a stream changed and this backend may have cached the
+ * change already (alter_stream adding partitions): every backend reloads
+ * when the transaction ends, committed or not, and when the
+ * subtransaction that queued this aborts.
+ */
+void
+HorizonBumpGenerationAtEnd(int32 stream_id)
+{
+	sg_add_pending(stream_id, SG_PENDING_BUMP_ALWAYS);
+}
+
+/*
+ * A reader moved positions that may let other readers of the stream go on
+ * (past a switch point, repartition.c): wake the long-polls and pipeline
+ * workers of the stream when this commits, as a committed append does.
+ */
+void
+HorizonWakeReadersAtCommit(int32 stream_id)
+{
+	ListCell   *lc;
+
+	foreach(lc, sg_pending)
+	{
+		SgPending  *p = lfirst(lc);
+
+		if (p->stream_id == stream_id && p->action == SG_PENDING_WAKE)
+			return;
+	}
+	sg_add_pending(stream_id, SG_PENDING_WAKE);
+}
+
 /* The stream is dropped: free its slot once the drop commits. */
 void
 HorizonFreeAtCommit(int32 stream_id)
@@ -967,6 +1168,36 @@ sg_xact_callback(XactEvent event, void *arg)
 						 errmsg("cannot PREPARE a transaction that appended to a stream"),
 						 errdetail("The readable horizon of a stream cannot advance past a prepared transaction's appends."),
 						 errhint("Append in a transaction that is committed directly.")));
+			foreach(lc, sg_pending)
+			{
+				SgPending  *p = lfirst(lc);
+
+				if (p->action == SG_PENDING_BUMP_ALWAYS)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot PREPARE a transaction that changed the partition count of a stream"),
+							 errdetail("Appends to the stream would wait for the prepared transaction, and the new count would reach other sessions only at their next reload."),
+							 errhint("Change the partition count in a transaction that is committed directly.")));
+			}
+			foreach(lc, sg_pending)
+			{
+				SgPending  *p = lfirst(lc);
+
+				/*
+				 * What must happen when the transaction ends (other sessions
+				 * reloading a stream's metadata, a slot freed) would not
+				 * happen at COMMIT PREPARED, which runs elsewhere.
+				 */
+				if (p->action != SG_PENDING_WAKE)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot PREPARE a transaction that created, dropped or changed a stream"),
+							 errhint("Create, drop or change streams in a transaction that is committed directly.")));
+			}
+			break;
+		case XACT_EVENT_PREPARE:
+			/* only wake-ups left (a poll's): the prepared transaction goes without */
+			sg_pending = NIL;
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
@@ -977,7 +1208,16 @@ sg_xact_callback(XactEvent event, void *arg)
 
 				if (p->action == SG_PENDING_FREE)
 					HorizonFreeStream(MyDatabaseId, p->stream_id);
-				else if (p->action == SG_PENDING_BUMP)
+				else if (p->action == SG_PENDING_WAKE)
+				{
+					int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);
+
+					if (HorizonCommitWake)
+						HorizonCommitWake(MyDatabaseId, p->stream_id);
+					if (slot >= 0)
+						ConditionVariableBroadcast(&sg_streams[slot].readable);
+				}
+				else if (p->action == SG_PENDING_BUMP || p->action == SG_PENDING_BUMP_ALWAYS)
 				{
 					int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);
 
@@ -996,6 +1236,13 @@ sg_xact_callback(XactEvent event, void *arg)
 
 				if (p->action == SG_PENDING_FREE_ON_ABORT)
 					HorizonFreeStream(MyDatabaseId, p->stream_id);
+				else if (p->action == SG_PENDING_BUMP_ALWAYS)
+				{
+					int			slot = HorizonFindSlot(MyDatabaseId, p->stream_id);
+
+					if (slot >= 0)
+						pg_atomic_fetch_add_u32(&sg_streams[slot].generation, 1);
+				}
 			}
 			sg_pending = NIL;
 			break;

@@ -323,6 +323,20 @@ sg_step_drop(SgStreamTask *task)
 						 rel, task->id),
 				SPI_OK_UPDATE);
 		sg_exec(psprintf("DROP TABLE %s", rel), SPI_OK_UTILITY);
+
+		/*
+		 * A change of the partition count whose old-mapping events are all
+		 * gone holds back no reader any more, current or future
+		 * (repartition.c): forget it.  The floors above keep its seqs from
+		 * being handed out again.
+		 */
+		if (StreamRepartitionCatalog())
+			sg_exec(psprintf("DELETE FROM streamguard.stream_repartition r WHERE r.stream_id = %d "
+							 "AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(r.switch_seqs) WITH ORDINALITY u(s, i) "
+							 " JOIN streamguard.stream_partition sp ON sp.stream_id = r.stream_id "
+							 " AND sp.partition = u.i - 1 WHERE u.s > sp.seq_floor)",
+							 task->id),
+					SPI_OK_DELETE);
 	}
 	sg_exec(psprintf("DELETE FROM streamguard.segment WHERE stream_id = %d AND seg = %d", task->id, seg),
 			SPI_OK_DELETE);

@@ -146,12 +146,16 @@ extern int64 HorizonReadable(SgStream *st, int partition, int64 *next_seq,
 							 int *in_flight);
 extern int64 HorizonReadableOwn(SgStream *st, int partition);
 extern void HorizonBumpGenerationAtCommit(int32 stream_id);
+extern void HorizonBumpGenerationAtEnd(int32 stream_id);
+extern void HorizonWakeReadersAtCommit(int32 stream_id);
 extern void HorizonFreeAtCommit(int32 stream_id);
 extern void HorizonFreeStream(Oid dbid, int32 stream_id);
 extern int	HorizonFindSlot(Oid dbid, int32 stream_id);
 extern double HorizonAppendRate(SgStream *st);
 extern void HorizonMakeDurable(void);
 extern bool HorizonSeqBounds(int slot, int64 *bounds, int nparts);
+extern bool HorizonHasOwnAppends(SgStreamRef ref);
+extern void HorizonGrowStream(SgStreamRef ref, int nparts, int64 *switch_seqs);
 
 /* launcher.c */
 extern Size LauncherShmemSize(void);
@@ -167,6 +171,18 @@ extern struct BackgroundWorkerHandle *SgStartDynamicWorker(const char *function,
  * Stream metadata (catalog.c)
  * ----------------------------------------------------------------
  */
+/*
+ * A change of a stream's partition count (alter_stream), as the metadata
+ * cache keeps it: in each partition the stream had before, the last seq
+ * appended under the old key-to-partition mapping (repartition.c).
+ */
+typedef struct SgRepartition
+{
+	int32		epoch;
+	int			old_nparts;
+	int64	   *switch_seqs;	/* old_nparts entries, in CacheMemoryContext */
+} SgRepartition;
+
 typedef struct SgStreamMeta
 {
 	char		name[NAMEDATALEN];
@@ -182,6 +198,8 @@ typedef struct SgStreamMeta
 	uint32		generation;		/* shmem generation this copy matches */
 	int32		write_seg;		/* segment whose OID is cached below */
 	Oid			write_relid;
+	int			nchanges;		/* changes of the partition count, oldest first */
+	SgRepartition *changes;		/* in CacheMemoryContext */
 } SgStreamMeta;
 
 typedef enum SgPrivilege
@@ -254,12 +272,19 @@ extern SPIPlanPtr StreamSegmentScanPlan(SgSegmentScan *scan, const char *fmt, in
 extern bool StreamSegmentProbe(int32 stream_id, int32 first, int32 last, const char *fmt,
 							   int nargs, Oid *types, Datum *values, Snapshot snap, Datum *result);
 extern void StreamLockShare(SgStreamMeta *meta);
+extern bool StreamLockAppend(SgStreamMeta *meta);
+extern bool StreamRepartitionCatalog(void);
+extern void StreamLockAppendExclusive(int32 stream_id);
 extern void StreamCheckPartition(SgStreamMeta *meta, int32 partition);
 extern void StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg);
 extern SPIPlanPtr SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes);
 extern Snapshot SgFreshSnapshot(void);
 extern int64 StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg);
 extern Oid	SgCreateSegment(int32 stream_id, int32 seg);
+
+/* repartition.c */
+extern void RepartitionCaps(const SgStreamMeta *meta, const int64 *pos, int64 *cap);
+extern void RepartitionGrow(const char *name, int32 stream_id, int old_n, int new_n);
 
 /* consumer.c */
 extern int	ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,

@@ -403,7 +403,8 @@ PG_FUNCTION_INFO_V1(sg_alter_stream);
 /*
  * alter_stream(name, partitions, retention, dedup_window, segment_interval):
  * NULL keeps a setting; retention => '0' removes the retention (events are
- * kept forever again).  Owner only.  The partition count cannot change yet.
+ * kept forever again).  Owner only.  The partition count can grow, never
+ * shrink (repartition.c).
  */
 Datum
 sg_alter_stream(PG_FUNCTION_ARGS)
@@ -435,8 +436,9 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 		Oid			types[1] = {TEXTOID};
 		Datum		values[1] = {CStringGetTextDatum(name)};
 
+		/* NO KEY: a consumer being created (FOR KEY SHARE) need not wait for us */
 		if (SPI_execute_with_args("SELECT id, owner, partitions, retention, segment_interval "
-								  "FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+								  "FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
 								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "stream lookup failed");
 		if (SPI_processed == 0)
@@ -455,11 +457,36 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of stream \"%s\"", name)));
 	if (!PG_ARGISNULL(1) && PG_GETARG_INT32(1) != nparts)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("the partition count of stream \"%s\" cannot be changed", name),
-				 errdetail("The stream has %d partitions.", nparts),
-				 errhint("Create a new stream with more partitions and move producers and consumers to it.")));
+	{
+		int32		new_n = PG_GETARG_INT32(1);
+
+		if (new_n < nparts)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("the partition count of stream \"%s\" cannot decrease", name),
+					 errdetail("The stream has %d partitions; %d were asked for.", nparts, new_n),
+					 errhint("Create a new stream with fewer partitions and move producers and consumers to it.")));
+		if (new_n > SG_MAX_PARTITIONS_PER_STREAM)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("partitions must be between 1 and %d, got %d",
+							SG_MAX_PARTITIONS_PER_STREAM, new_n)));
+		/* the owner's quota, counted as create_stream counts it */
+		SgLockRoleForCreate(owner);
+		{
+			Oid			types[1] = {OIDOID};
+			Datum		values[1] = {ObjectIdGetDatum(owner)};
+
+			if (SPI_execute_with_args("SELECT COALESCE(pg_catalog.sum(partitions), 0)::bigint "
+									  "FROM streamguard.stream WHERE owner OPERATOR(pg_catalog.=) $1",
+									  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+				elog(ERROR, "partition quota lookup failed");
+			SgCheckRoleQuota("partitions", owner,
+							 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+							 new_n - nparts, sg_role_max_partitions, "streamguard.role_max_partitions");
+		}
+		RepartitionGrow(name, stream_id, nparts, new_n);
+	}
 
 	if (!PG_ARGISNULL(2))
 	{

@@ -14,7 +14,7 @@ use warnings;
 
 use Cwd qw(abs_path);
 use Exporter qw(import);
-use File::Basename qw(dirname);
+use File::Basename qw(basename dirname);
 use File::Copy qw(copy);
 use File::Path qw(make_path remove_tree);
 use File::Temp qw(tempdir);
@@ -47,14 +47,17 @@ my %KNOBS = (
 	BENCH_REMOTE_EVENTS    => [ 300000, 'k2' ],
 	BENCH_PARALLEL_EVENTS  => [ 200000, 'k2' ],
 	BENCH_GROUP_EVENTS     => [ 200000, 'k2' ],
+	BENCH_START_EVENTS     => [ 500000, 'k2' ],
+	BENCH_LP_SECONDS       => [ 10,     'int' ],
+	BENCH_LP_IDLE          => [ 3,      'int' ],
 	BENCH_LONG_EVENTS      => [ 10000000, 'long' ],
 	BENCH_LONG_CLIENTS     => [ 2,      'int' ],
 	BENCH_LONG_RETENTION   => [ '10 seconds', 'interval' ],
 	BENCH_SHARED_BUFFERS   => [ '512MB', 'size' ],
-	BENCH_ONLY => [ 'single batch drain latency remote parallel group long', 'only' ],
+	BENCH_ONLY => [ 'single batch drain latency longpoll remote parallel start group long', 'only' ],
 	BENCH_KEEP => [ 0, 'flag' ],
 	BENCH_NICE => [ '', 'nice' ],);
-our @BENCHMARKS = qw(single batch drain latency remote parallel group long);
+our @BENCHMARKS = qw(single batch drain latency longpoll remote parallel start group long);
 our %K = map { $_ => env_or($_, $KNOBS{$_}[0]) } keys %KNOBS;
 
 sub env_or
@@ -128,7 +131,7 @@ sub outer_run
 
 	# a copy of the suite that the cluster's OS user can read
 	make_path("$work/bench/sql");
-	copy("$here/$_", "$work/bench/$_") or die "bench: copy $_: $!\n" for qw(run.pl Bench.pm);
+	copy("$here/$_", "$work/bench/$_") or die "bench: copy $_: $!\n" for qw(run.pl Bench.pm lpclient.c);
 	copy($_, "$work/bench/sql/") or die "bench: copy $_: $!\n" for glob("$here/sql/*.sql");
 
 	my $pg_regress = "$pgxs/../../src/test/regress/pg_regress";
@@ -234,6 +237,11 @@ sub publish
 	if (eval { make_path($out); 1 } && copy($file, "$out/latest.md"))
 	{
 		print "bench: results written to $out/latest.md\n";
+		# the charts (run.pl's charts()), with their data and gnuplot scripts
+		my @charts = glob(dirname($file) . '/charts/*.{png,dat,gp}');
+		copy($_, "$out/") for @charts;
+		print "bench: charts written to $out/: ", join(' ', map { basename($_) } grep { /\.png$/ } @charts), "\n"
+		  if grep { /\.png$/ } @charts;
 		return;
 	}
 	my $alt = ($ENV{TMPDIR} || '/tmp') . '/streamguard-bench-latest.md';

@@ -35,7 +35,10 @@
 #   BENCH_LONG_CLIENTS=2     long run: concurrent append_batch producers
 #   BENCH_LONG_RETENTION="10 seconds"  long run: retention of its stream (none: no retention)
 #   BENCH_GROUP_EVENTS=200000  consumer group benchmark: events drained per group size
-#   BENCH_ONLY="single batch drain latency remote long"  subset of benchmarks to run
+#   BENCH_START_EVENTS=500000  start benchmark: backlog waiting when a pipeline is created
+#   BENCH_LP_SECONDS=10      long-poll benchmark: producer run per contender (BENCH_LAT_RATE events/s)
+#   BENCH_LP_IDLE=3          long-poll benchmark: idle seconds before the producer, CPU measured
+#   BENCH_ONLY="single batch drain latency longpoll remote parallel start group long"  subset of benchmarks to run
 #   BENCH_OUT=<repo>/bench-results   where latest.md is written
 #   BENCH_SHARED_BUFFERS=512MB  shared_buffers of the bench server(s)
 #   BENCH_KEEP=0             1 keeps the temp dir (clusters, logs, scripts) for inspection
@@ -62,6 +65,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils ();
 use Time::HiRes qw(time sleep);
 use POSIX qw(strftime);
+use File::Path qw(make_path);
 
 my $WORK = $ARGV[1];
 Bench::inner_setup($WORK, "$FindBin::RealBin/sql");
@@ -1152,7 +1156,194 @@ sub bench_parallel
 }
 
 # ---------------------------------------------------------------------------
-# 8. consumer groups: 1, 2 and 4 clients, each a member of one consumer group
+# 8. pipeline start: with BENCH_START_EVENTS events waiting in a 4-partition
+#    stream, the time from the commit of create_pipeline (and later of
+#    resume_pipeline after a pause) to the commit of the pipeline's first
+#    batch, both from pg_xact_commit_timestamp.
+# ---------------------------------------------------------------------------
+my %START;   # create|resume => [ms per repeat]
+
+# runs $call in its own transaction; returns its xid, or undef
+sub start_call
+{
+	my ($call) = @_;
+	my ($ok, $out, $err) = sql_try("BEGIN;\n$call;\nSELECT pg_catalog.pg_current_xact_id();\nCOMMIT;");
+	log_msg("start: $call: " . error_line($err)) unless $ok;
+	return $ok ? (grep { /^[0-9]+$/ } split /\n/, $out)[-1] : undef;
+}
+
+# ms from the commit of xid $x to the first sink row committed after it
+sub start_latency
+{
+	my ($x) = @_;
+	my $v;
+	wait_until(30, 0.002, sub {
+		$v = sql_value("SELECT round(extract(epoch FROM min(pg_xact_commit_timestamp(s.xmin))
+		  - pg_xact_commit_timestamp('$x'::xid)) * 1000, 2)
+		FROM sink_start s WHERE pg_xact_commit_timestamp(s.xmin) > pg_xact_commit_timestamp('$x'::xid)");
+		defined $v && $v ne '';
+	});
+	return defined $v && $v ne '' ? $v : undef;
+}
+
+sub bench_start
+{
+	my ($r) = @_;
+	my $stream = "s8r$r";
+	my $n = $K{BENCH_START_EVENTS};
+	my $ready = $have{pipe} && create_stream($stream, 4)
+	  && prefill("prefill_start_r$r", 'append_batch_sg.sql', { stream => $stream }, $n / 1000);
+	if (!$ready) { push @{ $START{$_} }, $have{pipe} ? 'ERR' : 'PENDING' for qw(create resume); return; }
+	sql(sink_ddl('sink_start'));
+	checkpoint();
+	my $name = "start_r$r";
+	my $x = start_call("SELECT streamguard.create_pipeline('$name', '$stream', 'INSERT INTO sink_start (partition, seq, key, payload) SELECT partition, seq, key, payload FROM batch', batch_size => 1000)");
+	push @{ $START{create} }, (defined $x ? start_latency($x) : undef) // 'ERR';
+	sql("SELECT streamguard.pause_pipeline('$name')");
+	wait_until(30, 0.05, sub { sql("SELECT state FROM streamguard.pipelines WHERE pipeline = '$name'") eq 'paused'
+		  && sql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'streamguard pipeline'") == 0 });
+	$x = start_call("SELECT streamguard.resume_pipeline('$name')");
+	push @{ $START{resume} }, (defined $x ? start_latency($x) : undef) // 'ERR';
+	drop_pipeline($name);
+	sql_try('DROP TABLE IF EXISTS sink_start');
+	drop_stream($stream);
+	return;
+}
+
+sub start_report
+{
+	my @out = ("\n## Pipeline start, commit → first batch committed\n\n",
+		fmt($K{BENCH_START_EVENTS}) . " events wait in a 4-partition stream; ms from the commit of the call to the commit of the pipeline's first batch (pg_xact_commit_timestamp of both). Median and maximum over the repeats.\n\n",
+		"| call | median ms | max ms | per repeat | target | met? |\n|---|---:|---:|---|---|---|\n");
+	for my $c (qw(create resume))
+	{
+		my @v = @{ $START{$c} // [] };
+		my @n = sort { $a <=> $b } num_list(@v);
+		my $med = median(\@n, '%.1f');
+		my $max = @n ? sprintf('%.1f', $n[-1]) : undef;
+		my $met = !@v ? 'not run' : (@n != @v || !defined $max) ? 'no (failed)' : $max <= 50 ? 'yes' : '**no**';
+		push @out, "| ${c}_pipeline | " . ($med // '—') . ' | ' . ($max // '—') . ' | ' . join(' ', @v) . " | ≤ 50 ms | $met |\n";
+	}
+	return @out;
+}
+
+# ---------------------------------------------------------------------------
+# 9. long-poll: one consumer (test/bench/lpclient.c, libpq, polls of 100
+#    events, each BEGIN; poll; COMMIT) per contender reads a 4-partition stream while
+#    BENCH_LAT_CLIENTS producers append BENCH_LAT_RATE events/s (pgbench -R,
+#    one event per transaction) for BENCH_LP_SECONDS:
+#    - poll(wait => '1 s'): the server sleeps until events are readable;
+#    - poll, sleeping BENCH_LAT_POLL_MS when it returns nothing;
+#    - LISTEN/NOTIFY + poll: the producers NOTIFY in the append's
+#      transaction, the client waits on its socket when a poll is empty.
+#    Latency = the client's clock when the poll's result arrived (before its
+#    COMMIT) - the commit timestamp of the event's append (same machine, same clock).  Before the
+#    producers start, BENCH_LP_IDLE idle seconds: the CPU time of the client
+#    and of its backend over them.
+# ---------------------------------------------------------------------------
+my %S9 = (wait => 'poll(wait => 1 s)', sleep => 'poll, sleep when empty', notify => 'LISTEN/NOTIFY + poll');
+my (%LP, $LP_CLIENT);
+
+sub lp_client
+{
+	return $LP_CLIENT if defined $LP_CLIENT;
+	my $inc = Bench::pg_config($ENV{PG_CONFIG}, '--includedir');
+	my $lib = Bench::pg_config($ENV{PG_CONFIG}, '--libdir');
+	my $bin = "$WORK/lpclient";
+	my $rc = system("cc -O2 -Wall -o '$bin' '$FindBin::RealBin/lpclient.c' -I'$inc' -L'$lib' -lpq > '$LOGS/lpclient_build.log' 2>&1");
+	$LP_CLIENT = $rc == 0 ? $bin : '';
+	log_msg('lpclient did not build: ' . slurp("$LOGS/lpclient_build.log")) unless $LP_CLIENT;
+	return $LP_CLIENT;
+}
+
+sub lp_fail { my ($m, $v, $note) = @_; push @{ $LP{"$m|p50"} }, $v; note_to(\%LAT_NOTE, "lp $m", $note) if $note; return; }
+
+sub bench_longpoll
+{
+	my ($r) = @_;
+	sql(slurp("$SQL/setup_latency.sql")) unless $LAT_SETUP++;
+	for my $m (rotated($r - 1, qw(wait sleep notify)))
+	{
+		if (!$have{sg}) { lp_fail($m, 'PENDING'); next; }
+		if (!lp_client()) { lp_fail($m, 'ERR', 'lpclient did not build'); next; }
+		my $st = "lp_${m}_r$r";
+		if (!create_stream($st, 4)) { lp_fail($m, 'ERR', 'create_stream failed'); next; }
+		my ($stop, $out, $log) = ("$WORK/lp_stop", "$WORK/lp_$m.txt", "$LOGS/lp_${m}_r$r.log");
+		unlink $stop;
+		my $pid = spawn([ $LP_CLIENT, 'dbname=bench', $m, $st, 'c', $K{BENCH_LAT_POLL_MS}, $K{BENCH_LP_IDLE}, $stop, $out ], $log);
+		sleep $K{BENCH_LP_IDLE} + 1.5;
+		my $res = pgbench("lp_prod_${m}_r$r", $m eq 'notify' ? 'longpoll_notify.sql' : 'latency_sg.sql', { stream => $st },
+			-c => $K{BENCH_LAT_CLIENTS}, -j => ($K{BENCH_LAT_CLIENTS} < 2 ? 1 : 2),
+			-R => $K{BENCH_LAT_RATE}, -T => $K{BENCH_LP_SECONDS});
+		spurt($stop, '');
+		my $rc = reap($pid, 30);
+		my $cl = slurp($log);
+		if (!$res || !defined $rc || $rc != 0)
+		{
+			lp_fail($m, 'ERR', !$res ? 'producer failed' : 'client: ' . error_line($cl));
+			drop_stream($st);
+			next;
+		}
+		my ($ic, $ib, $polls) = $cl =~ /idle_client_ms=(-?\d+) idle_backend_ms=(-?\d+) polls=(\d+)/;
+		my ($ok, $o, $e) = sql_try("DROP TABLE IF EXISTS lp_recv; CREATE TABLE lp_recv (id bigint, at_us bigint);
+			COPY lp_recv FROM " . q_lit($out) . " (DELIMITER ' ');
+			WITH e AS (SELECT * FROM bench_sg_events('$st')),
+			     j AS (SELECT (r.at_us - extract(epoch FROM e.ev_commit) * 1e6) / 1000.0 AS ms FROM lp_recv r JOIN e ON e.ev_id = r.id)
+			SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM lp_recv), (SELECT count(DISTINCT id) FROM lp_recv),
+			       round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 3),
+			       round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 3),
+			       round(max(ms)::numeric, 3), count(*) FROM j;");
+		if (!$ok || $o !~ /\|/)
+		{
+			lp_fail($m, 'ERR', 'statistics: ' . error_line($e));
+			drop_stream($st);
+			next;
+		}
+		my ($n_ev, $n_recv, $n_recv_d, $p50, $p99, $mx) = split /\|/, (split /\n/, $o)[-1];
+		my %v = (p50 => $p50, p99 => $p99, max => $mx, appended => $n_ev, lost => $n_ev - $n_recv_d,
+			dup => $n_recv - $n_recv_d, polls => $polls, idle_client => sprintf('%.1f', $ic / $K{BENCH_LP_IDLE}),
+			idle_backend => sprintf('%.1f', $ib / $K{BENCH_LP_IDLE}));
+		push @{ $LP{"$m|$_"} }, $v{$_} for keys %v;
+		sql_try('DROP TABLE lp_recv');
+		drop_stream($st);
+	}
+	return;
+}
+
+sub longpoll_report
+{
+	my @out = ("\n## Long-poll, append commit → poll returned in the client\n\n",
+		"$K{BENCH_LAT_CLIENTS} producer clients offer $K{BENCH_LAT_RATE} events/s (one per transaction) for $K{BENCH_LP_SECONDS} s per contender and repeat; one libpq client polls (100 events per poll, each in its own transaction: BEGIN; poll; COMMIT). Latency = client clock when the poll's result arrived (before the COMMIT) − commit timestamp of the append. Idle CPU: ms of CPU per second over the $K{BENCH_LP_IDLE} s before the producers start, of the client and of its server backend. p50/p99 are medians over the repeats, max the maximum, counts summed.\n\n",
+		"| contender | p50 ms | p99 ms | max ms | appended | lost | duplicates | polls | idle CPU client ms/s | idle CPU backend ms/s | target | met? |\n",
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
+	for my $m (qw(wait sleep notify))
+	{
+		my @vals = @{ $LP{"$m|p50"} // [] };
+		my $f = sub { my ($k, $how) = @_; my @n = num_list(@{ $LP{"$m|$k"} // [] });
+			return undef unless @n;
+			return median(\@n, '%.2f') if $how eq 'median';
+			return sprintf('%.2f', (sort { $b <=> $a } @n)[0]) if $how eq 'max';
+			my $s = 0; $s += $_ for @n; return $s; };
+		my ($p50, $p99, $mx) = ($f->('p50', 'median'), $f->('p99', 'median'), $f->('max', 'max'));
+		my ($ic, $ib) = ($f->('idle_client', 'median'), $f->('idle_backend', 'median'));
+		my ($tgt, $met) = ('reference', '—');
+		my ($lost, $dup) = ($f->('lost', 'sum'), $f->('dup', 'sum'));
+		if ($m eq 'wait')
+		{
+			$tgt = 'p50 ≤ 1 ms, p99 ≤ 10 ms, idle CPU ≈ 0';
+			$met = !defined $p50 ? 'no (failed)'
+			  : ($p50 <= 1 && $p99 <= 10 && ($ic // 99) <= 1 && ($ib // 99) <= 1 && ($lost // 1) == 0 && ($dup // 1) == 0) ? 'yes' : '**no**';
+		}
+		$p50 //= (grep { $_ eq 'PENDING' } @vals) ? 'pending' : @vals ? 'error' : 'not run';
+		push @out, '| ' . join(' | ', $S9{$m}, $p50, $p99 // '—', $mx // '—', fmt($f->('appended', 'sum')), $lost // '—', $dup // '—',
+			fmt($f->('polls', 'sum')), $ic // '—', $ib // '—', $tgt, $met) . " |\n";
+	}
+	my @notes = map { "$_: $LAT_NOTE{$_}" } grep { /^lp / } sort keys %LAT_NOTE;
+	push @out, "\nNotes: " . join('; ', @notes) . "\n" if @notes;
+	return @out;
+}
+
+# 10. consumer groups: 1, 2 and 4 clients, each a member of one consumer group
 #    (poll(..., member => m), 1,000 events per poll; each poll records the
 #    seq range it got per partition in a log table, in the poll's
 #    transaction), drain
@@ -1237,7 +1428,7 @@ sub bench_group
 # ---------------------------------------------------------------------------
 my %BENCH = (single => \&bench_single, batch => \&bench_batch, drain => \&bench_drain,
 	latency => \&bench_latency, remote => \&bench_remote, parallel => \&bench_parallel,
-	group => \&bench_group);
+	start => \&bench_start, longpoll => \&bench_longpoll, group => \&bench_group);
 my @ONLY = split ' ', $K{BENCH_ONLY};
 
 setup_contenders();
@@ -1258,6 +1449,7 @@ for (grep { $_ eq 'long' } @ONLY)
 }
 my ($T1, $LOAD1) = (time, loadavg());
 spurt("$WORK/latest.md", report());
+charts("$WORK/charts");
 $REMOTE->stop('fast', fail_ok => 1) if $REMOTE;
 $NODE->stop('fast', fail_ok => 1);
 exit 0;
@@ -1295,6 +1487,8 @@ sub report
 	}
 	push @out, map { main_rows($_) } @ONLY;
 	push @out, latency_report() if grep { $_ eq 'latency' } @ONLY;
+	push @out, longpoll_report() if grep { $_ eq 'longpoll' } @ONLY;
+	push @out, start_report()   if grep { $_ eq 'start' } @ONLY;
 	push @out, long_report()    if grep { $_ eq 'long' } @ONLY;
 	if (%VALS)
 	{
@@ -1446,6 +1640,160 @@ sub latency_report
 }
 
 sub mb { return sprintf('%.1f', $_[0] / 1048576); }
+
+# ---------------------------------------------------------------------------
+# Charts: PNGs of the medians of this run, drawn by gnuplot (Debian package
+# gnuplot-nox; scripts/install-deps.sh installs it).  Without gnuplot the
+# charts are skipped with a message; the table is the result either way.
+#   bench-<benchmark>.png: median events/s per contender, horizontal bars
+#     (drain: two panels, drain and drain→sink);
+#   bench-latency.png, bench-longpoll.png: p50, p99 and max latency per
+#     contender (log scale).
+# Each chart's data file (tab-separated) and gnuplot script sit next to it.
+# ---------------------------------------------------------------------------
+sub charts
+{
+	my ($dir) = @_;
+	my ($gnuplot) = grep { -x } map { "$_/gnuplot" } split /:/, $ENV{PATH};
+	if (!$gnuplot)
+	{
+		log_msg('charts skipped: gnuplot is not installed (Debian: apt-get install gnuplot-nox)');
+		return;
+	}
+	make_path($dir);
+	my $made = 0;
+	my %groups = (
+		single   => [ [ 'single', [ @S1{qw(raw sg1 sg4 pgq)} ] ] ],
+		batch    => [ [ 'batch', [ @S2{qw(raw copy sg pgq)} ] ] ],
+		drain    => [ [ $D1, [ @S3{qw(raw sg pgq)} ] ], [ $D2, [ @S3{qw(raw sg peo palo pgq)} ] ] ],
+		remote   => [ [ $R1, [ @S5{qw(copy copyb 2pc off alo amo)} ] ], [ $R2, [ @S6{qw(local rem)} ] ] ],
+		parallel => [ [ 'parallel', [ @S7{qw(1 2 4)} ] ] ],);
+	for my $b (grep { $groups{$_} } @ONLY)
+	{
+		my @panels;
+		for my $g (@{ $groups{$b} })
+		{
+			my ($bench, $contenders) = @$g;
+			# [label, median events/s, paired ratio to the first (the baseline), as in the table]
+			my $base = $VALS{"$bench|$contenders->[0]"} // [];
+			my @rows = grep { defined $_->[1] }
+			  map { [ $_, median($VALS{"$bench|$_"} // [], ''), paired_ratio($VALS{"$bench|$_"} // [], $base) ] } @$contenders;
+			push @panels, [ $bench, \@rows ] if @rows;
+		}
+		next unless @panels;
+		$made += chart_bars($gnuplot, $dir, $b, \@panels);
+	}
+	$made += chart_latency($gnuplot, $dir, 'latency',
+		"End-to-end latency, append commit -> sink commit ($K{BENCH_LAT_RATE} events/s offered)", latency_rows())
+	  if grep { $_ eq 'latency' } @ONLY;
+	$made += chart_latency($gnuplot, $dir, 'longpoll',
+		"Long-poll: append commit -> poll result in the client ($K{BENCH_LAT_RATE} events/s offered)", longpoll_rows())
+	  if grep { $_ eq 'longpoll' } @ONLY;
+	log_msg("charts: $made PNG file(s) in $dir") if $made;
+	return;
+}
+
+# the title line every chart carries: what, when, the machine's load
+sub chart_subtitle
+{
+	return sprintf('streamguard %s, %s; load average %s (shared machine)',
+		$ENV{BENCH_REV} || 'unknown', strftime('%Y-%m-%d %H:%M UTC', gmtime), $LOAD1);
+}
+
+# a gnuplot double-quoted string
+sub gp_str { my ($s) = @_; $s =~ s/\\/\\\\/g; $s =~ s/"/\\"/g; $s =~ s/\n/\\n/g; return qq("$s"); }
+
+# a label for a tab-separated data file: gnuplot reads double quotes there
+sub gp_label { my ($s) = @_; $s =~ tr/"\t/' /; return $s; }
+
+# runs gnuplot on $script; 1 if $png was written
+sub gnuplot_run
+{
+	my ($gnuplot, $script, $png) = @_;
+	my $rc = system("'$gnuplot' '$script' >'$script.log' 2>&1");
+	if ($rc != 0 || !-s $png)
+	{
+		log_msg("chart $png failed: " . slurp("$script.log"));
+		return 0;
+	}
+	return 1;
+}
+
+# one bar chart (a panel per benchmark of the group) of median events/s
+sub chart_bars
+{
+	my ($gnuplot, $dir, $name, $panels) = @_;
+	my $png = "$dir/bench-$name.png";
+	my $n = 0;
+	$n += @{ $_->[1] } for @$panels;
+	my $height = 120 + 60 * @$panels + 34 * $n;
+	my @gp = ("set terminal pngcairo noenhanced size 1000,$height font 'Sans,10'\n", "set output " . gp_str($png) . "\n",
+		"set datafile separator tab\n", "set style fill solid 0.85 border -1\n", "unset key\n",
+		"set xlabel 'thousand events/s (median over the repeats); x baseline: the ratio of the table'\n", "set xrange [0:*]\n",
+		"set offsets 0, graph 0.3, 0.5, 0.5\n", "set grid xtics\n", "set lmargin 52\n",
+		"set multiplot layout " . scalar(@$panels) . ",1 title " . gp_str("$name: throughput vs raw PostgreSQL and PgQ\n" . chart_subtitle()) . "\n");
+	my $i = 0;
+	for my $p (@$panels)
+	{
+		my ($bench, $rows) = @$p;
+		my $dat = "$dir/bench-$name-" . ++$i . '.dat';
+		# top to bottom as in the table: gnuplot's y grows upwards
+		spurt($dat, map { sprintf("%s\t%.1f\t%s\n", gp_label($_->[0]), $_->[1], defined $_->[2] ? sprintf('%.2f', $_->[2]) : '?') } reverse @$rows);
+		push @gp, "set title " . gp_str($bench) . "\n",
+		  "plot " . gp_str($dat) . " using (0):0:(0):(\$2/1000):(\$0-0.35):(\$0+0.35):ytic(1) with boxxyerror lc rgb '#4a7ebb', \\\n",
+		  "     '' using (\$2/1000):0:(sprintf(' %s/s, %s x baseline', gprintf('%.1s%c', \$2), strcol(3))) with labels left\n";
+	}
+	push @gp, "unset multiplot\n";
+	spurt("$dir/bench-$name.gp", @gp);
+	return gnuplot_run($gnuplot, "$dir/bench-$name.gp", $png);
+}
+
+# p50 / p99 / max latency per contender, log scale
+sub chart_latency
+{
+	my ($gnuplot, $dir, $name, $title, $rows) = @_;
+	my $png = "$dir/bench-$name.png";
+	return 0 unless @$rows;
+	spurt("$dir/bench-$name.dat", map { join("\t", gp_label($_->[0]), @$_[ 1 .. 3 ]) . "\n" } reverse @$rows);
+	my $height = 200 + 70 * @$rows;
+	spurt("$dir/bench-$name.gp",
+		"set terminal pngcairo noenhanced size 1000,$height font 'Sans,10'\n", "set output " . gp_str($png) . "\n",
+		"set datafile separator tab\n", "set style fill solid 0.85 border -1\n",
+		"set title " . gp_str("$title\n" . chart_subtitle()) . "\n",
+		"set logscale x\n", "set xlabel 'milliseconds (log scale)'\n", "set grid xtics mxtics\n",
+		"set key outside bottom center horizontal\n", "set lmargin 40\n", "set offsets 0, 0, 0.5, 0.5\n", "set xrange [0.1:*]\n",
+		"plot " . gp_str("$dir/bench-$name.dat") . " using (0.1):0:(0.1):2:(\$0-0.3):(\$0-0.05):ytic(1) with boxxyerror lc rgb '#4a7ebb' title 'p50 (median over repeats)', \\\n",
+		"     '' using (0.1):0:(0.1):3:(\$0+0.05):(\$0+0.3) with boxxyerror lc rgb '#d9822b' title 'p99 (median over repeats)', \\\n",
+		"     '' using 4:0 with points pt 7 ps 1.3 lc rgb '#b03030' title 'max', \\\n",
+		"     '' using 2:(\$0-0.175):(sprintf(' %.2f', \$2)) with labels left notitle, \\\n",
+		"     '' using 3:(\$0+0.175):(sprintf(' %.2f', \$3)) with labels left notitle\n");
+	return gnuplot_run($gnuplot, "$dir/bench-$name.gp", $png);
+}
+
+# [contender, p50, p99, max] of the latency benchmark (medians over the repeats; max: the maximum)
+sub latency_rows
+{
+	my @rows;
+	for my $c (@S4{qw(sg pgq raw)})
+	{
+		my ($p50, $p99, $max) = (lat_field($c, 'p50', 'median'), lat_field($c, 'p99', 'median'), lat_field($c, 'max', 'max'));
+		push @rows, [ $c, $p50, $p99 // $p50, $max // $p99 // $p50 ] if defined $p50;
+	}
+	return \@rows;
+}
+
+# the same of the long-poll benchmark
+sub longpoll_rows
+{
+	my @rows;
+	for my $m (qw(wait sleep notify))
+	{
+		my ($p50, $p99) = map { median($LP{"$m|$_"} // [], '%.2f') } qw(p50 p99);
+		my ($max) = sort { $b <=> $a } num_list(@{ $LP{"$m|max"} // [] });
+		push @rows, [ $S9{$m}, $p50, $p99 // $p50, $max // $p99 // $p50 ] if defined $p50;
+	}
+	return \@rows;
+}
 
 sub long_report
 {

@@ -72,6 +72,16 @@ is($node->safe_psql('old_db', q{SELECT extract(epoch FROM batch_timeout), worker
 $node->safe_psql('old_db', q{SELECT streamguard.alter_stream('orders', retention => '2 days')});
 is($node->safe_psql('old_db', q{SELECT extract(epoch FROM retention) FROM streamguard.streams WHERE stream = 'orders'}),
 	'172800.000000', 'alter_stream, new in 0.2, works on the updated database');
+$node->safe_psql('old_db', q{SELECT streamguard.alter_stream('orders', partitions => 3)});
+is($node->safe_psql('old_db', q{SELECT old_partitions || '->' || new_partitions FROM streamguard.stream_repartitions
+	WHERE stream = 'orders'}), '2->3', 'alter_stream adds partitions on the updated database');
+$node->safe_psql('old_db', q{
+SELECT count(*) FROM streamguard.append_batch('orders',
+	ARRAY(SELECT jsonb_build_object('amount', g) FROM generate_series(111, 120) g),
+	ARRAY(SELECT 'c' || (g % 5) FROM generate_series(111, 120) g));
+});
+ok(wait_for_value($node, q{SELECT sum(amount) FROM totals}, '7260', 60, dbname => 'old_db'),
+	'... and the 0.1 pipeline goes on across the change');
 is($node->safe_psql('old_db', q{SELECT count(*) FROM streamguard.installation}), '1',
 	'the update drew an installation identity');
 
