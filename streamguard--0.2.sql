@@ -302,7 +302,7 @@ LANGUAGE C VOLATILE ROWS 1000;
 -- ------------------------------------------------------------ consuming
 
 CREATE FUNCTION streamguard.poll(stream text, consumer text, max_events int DEFAULT 100,
-	wait interval DEFAULT NULL)
+	wait interval DEFAULT NULL, member text DEFAULT NULL)
 RETURNS SETOF streamguard.event
 AS 'MODULE_PATHNAME', 'sg_poll'
 LANGUAGE C VOLATILE ROWS 100;
@@ -922,6 +922,62 @@ REVOKE ALL ON streamguard.capture, streamguard.capture_claim FROM PUBLIC;
 GRANT SELECT ON streamguard.captures TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._capture_trigger() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._capture_sql_drop() FROM PUBLIC;
+
+-- ------------------------------------------------------ consumer groups
+
+-- which member of a consumer group reads each partition (NULL: nobody yet).
+-- A poll as a member locks its rows FOR SHARE while its transaction is
+-- open; a move locks the row FOR UPDATE SKIP LOCKED: a partition never
+-- changes owner under an open transaction of the old one.  The members
+-- themselves (leases) live in shared memory.
+CREATE TABLE streamguard.group_assignment (
+	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
+	consumer text NOT NULL,
+	partition int NOT NULL,
+	member text,
+	generation bigint NOT NULL DEFAULT 0,	-- bumped at every move
+	assigned_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (stream_id, consumer, partition)
+) WITH (fillfactor = 50);
+
+CREATE FUNCTION streamguard.leave_group(stream text, consumer text, member text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'sg_leave_group'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard._group_members(
+	OUT stream_id int, OUT consumer text, OUT member text, OUT pid int,
+	OUT joined_at timestamptz, OUT last_poll_at timestamptz, OUT lease_expires_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_group_members'
+LANGUAGE C VOLATILE;
+
+-- the members of consumer groups on streams the role may read
+-- (_group_members filters too)
+CREATE VIEW streamguard.consumer_group_members WITH (security_barrier) AS
+SELECT s.name AS stream,
+	   m.consumer,
+	   m.member,
+	   coalesce(a.partitions, '{}') AS partitions,
+	   m.lease_expires_at,
+	   m.last_poll_at,
+	   m.joined_at,
+	   m.pid,
+	   coalesce(a.lag_events, 0)::bigint AS lag_events
+FROM streamguard._group_members() m
+JOIN streamguard.stream s ON s.id = m.stream_id
+LEFT JOIN LATERAL (
+	SELECT array_agg(ga.partition ORDER BY ga.partition) AS partitions,
+		   sum(c.lag_events) AS lag_events
+	FROM streamguard.group_assignment ga
+	LEFT JOIN streamguard.consumers c
+		   ON c.stream = s.name AND c.consumer = ga.consumer AND c.partition = ga.partition
+	WHERE ga.stream_id = m.stream_id AND ga.consumer = m.consumer AND ga.member = m.member
+) a ON true
+WHERE streamguard._can_read(m.stream_id);
+
+REVOKE ALL ON streamguard.group_assignment FROM PUBLIC;
+GRANT SELECT ON streamguard.consumer_group_members TO PUBLIC;
 
 -- windows (docs/windows.md): a window pipeline is a pipeline whose SQL
 -- streamguard generates from the window's definition; its state and its

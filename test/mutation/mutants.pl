@@ -258,6 +258,22 @@
 		tests => [ 'regress:12_windows', 'tap:150_windows.pl' ],
 	},
 	{
+	},
+	{
+		name => 'group_claim_without_lock',
+		breaks => 'consumer group fence: a member reads a partition without locking its assignment row, so the partition moves to another member while the old one still holds it in an open transaction',
+		edits => [ [ 'src/group.c',
+			"\"FOR SHARE SKIP LOCKED\",\n",
+			"\"\",\n" ] ],
+		tests => [ 'isolation:group_fence' ],
+	},
+	{
+		name => 'group_move_waits_for_holder',
+		breaks => 'consumer groups: a rebalance updates the assignment row without SKIP LOCKED, so a poll waits for the old owner\'s transaction instead of skipping the partition',
+		edits => [ [ 'src/group.c',
+			"\"      AND partition OPERATOR(pg_catalog.=) \$3 AND member IS NOT DISTINCT FROM \$5 \"\n\t\t\t\t\t\t\t\t\t\t\"      FOR UPDATE SKIP LOCKED) l \"",
+			"\"      AND partition OPERATOR(pg_catalog.=) \$3 AND member IS NOT DISTINCT FROM \$5 \"\n\t\t\t\t\t\t\t\t\t\t\"      FOR UPDATE) l \"" ] ],
+		tests => [ 'isolation:group_fence' ],
 		name => 'repartition_no_holdback',
 		breaks => 'per-key order across alter_stream(partitions => M): a reader gets the new mapping\'s events before it has passed the switch points of the old partitions',
 		edits => [ [ 'src/repartition.c',
