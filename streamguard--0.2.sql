@@ -305,7 +305,7 @@ LANGUAGE C VOLATILE ROWS 1000;
 -- ------------------------------------------------------------ consuming
 
 CREATE FUNCTION streamguard.poll(stream text, consumer text, max_events int DEFAULT 100,
-	wait interval DEFAULT NULL)
+	wait interval DEFAULT NULL, member text DEFAULT NULL)
 RETURNS SETOF streamguard.event
 AS 'MODULE_PATHNAME', 'sg_poll'
 LANGUAGE C VOLATILE ROWS 100;
@@ -932,3 +932,197 @@ REVOKE ALL ON streamguard.capture, streamguard.capture_claim FROM PUBLIC;
 GRANT SELECT ON streamguard.captures TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._capture_trigger() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._capture_sql_drop() FROM PUBLIC;
+
+-- ------------------------------------------------------ consumer groups
+
+-- which member of a consumer group reads each partition (NULL: nobody yet).
+-- A poll as a member locks its rows FOR SHARE while its transaction is
+-- open; a move locks the row FOR UPDATE SKIP LOCKED: a partition never
+-- changes owner under an open transaction of the old one.  The members
+-- themselves (leases) live in shared memory.
+CREATE TABLE streamguard.group_assignment (
+	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
+	consumer text NOT NULL,
+	partition int NOT NULL,
+	member text,
+	generation bigint NOT NULL DEFAULT 0,	-- bumped at every move
+	assigned_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (stream_id, consumer, partition)
+) WITH (fillfactor = 50);
+
+CREATE FUNCTION streamguard.leave_group(stream text, consumer text, member text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'sg_leave_group'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamguard._group_members(
+	OUT stream_id int, OUT consumer text, OUT member text, OUT pid int,
+	OUT joined_at timestamptz, OUT last_poll_at timestamptz, OUT lease_expires_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_group_members'
+LANGUAGE C VOLATILE;
+
+-- the members of consumer groups on streams the role may read
+-- (_group_members filters too)
+CREATE VIEW streamguard.consumer_group_members WITH (security_barrier) AS
+SELECT s.name AS stream,
+	   m.consumer,
+	   m.member,
+	   coalesce(a.partitions, '{}') AS partitions,
+	   m.lease_expires_at,
+	   m.last_poll_at,
+	   m.joined_at,
+	   m.pid,
+	   coalesce(a.lag_events, 0)::bigint AS lag_events
+FROM streamguard._group_members() m
+JOIN streamguard.stream s ON s.id = m.stream_id
+LEFT JOIN LATERAL (
+	SELECT array_agg(ga.partition ORDER BY ga.partition) AS partitions,
+		   sum(c.lag_events) AS lag_events
+	FROM streamguard.group_assignment ga
+	LEFT JOIN streamguard.consumers c
+		   ON c.stream = s.name AND c.consumer = ga.consumer AND c.partition = ga.partition
+	WHERE ga.stream_id = m.stream_id AND ga.consumer = m.consumer AND ga.member = m.member
+) a ON true
+WHERE streamguard._can_read(m.stream_id);
+
+REVOKE ALL ON streamguard.group_assignment FROM PUBLIC;
+GRANT SELECT ON streamguard.consumer_group_members TO PUBLIC;
+
+-- windows (docs/windows.md): a window pipeline is a pipeline whose SQL
+-- streamguard generates from the window's definition; its state and its
+-- emission live here, written in the batch's transaction
+CREATE TYPE streamguard.window_kind AS ENUM ('tumbling', 'hopping', 'session');
+CREATE TYPE streamguard.window_emit AS ENUM ('on_close', 'on_update');
+CREATE TYPE streamguard.window_late AS ENUM ('drop', 'dead_letter', 'update');
+CREATE TYPE streamguard.window_agg AS ENUM ('count', 'sum', 'min', 'max', 'avg');
+
+CREATE TABLE streamguard.window_def (
+	pipeline_id int PRIMARY KEY REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
+	kind streamguard.window_kind NOT NULL,
+	size interval NOT NULL,			-- tumbling and hopping: length; session: gap
+	slide interval,					-- hopping only
+	time_expr text,					-- event time over batch; NULL: append time
+	key_expr text NOT NULL,
+	agg_names text[] NOT NULL,
+	agg_funcs streamguard.window_agg[] NOT NULL,
+	target text,					-- quoted, schema-qualified table, or
+	target_stream text,				-- a stream the windows are appended to
+	emit streamguard.window_emit NOT NULL,
+	allowed_lateness interval NOT NULL,
+	idle_timeout interval,
+	late streamguard.window_late NOT NULL,
+	keep_closed interval,			-- late 'update': how long closed state is kept
+	watermark timestamptz,			-- every window ending at or before it is closed
+	windows_closed bigint NOT NULL DEFAULT 0,
+	late_events bigint NOT NULL DEFAULT 0,
+	corrections bigint NOT NULL DEFAULT 0,
+	CHECK ((kind = 'hopping') = (slide IS NOT NULL)),
+	CHECK (cardinality(agg_names) = cardinality(agg_funcs)),
+	CHECK ((target IS NULL) <> (target_stream IS NULL)),
+	CHECK ((late = 'update') = (keep_closed IS NOT NULL))
+);
+
+-- the partial aggregates of open windows (and, with late 'update', of
+-- closed ones within the lateness horizon); acc holds one value per
+-- aggregate (avg: its sum, then its count at the end of the array)
+CREATE TABLE streamguard.window_state (
+	pipeline_id int NOT NULL REFERENCES streamguard.window_def (pipeline_id) ON DELETE CASCADE,
+	window_start timestamptz NOT NULL,
+	window_end timestamptz NOT NULL,
+	key text,
+	events bigint NOT NULL,
+	acc numeric[] NOT NULL,
+	closed boolean NOT NULL DEFAULT false,
+	revision int NOT NULL DEFAULT 0,
+	UNIQUE NULLS NOT DISTINCT (pipeline_id, window_start, key)
+) WITH (fillfactor = 70);			-- room for HOT updates: a row is updated every batch
+
+-- event time: per source partition, the highest event time seen and when
+CREATE TABLE streamguard.window_partition (
+	pipeline_id int NOT NULL REFERENCES streamguard.window_def (pipeline_id) ON DELETE CASCADE,
+	partition int NOT NULL,
+	max_event_time timestamptz NOT NULL,
+	seen_at timestamptz NOT NULL,
+	PRIMARY KEY (pipeline_id, partition)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('streamguard.window_def', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.window_state', '');
+SELECT pg_catalog.pg_extension_config_dump('streamguard.window_partition', '');
+
+CREATE FUNCTION streamguard.create_window_pipeline(
+	name text,
+	source text,
+	target text,
+	size interval,
+	aggregates jsonb DEFAULT '{"events": "count(*)"}',
+	kind text DEFAULT 'tumbling',
+	slide interval DEFAULT NULL,
+	event_time text DEFAULT NULL,
+	key text DEFAULT 'key',
+	emit text DEFAULT 'on_close',
+	allowed_lateness interval DEFAULT '0',
+	idle_timeout interval DEFAULT NULL,
+	late text DEFAULT 'drop',
+	batch_size int DEFAULT 1000,
+	error_policy text DEFAULT 'stop',
+	start_from text DEFAULT 'beginning',
+	target_stream text DEFAULT NULL,
+	keep_closed interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_create_window_pipeline'
+LANGUAGE C VOLATILE;
+
+-- a window pipeline's SQL is generated from its window, and it runs with one
+-- worker: alter_pipeline may not change either
+CREATE FUNCTION streamguard._window_pipeline_guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF (NEW.sql IS DISTINCT FROM OLD.sql OR NEW.workers > 1)
+	   AND EXISTS (SELECT 1 FROM streamguard.window_def w WHERE w.pipeline_id = NEW.id) THEN
+		RAISE EXCEPTION 'pipeline "%" is a window pipeline', NEW.name
+			USING ERRCODE = 'feature_not_supported',
+				  DETAIL = 'Its SQL is generated from its window, and it runs with one worker.',
+				  HINT = 'Drop it and create it again with create_window_pipeline.';
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER window_pipeline_guard BEFORE UPDATE OF sql, workers ON streamguard.pipeline
+FOR EACH ROW EXECUTE FUNCTION streamguard._window_pipeline_guard();
+
+-- an event's window time, checked (runs in the owner's generated SQL)
+CREATE FUNCTION streamguard._window_time(timestamptz)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'sg_window_time'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE VIEW streamguard.windows AS
+SELECT p.name AS pipeline,
+	   w.kind::text AS kind,
+	   w.size,
+	   w.slide,
+	   w.time_expr AS event_time,
+	   w.key_expr AS key,
+	   w.target,
+	   w.target_stream,
+	   w.emit::text AS emit,
+	   w.allowed_lateness,
+	   w.idle_timeout,
+	   w.late::text AS late,
+	   w.keep_closed,
+	   w.watermark,
+	   (SELECT count(*) FROM streamguard.window_state s
+		WHERE s.pipeline_id = w.pipeline_id AND NOT s.closed) AS open_windows,
+	   w.windows_closed,
+	   w.late_events,
+	   w.corrections
+FROM streamguard.window_def w
+JOIN streamguard.pipeline p ON p.id = w.pipeline_id
+WHERE streamguard._is_member(p.owner);
+
+REVOKE ALL ON streamguard.window_def, streamguard.window_state, streamguard.window_partition FROM PUBLIC;
+GRANT SELECT ON streamguard.windows TO PUBLIC;

@@ -289,11 +289,18 @@ BatchRun(SgWorker *w, bool isolate)
 	 * at_least_once, which moves them only after the sink committed.
 	 */
 	advance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE;
+	if (w->window)
+		WindowBeforeFetch(w, meta);
 	fetched = SourceFetch(w, meta, store, first, last, advance_in_fetch);
-	if (fetched == 0)
+	/* a window pipeline closes windows with or without new events */
+	if (fetched == 0 && w->window)
+		rows_out = WindowApply(w, store, 0);
+	if (fetched == 0 && rows_out == 0)
 	{
 		SinkForgetCommitted(w);
 		WorkerCommit();
+		if (w->window)
+			WindowCommitted(w);
 		return SG_BATCH_EMPTY;
 	}
 	n = fetched;
@@ -348,6 +355,8 @@ BatchRun(SgWorker *w, bool isolate)
 		WorkerAbort();
 		return SG_BATCH_STOPPED;
 	}
+	if (w->window && fetched > 0)
+		rows_out = WindowApply(w, store, fetched);
 	t2 = GetCurrentTimestamp();
 
 	if (w->def.guarantee != SG_AT_MOST_ONCE)
@@ -357,6 +366,8 @@ BatchRun(SgWorker *w, bool isolate)
 	batch_id = sg_log_batch(w, fetched, rows_out, first, last, nparts, t0, t1, t2);
 	WorkerFault(w, SG_FAULT_BEFORE_COMMIT);
 	WorkerCommit();
+	if (w->window)
+		WindowCommitted(w);
 
 	if (gid)
 	{

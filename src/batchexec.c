@@ -136,16 +136,34 @@ int64
 BatchRunSql(SgWorker *w, Tuplestorestate *store, int64 n)
 {
 	SgOwnerContext ctx;
-	SPIPlanPtr	plan = BatchOwnerEnter(w, &ctx, store, n);
+	SPIPlanPtr	plan;
 	int			ret;
 	int64		rows;
 
+	if (w->run_sql)
+		return w->run_sql(w, store, n);		/* a window pipeline's evaluation */
+	plan = BatchOwnerEnter(w, &ctx, store, n);
 	ret = SPI_execute_plan(plan, NULL, NULL, false, 0);
 	if (ret < 0)
 		elog(ERROR, "the SQL of pipeline \"%s\" failed: %s", w->def.name, SPI_result_code_string(ret));
 	rows = (int64) SPI_processed;
 	BatchLeaveOwner(&ctx);
 	return rows;
+}
+
+static void
+sg_dead_letter(SgWorker *w, TupleTableSlot *ev, ErrorData *edata);
+
+/* an event set aside by the pipeline itself (a window's late event) */
+void
+BatchDeadLetter(SgWorker *w, TupleTableSlot *ev, const char *message, const char *sqlstate)
+{
+	ErrorData	edata;
+
+	memset(&edata, 0, sizeof(edata));
+	edata.message = (char *) message;
+	edata.sqlerrcode = MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4]);
+	sg_dead_letter(w, ev, &edata);
 }
 
 static void

@@ -16,6 +16,11 @@
  * the same events.  Position rows are created on first poll under a
  * conditional lock, for the same reason.
  *
+ * A poll with a member name reads only the partitions assigned to that
+ * member of the consumer's group: group.c prepares the assignment, and
+ * its claim callback locks each partition's assignment row before the
+ * position row is locked here (ConsumerFetchClaimed).
+ *
  * Ordering of a read: the horizon is computed first, then a fresh snapshot
  * is taken for the events.  Every seq below the horizon belonged to a
  * transaction already out of the proc array when the horizon was read, so
@@ -392,10 +397,11 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
  * `share` of `nshares`; 1 and 0 read them all).  Runs as the data owner,
  * SPI connected.  Returns the number of events.
  */
-int
-ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
-			  Tuplestorestate *store, TupleDesc desc, bool skip_locked,
-			  bool advance, int nshares, int share, int64 *first_seq, int64 *last_seq)
+static int
+sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
+		 Tuplestorestate *store, TupleDesc desc, bool skip_locked,
+		 bool advance, int nshares, int share, ConsumerClaimFn claim, void *claim_arg,
+		 int64 *first_seq, int64 *last_seq)
 {
 	SgStream   *st = HorizonStream(meta->ref.slot);
 	int64	   *pos;
@@ -456,6 +462,8 @@ again:
 		before = capped ? cap[p] + 1 : horizon;
 		if (pos[p] + 1 >= before)
 			continue;			/* nothing readable */
+		if (claim && !claim(claim_arg, p))
+			continue;			/* not ours (consumer group, group.c) */
 
 		values[0] = Int32GetDatum(meta->stream_id);
 		values[1] = CStringGetTextDatum(consumer);
@@ -536,6 +544,30 @@ again:
 	return max_events - remaining;
 }
 
+int
+ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
+			  Tuplestorestate *store, TupleDesc desc, bool skip_locked,
+			  bool advance, int nshares, int share, int64 *first_seq, int64 *last_seq)
+{
+	return sg_fetch(meta, consumer, max_events, store, desc, skip_locked, advance,
+					nshares, share, NULL, NULL, first_seq, last_seq);
+}
+
+/*
+ * The same for a poll (SKIP LOCKED, advancing) that reads only the
+ * partitions `claim` accepts: called for each partition with something
+ * readable, before its position row is locked.
+ */
+int
+ConsumerFetchClaimed(SgStreamMeta *meta, const char *consumer, int max_events,
+					 Tuplestorestate *store, TupleDesc desc,
+					 ConsumerClaimFn claim, void *claim_arg,
+					 int64 *first_seq, int64 *last_seq)
+{
+	return sg_fetch(meta, consumer, max_events, store, desc, true, true,
+					1, 0, claim, claim_arg, first_seq, last_seq);
+}
+
 /*
  * Move a consumer's positions forward to last_seq[p] (where >= 0).
  */
@@ -566,7 +598,10 @@ ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int64 *last_seq)
 }
 
 /*
- * poll(stream, consumer, max_events) -> setof event
+ * poll(stream, consumer, max_events, wait, member) -> setof event
+ *
+ * With a member name, the caller polls as a member of the consumer group
+ * and reads only the partitions assigned to it (group.c).
  */
 Datum
 sg_poll(PG_FUNCTION_ARGS)
@@ -581,6 +616,8 @@ sg_poll(PG_FUNCTION_ARGS)
 			   *last;
 	long		wait_ms = 0;
 	TimestampTz deadline;
+	char	   *member = NULL;
+	SgGroupClaim claim;
 
 	SgConsumerArgs(fcinfo, "poll", &name, &consumer);
 	InitMaterializedSRF(fcinfo, 0);
@@ -602,14 +639,26 @@ sg_poll(PG_FUNCTION_ARGS)
 							DatumGetCString(DirectFunctionCall1(interval_out, PG_GETARG_DATUM(3))))));
 		wait_ms = (long) ((us + 999) / 1000);
 	}
+	/* member: absent before 0.2's consumer groups */
+	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
+	{
+		member = text_to_cstring(PG_GETARG_TEXT_PP(4));
+		GroupCheckMember(member);
+	}
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	deadline = GetCurrentTimestamp() + (TimestampTz) wait_ms * 1000;
 	for (;;)
 	{
 		long		remaining_ms;
 		int			n;
+		SgStreamRef ref;
+
+		/*
+		 * One SPI connection per look: a long-poll may look many times,
+		 * and what a look allocates goes with its connection.
+		 */
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
 
 		/* looked up again after a sleep: dropped, or a privilege revoked */
 		meta = StreamLookup(name, SG_PRIV_READ);
@@ -624,18 +673,32 @@ sg_poll(PG_FUNCTION_ARGS)
 		if (wait_ms > 0)
 			HorizonPrepareWait(meta->ref);
 		SgBecomeDataOwner(&save, false);
-		n = ConsumerFetch(meta, consumer, max_events, rsinfo->setResult, rsinfo->setDesc,
-						  true, true, 1, 0, first, last);
+		if (member)
+		{
+			GroupPrepareFetch(meta, consumer, member, &claim);
+			n = ConsumerFetchClaimed(meta, consumer, max_events, rsinfo->setResult,
+									 rsinfo->setDesc, GroupClaimPartition, &claim, first, last);
+		}
+		else
+		{
+			GroupCheckNotGroup(meta, consumer);
+			n = ConsumerFetch(meta, consumer, max_events, rsinfo->setResult, rsinfo->setDesc,
+							  true, true, 1, 0, first, last);
+		}
 		SgRestoreUser(&save);
+		ref = meta->ref;
+		SPI_finish();
 		if (n > 0 || wait_ms == 0)
 			break;
 		remaining_ms = (long) ((deadline - GetCurrentTimestamp()) / 1000);
 		if (remaining_ms <= 0)
 			break;
-		(void) HorizonWaitReadable(meta->ref, remaining_ms);
+		/* a member wakes in time to renew its lease */
+		if (member && remaining_ms > GroupHeartbeatMs())
+			remaining_ms = GroupHeartbeatMs();
+		(void) HorizonWaitReadable(ref, remaining_ms);
 	}
 	ConditionVariableCancelSleep();
-	SPI_finish();
 	return (Datum) 0;
 }
 

@@ -907,15 +907,14 @@ HorizonMakeDurable(void)
 
 	if (RecoveryInProgress())
 		return;
+	upto = GetXLogInsertRecPtr();
 
 	/*
-	 * The insert position of an empty page (just after a WAL switch, or
-	 * when the last record filled the page before) points past the page's
-	 * header, where nothing was written: XLogFlush cannot reach it and fails
-	 * ("xlog flush request ... is not satisfied").  Everything inserted so
-	 * far ends at the page's start.
+	 * When the last record ended on a page boundary, the insert position
+	 * lies past the next page's header, where nothing is inserted yet;
+	 * XLogFlush refuses a request beyond what was inserted, and the boundary
+	 * covers every record.
 	 */
-	upto = GetXLogInsertRecPtr();
 	if (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD)
 		upto -= SizeOfXLogLongPHD;
 	else if (upto % XLOG_BLCKSZ == SizeOfXLogShortPHD)

@@ -237,6 +237,7 @@ sg_drop_consumer(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("consumer \"%s\" of stream \"%s\" does not exist", consumer, name)));
 	}
+	GroupForget(meta, consumer);
 	SgLeaveCatalog(&save);
 	PG_RETURN_VOID();
 }

@@ -61,6 +61,7 @@ sg_shmem_request(void)
 	HorizonShmemRequest();
 	LauncherShmemRequest();
 	PipelineShmemRequest();
+	GroupShmemRequest();
 }
 
 static void
@@ -71,6 +72,7 @@ sg_shmem_startup(void)
 	HorizonShmemInit();
 	LauncherShmemInit();
 	PipelineShmemInit();
+	GroupShmemInit();
 }
 
 void
@@ -155,6 +157,16 @@ _PG_init(void)
 							"0 leaves backfills to streamguard.run_backfill_chunk.",
 							&sg_max_backfill_workers, 2, 0, 64,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.max_group_members",
+							"Maximum number of consumer group members, over all databases.",
+							"Each member of a consumer group (poll with a member name) needs one entry while its lease runs.",
+							&sg_max_group_members, 1024, 1, 1000000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.group_lease",
+							"How long a consumer group member stays a member after its last poll.",
+							"A member that does not poll again within its lease loses the partitions it does not hold in an open transaction.",
+							&sg_group_lease_ms, 10000, 100, 3600 * 1000,
+							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamguard");
 
 	OwnershipInstallHooks();

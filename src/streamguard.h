@@ -10,6 +10,7 @@
  *	catalog.c		stream metadata: create/drop, backend cache, privileges
  *	append.c		append / append_batch (where offsets are assigned)
  *	consumer.c		poll / seek / drop_consumer (SQL consumers)
+ *	group.c			consumer groups: membership, assignment, fence
  *	maintenance.c	launcher and per-database maintenance worker
  *					(segment rotation, retention, dedup expiry)
  *	views.c			set-returning functions behind the progress views
@@ -36,6 +37,7 @@
 #define SG_RATE_BUCKETS			16	/* one-second buckets of committed appends */
 #define SG_RATE_WINDOW			10	/* seconds averaged by append_rate */
 #define SG_MAX_POLL_WAIT_US		(3600 * USECS_PER_SEC)	/* longest poll(wait) */
+#define SG_MAX_MEMBER_LEN		128 /* bytes of a consumer group member's name */
 
 /* GUCs (streamguard.c) */
 extern int	sg_max_streams;
@@ -291,6 +293,36 @@ extern int	ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_event
 extern void ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 seq);
 extern void ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from);
 extern void ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int64 *last_seq);
+typedef bool (*ConsumerClaimFn) (void *arg, int partition);
+extern int	ConsumerFetchClaimed(SgStreamMeta *meta, const char *consumer, int max_events,
+								 Tuplestorestate *store, TupleDesc desc,
+								 ConsumerClaimFn claim, void *claim_arg,
+								 int64 *first_seq, int64 *last_seq);
+
+/* group.c */
+extern int	sg_group_lease_ms;
+extern int	sg_max_group_members;
+
+/* what a member's fetch may read: GroupPrepareFetch fills it */
+typedef struct SgGroupClaim
+{
+	int32		stream_id;
+	const char *consumer;
+	const char *member;
+	int			nparts;
+	bool	   *assigned;		/* per partition */
+} SgGroupClaim;
+
+extern Size GroupShmemSize(void);
+extern void GroupShmemRequest(void);
+extern void GroupShmemInit(void);
+extern void GroupCheckMember(const char *member);
+extern void GroupCheckNotGroup(SgStreamMeta *meta, const char *consumer);
+extern void GroupPrepareFetch(SgStreamMeta *meta, const char *consumer, const char *member,
+							  SgGroupClaim *claim);
+extern bool GroupClaimPartition(void *arg, int partition);
+extern long GroupHeartbeatMs(void);
+extern void GroupForget(SgStreamMeta *meta, const char *consumer);
 
 /* batchexec.c */
 extern TupleDesc SgEventTupleDesc(void);

@@ -266,6 +266,7 @@ PipelineWorkerMain(Datum arg)
 	SpinLockRelease(&w->slot->mutex);
 	if (!sg_load_definition(w))
 		sg_clean_exit(w);
+	(void) WindowLoad(w);
 	elog(DEBUG1, "streamguard pipeline \"%s\" started (epoch %lld, %s)",
 		 w->def.name, (long long) w->def.epoch, SgWordName(&SgGuaranteeWords, w->def.guarantee));
 
@@ -354,7 +355,8 @@ PipelineWorkerMain(Datum arg)
 				isolate = false;
 				/* a remote source cannot wake us: poll it */
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-								 w->def.source_server ? 100L : 1000L, PG_WAIT_EXTENSION);
+								 WindowWaitMs(w, w->def.source_server ? 100L : 1000L),
+								 PG_WAIT_EXTENSION);
 				break;
 			case SG_BATCH_FENCED:
 				sg_clean_exit(w);

@@ -37,6 +37,7 @@
 #include "pipeline.h"
 #include "remote.h"
 #include "streamguard.h"
+#include "window.h"
 
 /* the pipeline's definition, loaded once at start */
 typedef struct SgPipeDef
@@ -111,6 +112,10 @@ typedef struct SgWorker
 	int64		batch_skipped;	/* skipped by skip_event or the policy */
 	int64		batch_dead;		/* dead-lettered by the policy */
 	char	   *stop_error;		/* why the pipeline stops (TopMemoryContext) */
+
+	SgWindow   *window;			/* a window pipeline's (window.c), or NULL */
+	/* runs the pipeline's SQL instead of BatchRunSql's plain run (window.c) */
+	int64		(*run_sql) (struct SgWorker *w, Tuplestorestate *store, int64 n);
 } SgWorker;
 
 typedef enum
@@ -142,6 +147,7 @@ extern int64 BatchRunIsolated(SgWorker *w, Tuplestorestate *store);
 extern bool BatchApplyPolicy(SgWorker *w, TupleTableSlot *ev, ErrorData *edata);
 extern Tuplestorestate *BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n);
 extern Tuplestorestate *BatchSkipFilter(SgWorker *w, Tuplestorestate *store, int *n);
+extern void BatchDeadLetter(SgWorker *w, TupleTableSlot *ev, const char *message, const char *sqlstate);
 
 /* source.c */
 extern SgStreamMeta *SourceOpen(SgWorker *w);

@@ -46,6 +46,8 @@ my %KNOBS = (
 	BENCH_LAT_POLL_MS      => [ 10,     'int' ],
 	BENCH_REMOTE_EVENTS    => [ 300000, 'k2' ],
 	BENCH_PARALLEL_EVENTS  => [ 200000, 'k2' ],
+	BENCH_WINDOW_EVENTS    => [ 200000, 'k2' ],
+	BENCH_GROUP_EVENTS     => [ 200000, 'k2' ],
 	BENCH_START_EVENTS     => [ 500000, 'k2' ],
 	BENCH_LP_SECONDS       => [ 10,     'int' ],
 	BENCH_LP_IDLE          => [ 3,      'int' ],
@@ -53,10 +55,10 @@ my %KNOBS = (
 	BENCH_LONG_CLIENTS     => [ 2,      'int' ],
 	BENCH_LONG_RETENTION   => [ '10 seconds', 'interval' ],
 	BENCH_SHARED_BUFFERS   => [ '512MB', 'size' ],
-	BENCH_ONLY => [ 'single batch drain latency longpoll remote parallel start long', 'only' ],
+	BENCH_ONLY => [ 'single batch drain latency longpoll remote parallel start group windows long', 'only' ],
 	BENCH_KEEP => [ 0, 'flag' ],
 	BENCH_NICE => [ '', 'nice' ],);
-our @BENCHMARKS = qw(single batch drain latency longpoll remote parallel start long);
+our @BENCHMARKS = qw(single batch drain latency longpoll remote parallel start group windows long);
 our %K = map { $_ => env_or($_, $KNOBS{$_}[0]) } keys %KNOBS;
 
 sub env_or

@@ -34,10 +34,12 @@
 #   BENCH_LONG_EVENTS=10000000  long run: events appended (multiple of 1000 x BENCH_LONG_CLIENTS)
 #   BENCH_LONG_CLIENTS=2     long run: concurrent append_batch producers
 #   BENCH_LONG_RETENTION="10 seconds"  long run: retention of its stream (none: no retention)
+#   BENCH_WINDOW_EVENTS=200000  windows benchmark: events aggregated per contender (multiple of 2000)
+#   BENCH_GROUP_EVENTS=200000  consumer group benchmark: events drained per group size
 #   BENCH_START_EVENTS=500000  start benchmark: backlog waiting when a pipeline is created
 #   BENCH_LP_SECONDS=10      long-poll benchmark: producer run per contender (BENCH_LAT_RATE events/s)
 #   BENCH_LP_IDLE=3          long-poll benchmark: idle seconds before the producer, CPU measured
-#   BENCH_ONLY="single batch drain latency longpoll remote parallel start long"  subset of benchmarks to run
+#   BENCH_ONLY="single batch drain latency longpoll remote parallel start group windows long"  subset of benchmarks to run
 #   BENCH_OUT=<repo>/bench-results   where latest.md is written
 #   BENCH_SHARED_BUFFERS=512MB  shared_buffers of the bench server(s)
 #   BENCH_KEEP=0             1 keeps the temp dir (clusters, logs, scripts) for inspection
@@ -1342,13 +1344,205 @@ sub longpoll_report
 	return @out;
 }
 
+# 10. consumer groups: 1, 2 and 4 clients, each a member of one consumer group
+#    (poll(..., member => m), 1,000 events per poll; each poll records the
+#    seq range it got per partition in a log table, in the poll's
+#    transaction), drain
+#    BENCH_GROUP_EVENTS events of a 4-partition stream, in an order rotating
+#    from repeat to repeat; for reference, 2 clients polling the same consumer
+#    without member names (partitions shared by SKIP LOCKED, as in 0.1).  events/s = events / wall time from the start of
+#    the first client to the end of the last.  The logged ranges must tile
+#    every partition exactly: no event lost, none twice.
+# ---------------------------------------------------------------------------
+my %S8 = (1 => 'group of 1 poll client', 2 => 'group of 2 poll clients', 4 => 'group of 4 poll clients',
+	p2 => '2 poll clients without member (0.1 sharing)');
+my $GROUP_MEMBER = q{
+CREATE OR REPLACE PROCEDURE bench_group_member(st text, con text, m text, total bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+	n int;
+	done bigint;
+BEGIN
+	LOOP
+		INSERT INTO grp_log (partition, first_seq, last_seq, n)
+		SELECT partition, min(seq), max(seq), count(*)
+		  FROM streamguard.poll(st, con, 1000, wait => '20 ms', member => nullif(m, ''))
+		 GROUP BY partition;
+		GET DIAGNOSTICS n = ROW_COUNT;
+		COMMIT;
+		IF n = 0 THEN
+			SELECT coalesce(sum(committed_seq), 0) INTO done
+			  FROM streamguard.consumers WHERE stream = st AND consumer = con;
+			EXIT WHEN done >= total;
+		END IF;
+	END LOOP;
+	IF m <> '' THEN
+		PERFORM streamguard.leave_group(st, con, m);
+	END IF;
+	COMMIT;
+END $$;
+};
+
+sub bench_group
+{
+	my ($r) = @_;
+	my $stream = "s8r$r";
+	my $n = $K{BENCH_GROUP_EVENTS};
+	my $ready = $have{sg} && create_stream($stream, 4)
+	  && prefill("prefill_grp_r$r", 'append_batch_sg.sql', { stream => $stream }, $n / 1000);
+	sql($GROUP_MEMBER) if $ready;
+	for my $k (rotated($r, 1, 2, 4, 'p2'))
+	{
+		my $key = "group|$S8{$k}";
+		my ($clients, $plain) = $k eq 'p2' ? (2, 1) : ($k, 0);
+		if (!$ready) { add_val($key, $have{sg} ? 'ERR' : 'PENDING'); next; }
+		sql('DROP TABLE IF EXISTS grp_log; CREATE TABLE grp_log (partition int, first_seq bigint, last_seq bigint, n int)');
+		checkpoint();
+		my $con = "grp${k}_r$r";
+		my $t0 = time;
+		my @pids = map { [ $_, background_call("CALL bench_group_member('$stream', '$con', '" . ($plain ? '' : "m$_")
+			  . "', $n)", "group_${con}_m$_") ] } 1 .. $clients;
+		my $err;
+		for my $p (@pids)
+		{
+			my $rc = reap($p->[1], $K{BENCH_PIPELINE_TIMEOUT});
+			$err //= "member m$p->[0] failed (logs/group_${con}_m$p->[0].log)" unless defined $rc && $rc == 0;
+		}
+		my $t = time - $t0;
+		# per partition, the polls' seq ranges must tile 1 .. last without gap
+		# or overlap (the pre-fill commits every seq), and add up to $n
+		my $got = sql_value(q{SELECT coalesce(sum(n), 0) || ' ' || count(*) FILTER (WHERE n <> last_seq - first_seq + 1
+				OR first_seq <> coalesce(prev, 0) + 1)
+			FROM (SELECT *, lag(last_seq) OVER (PARTITION BY partition ORDER BY first_seq) AS prev FROM grp_log) r}) // '';
+		$err //= "polls' ranges: (events, bad ranges) = ($got), expected ($n, 0)" unless $got eq "$n 0";
+		if ($err) { add_val($key, 'ERR'); add_note($key, $err); next; }
+		add_val($key, sprintf('%.1f', $n / $t));
+	}
+	sql_try('DROP TABLE IF EXISTS grp_log');
+	drop_stream($stream) if $have{sg};
+	return;
+}
+
+# ---------------------------------------------------------------------------
+# 11. windows.  (a) throughput: BENCH_WINDOW_EVENTS events over 1,000 keys in a
+#    4-partition stream, counted and summed per key and minute of append time
+#    by a plain upsert pipeline (INSERT ... ON CONFLICT DO UPDATE into the
+#    target, the way one writes it without windows) and by a window pipeline
+#    (tumbling 1 minute, emitting on close), each draining the same backlog,
+#    in an order rotating from repeat to repeat; events/s from the checkpoint
+#    log: events after the first batch / time from its commit to the last
+#    batch's.  The windows' final emission (at the end of the minute, after
+#    the drain) is not in that figure; the upsert target is written by every
+#    batch.  (b) close latency: a window pipeline (tumbling 1 s, append time)
+#    while BENCH_LAT_CLIENTS producers offer BENCH_LAT_RATE events/s for
+#    BENCH_LAT_SECONDS; a window's latency = commit time of its row - its end.
+# ---------------------------------------------------------------------------
+my %S11 = (ups => 'upsert pipeline, per key and minute', win => 'window pipeline, tumbling 1 minute');
+my %WLAT;   # p50, p99, max, windows: per repeat; note
+my $UPS_SQL = q{INSERT INTO win_out AS o (window_start, window_end, key, events, amount)
+SELECT date_bin('1 minute', appended_at, 'epoch'), date_bin('1 minute', appended_at, 'epoch') + interval '1 minute',
+       key, count(*), sum((payload->>'amount')::numeric)
+FROM batch GROUP BY 1, 2, 3
+ON CONFLICT (window_start, key) DO UPDATE SET events = o.events + excluded.events, amount = o.amount + excluded.amount};
+my $WIN_AGGS = q{'{"events": "count(*)", "amount": "sum(payload->>''amount'')"}'};
+
+sub bench_windows
+{
+	my ($r) = @_;
+	my $stream = "s8r$r";
+	my $n = $K{BENCH_WINDOW_EVENTS};
+	my $ready = $have{pipe} && create_stream($stream, 4)
+	  && prefill("prefill_win_r$r", 'append_batch_keys.sql', { stream => $stream, keys => 1000 }, $n / 1000);
+	for my $c (rotated($r, 'ups', 'win'))
+	{
+		my $key = "windows|$S11{$c}";
+		if (!$ready) { add_val($key, $have{pipe} ? 'ERR' : 'PENDING'); next; }
+		sql('DROP TABLE IF EXISTS win_out; CREATE TABLE win_out (window_start timestamptz, window_end timestamptz, '
+			  . 'key text, events numeric, amount numeric, PRIMARY KEY (window_start, key))');
+		checkpoint();
+		my $name = "win${c}_r$r";
+		my $err;
+		if ($c eq 'ups') { $err = create_pipeline($name, $stream, $UPS_SQL); }
+		else
+		{
+			my ($ok, undef, $e) = sql_try("SELECT streamguard.create_window_pipeline('$name', '$stream', 'win_out', "
+				  . "'1 minute', aggregates => $WIN_AGGS, batch_size => 1000)");
+			$err = $ok ? '' : error_line($e);
+		}
+		$err ||= wait_pipeline($stream, $name, $n, $K{BENCH_PIPELINE_TIMEOUT});
+		my $rate = $err ? undef : sql_value(
+			"WITH b AS (SELECT batch_id, events_in, committed_at FROM streamguard.pipeline_batches
+			            WHERE pipeline = '$name' AND events_in > 0)
+			 SELECT round((sum(events_in) - (SELECT events_in FROM b ORDER BY batch_id LIMIT 1))
+			              / nullif(extract(epoch FROM max(committed_at) - min(committed_at)), 0), 1) FROM b");
+		drop_pipeline($name);
+		if ($err || !defined $rate || $rate eq '') { add_val($key, 'ERR'); add_note($key, $err || 'no time span'); next; }
+		add_val($key, $rate);
+	}
+	sql_try('DROP TABLE IF EXISTS win_out');
+	drop_stream($stream) if $have{sg};
+	window_latency($r) if $have{pipe};
+	return;
+}
+
+sub window_latency
+{
+	my ($r) = @_;
+	my ($st, $pn) = ("s8l_r$r", "winlat_r$r");
+	sql(slurp("$SQL/setup_latency.sql")) unless $LAT_SETUP++;
+	sql('DROP TABLE IF EXISTS win_lat; CREATE TABLE win_lat (window_start timestamptz, window_end timestamptz, key text, events numeric)');
+	if (!create_stream($st, 4)) { push @{ $WLAT{note} }, "r$r: create_stream failed"; return; }
+	my ($ok, undef, $e) = sql_try("SELECT streamguard.create_window_pipeline('$pn', '$st', 'win_lat', '1 s', "
+		  . q{aggregates => '{"events": "count(*)"}', key => '''all''', batch_size => 1000)});
+	my $err = !$ok ? error_line($e) : wait_worker($pn) ? '' : "the pipeline's worker did not start";
+	my $produced = $err ? undef : latency_produce("winlat_r$r", 'latency_sg.sql', { stream => $st });
+	$err ||= 'producer failed' unless defined $produced;
+	# the last window closes about a second after the producer stops
+	$err ||= wait_until(30, 0.1, sub { (sql_value('SELECT coalesce(sum(events), 0) FROM win_lat') // -1) == $produced })
+	  ? '' : 'the windows did not all close within 30 s';
+	if (!$err)
+	{
+		my $row = sql_value("WITH w AS (SELECT window_end, max(pg_xact_commit_timestamp(xmin)) AS c FROM win_lat GROUP BY 1),
+		                          l AS (SELECT extract(epoch FROM c - window_end) * 1000 AS ms FROM w)
+		                     SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1) || '|' ||
+		                            round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1) || '|' ||
+		                            round(max(ms)::numeric, 1) || '|' || count(*) FROM l");
+		my @f = split /\|/, $row // '';
+		if (@f == 4) { push @{ $WLAT{$_} }, shift @f for qw(p50 p99 max windows); }
+		else { $err = 'statistics query failed'; }
+	}
+	push @{ $WLAT{note} }, "r$r: $err" if $err;
+	drop_pipeline($pn);
+	drop_stream($st);
+	sql_try('DROP TABLE IF EXISTS win_lat');
+	return;
+}
+
+sub windows_report
+{
+	my @out = ("\n## Window close latency (append time)\n\n",
+		"A window pipeline (tumbling 1 s, append time, one count per window) while $K{BENCH_LAT_CLIENTS} producer clients offer "
+		  . "$K{BENCH_LAT_RATE} events/s (pgbench -R, one event per transaction) for $K{BENCH_LAT_SECONDS} s per repeat; "
+		  . "a window's latency = pg_xact_commit_timestamp of its row - its end. p50 and p99 are over the windows of a repeat, "
+		  . "the table gives their median over the repeats, max the maximum.\n\n",
+		"| p50 ms | p99 ms | max ms | windows | p50 per repeat | target | met? |\n|---:|---:|---:|---:|---|---|---|\n");
+	my ($p50, $p99) = (median($WLAT{p50} // [], '%.1f'), median($WLAT{p99} // [], '%.1f'));
+	my $max = (sort { $b <=> $a } @{ $WLAT{max} // [] })[0];
+	my $n = 0;
+	$n += $_ for @{ $WLAT{windows} // [] };
+	push @out, '| ' . join(' | ', $p50 // 'error', $p99 // '—', $max // '—', $n, join(' ', @{ $WLAT{p50} // [] }),
+		'p50 ≤ 10 ms', defined $p50 ? ($p50 <= 10 ? 'yes' : '**no**') : 'no (failed)') . " |\n";
+	push @out, "\nNotes: " . join('; ', @{ $WLAT{note} }) . "\n" if $WLAT{note};
+	return @out;
+}
+
 # ---------------------------------------------------------------------------
 # Run: repeats interleave the contenders (raw, streamguard, PgQ) so slow drift
 # of the machine affects all of them alike.
 # ---------------------------------------------------------------------------
 my %BENCH = (single => \&bench_single, batch => \&bench_batch, drain => \&bench_drain,
 	latency => \&bench_latency, remote => \&bench_remote, parallel => \&bench_parallel,
-	start => \&bench_start, longpoll => \&bench_longpoll);
+	start => \&bench_start, longpoll => \&bench_longpoll, group => \&bench_group, windows => \&bench_windows);
 my @ONLY = split ' ', $K{BENCH_ONLY};
 
 setup_contenders();
@@ -1399,7 +1593,7 @@ sub report
 		"- load average (1/5/15 min) at start: $LOAD0; at end: $LOAD1 (the suite itself keeps ~2 cores busy; a start value well above 0 means other work shared the machine)"
 		  . ($K{BENCH_NICE} ne '' && $K{BENCH_NICE} != 0 ? "; suite run at nice $K{BENCH_NICE}" : '') . "\n",
 		($have{sg} ? () : "- streamguard: not available in this run (rows marked pending)\n"), "\n");
-	if (grep { /^(single|batch|drain|remote|parallel)$/ } @ONLY)
+	if (grep { /^(single|batch|drain|remote|parallel|group|windows)$/ } @ONLY)
 	{
 		push @out, "events/s are medians over the repeats; a ratio is the median over the repeats of contender / raw PostgreSQL baseline of the same benchmark and repeat (all measured in this run).\n\n",
 		  "| benchmark | contender | events/s (median) | ratio vs raw baseline | target | met? |\n",
@@ -1410,6 +1604,7 @@ sub report
 	push @out, longpoll_report() if grep { $_ eq 'longpoll' } @ONLY;
 	push @out, start_report()   if grep { $_ eq 'start' } @ONLY;
 	push @out, long_report()    if grep { $_ eq 'long' } @ONLY;
+	push @out, windows_report() if grep { $_ eq 'windows' } @ONLY;
 	if (%VALS)
 	{
 		push @out, "\n## Per-repeat values (events/s)\n\n| benchmark | contender | values | notes |\n|---|---|---|---|\n";
@@ -1462,6 +1657,16 @@ sub main_rows
 		row('parallel', $S7{2}, $S7{1}, 1.7, '≥ 1.70 × 1 worker (2 cores)'),
 		row('parallel', $S7{4}, $S7{1}, 1.7, 'not slower than 2 workers'))
 	  if $b eq 'parallel';
+	return (
+		row('windows', $S11{ups}, $S11{ups}, undef, 'baseline'),
+		row('windows', $S11{win}, $S11{ups}, 0.8, '≥ 0.80 × upsert pipeline'))
+	  if $b eq 'windows';
+	return (
+		row('group', $S8{1}, $S8{1}, undef, 'baseline'),
+		row('group', $S8{2}, $S8{1}, 1.6, '≥ 1.60 × 1 client'),
+		row('group', $S8{4}, $S8{1}, undef, 'reference (2 cores)'),
+		row('group', $S8{p2}, $S8{1}, undef, 'reference: the same without groups'))
+	  if $b eq 'group';
 	return;
 }
 
