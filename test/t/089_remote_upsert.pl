@@ -24,7 +24,8 @@
 # after_remote_commit, mid_copy) and an immediate restart of the remote,
 # each while events flow; after each: each sink holds exactly the last
 # event of every key, no event was applied twice, every rejected event is a
-# dead letter once, and the staging tables are empty.
+# dead letter once, and the staging tables are empty.  Last, three events of
+# one key in one batch: only the last is applied.
 
 use strict;
 use warnings;
@@ -184,6 +185,21 @@ $remote->stop('immediate');
 $remote->start;
 append_events(100);
 check_all('remote restarted');
+
+# several events of one key in one batch without a rejected row (the plain
+# path, not the isolated one): the last one wins, the others are never applied
+$local->safe_psql('postgres', q{SELECT count(*) FROM streamguard.append_batch('us',
+	ARRAY['{"k": "dup", "s": 1, "v": "first"}', '{"k": "dup", "s": 1, "v": "second"}',
+		  '{"k": "dup", "s": 1, "v": "last"}']::jsonb[], keys => ARRAY['dup', 'dup', 'dup'])});
+for my $p (sort keys %sink)
+{
+	(my $tab = $sink{$p}) =~ s/^"|"$//g;
+	$tab =~ s/""/"/g;
+	ok(wait_for_value($remote, qq{SELECT "v;drop" FROM public.$sink{$p} WHERE "Key col" = 'dup'}, 'last', 60),
+		"$p: of three events of one key in a batch, the last is in the sink");
+	is($remote->safe_psql('postgres', qq{SELECT string_agg(v, ',') FROM applied WHERE sink = '$tab'
+		AND v IN ('first', 'second', 'last')}), 'last', "$p: ... and the only one applied");
+}
 
 $local->stop;
 $remote->stop;
