@@ -6,7 +6,7 @@ DATA = $(wildcard streamguard--*.sql)
 
 PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir)
-SHLIB_LINK_INTERNAL = $(libpq)
+SHLIB_LINK_INTERNAL = $(libpq) -lrdkafka
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
 
 # pg_regress: sql/<name>.sql against expected/<name>.out, on a throwaway
@@ -31,6 +31,18 @@ include $(PGXS)
 
 # after the include: PGXS resets it
 PROVE_FLAGS += --verbose
+
+# The Kafka test broker (librdkafka's mock cluster) the TAP tests start;
+# built by installcheck, never installed.  See docs/kafka.md.
+KAFKA_TOOLS = test/kafka/sg_mock_broker
+EXTRA_CLEAN += $(KAFKA_TOOLS)
+
+test/kafka/%: test/kafka/%.c
+	$(CC) $(CFLAGS) -Wall -Werror -o $@ $< -lrdkafka -lpthread
+
+.PHONY: kafka-tools
+kafka-tools: $(KAFKA_TOOLS)
+installcheck: kafka-tools
 
 # The benchmark suite (not part of installcheck): see docs/benchmarks.md.
 # PG_CONFIG from the environment selects the installation; the driver finds

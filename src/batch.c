@@ -262,7 +262,7 @@ BatchRun(SgWorker *w, bool isolate)
 		nparts = meta->nparts;
 	}
 	else
-		nparts = w->def.remote_nparts;
+		nparts = SourcePartitions(w);
 
 	/* what a crash may have left between this database and the sink */
 	if (w->def.sink_server && w->need_resolve)
@@ -291,8 +291,17 @@ BatchRun(SgWorker *w, bool isolate)
 	 */
 	advance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE;
 	fetched = SourceFetch(w, meta, store, first, last, advance_in_fetch);
+	if (fetched < 0)
+	{
+		/* a malformed message under the error policy stop */
+		WorkerAbort();
+		return SG_BATCH_STOPPED;
+	}
 	if (fetched == 0)
 	{
+		/* only malformed input the error policy took (a Kafka source) */
+		if (w->batch_skipped > 0 || w->batch_dead > 0)
+			sg_count_batch(w, 0, 0, 0);
 		WorkerCommit();
 		return SG_BATCH_EMPTY;
 	}

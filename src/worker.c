@@ -35,6 +35,7 @@
 #include "utils/timeout.h"
 
 #include "compat.h"
+#include "kafka.h"
 #include "worker.h"
 
 static void
@@ -129,7 +130,7 @@ sg_load_definition(SgWorker *w)
 							  "p.allow_source_append, p.max_attempts, "
 							  "(pg_catalog.date_part('epoch', p.retry_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
 							  "(pg_catalog.date_part('epoch', p.max_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
-							  "p.generation, p.workers",
+							  "p.generation, p.workers, p.source_kafka",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not load pipeline %d", w->def.id);
 	if (SPI_processed != 1)
@@ -174,10 +175,11 @@ sg_load_definition(SgWorker *w)
 		w->def.max_backoff_ms = (long) DatumGetFloat8(SPI_getbinval(t, d, 23, &isnull));
 		w->def.generation = DatumGetInt64(SPI_getbinval(t, d, 24, &isnull));
 		w->def.nworkers = DatumGetInt32(SPI_getbinval(t, d, 25, &isnull));
+		w->def.source_kafka = w->def.source_server && DatumGetBool(SPI_getbinval(t, d, 26, &isnull));
 		SgRunningPipelineId = w->def.id;
 		SgRunningSourceStream = w->slot->stream_id;
 		SgRunningAllowSourceAppend = w->def.allow_source_append;
-		w->event_desc = SgEventTupleDesc();
+		w->event_desc = w->def.source_kafka ? KafkaEventTupleDesc() : SgEventTupleDesc();
 		MemoryContextSwitchTo(old);
 	}
 	if (ok && w->def.worker >= w->def.nworkers)
@@ -312,7 +314,9 @@ PipelineWorkerMain(Datum arg)
 				WorkerRemoteStatus(w, SG_SIDE_SINK, &w->sink_remote);
 				w->need_resolve = true;
 			}
-			if (w->def.source_server)
+			if (w->def.source_kafka)
+				KafkaSourceClose(w);
+			else if (w->def.source_server)
 			{
 				RemoteDisconnect(&w->src_remote);
 				WorkerRemoteStatus(w, SG_SIDE_SOURCE, &w->src_remote);

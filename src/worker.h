@@ -11,6 +11,7 @@
  *					counters and the checkpoint log
  *	source.c		reading a batch and advancing positions (local stream
  *					or remote streamguard server)
+ *	kafka_source.c	... or a Kafka topic (source.c dispatches to it)
  *	sink.c			remote sinks: the owner's SELECT rendered as COPY, the
  *					remote transaction (two_phase or offsets), settling
  *					what a crash left between the databases
@@ -57,6 +58,7 @@ typedef struct SgPipeDef
 	int32		worker;			/* which of the pipeline's workers */
 	int32		nworkers;		/* it owns partitions p % nworkers = worker */
 	char	   *source_server;	/* remote source, or NULL */
+	bool		source_kafka;	/* ... a Kafka server: remote_stream is a topic */
 	char	   *remote_stream;
 	int			remote_nparts;
 	char	   *sink_server;	/* remote sink, or NULL */
@@ -75,6 +77,8 @@ typedef struct SgSkip
 	int32		partition;
 	int64		seq;
 } SgSkip;
+
+typedef struct SgKafkaSource SgKafkaSource;	/* kafka_source.c */
 
 typedef struct SgWorker
 {
@@ -95,6 +99,7 @@ typedef struct SgWorker
 	char	   *done_gid;		/* COMMIT PREPARED done; local record to drop */
 	int64		sink_attempts;	/* remote transactions tried by this worker */
 	uint32		remote_rotor;	/* remote source: partition read first */
+	SgKafkaSource *kafka;		/* Kafka source: consumer and positions */
 
 	/* the current batch */
 	int64		batch_skipped;	/* skipped by skip_event or the policy */
@@ -135,6 +140,13 @@ extern SgStreamMeta *SourceOpen(SgWorker *w);
 extern int	SourceFetch(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store,
 						int64 *first, int64 *last, bool advance);
 extern void SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts);
+extern int	SourcePartitions(SgWorker *w);
+
+/* kafka_source.c */
+extern int	KafkaSourcePartitions(SgWorker *w);
+extern int	KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last, bool advance);
+extern void KafkaSourceAdvance(SgWorker *w, int64 *last, int nparts);
+extern void KafkaSourceClose(SgWorker *w);
 
 /* sink.c */
 extern bool SinkResolve(SgWorker *w, SgStreamMeta *meta);
