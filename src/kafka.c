@@ -91,7 +91,7 @@ typedef struct SgKafkaReport
 	pthread_mutex_t lock;
 	rd_kafka_resp_err_t err;	/* last error reported (0: none) */
 	char		message[256];	/* its text, one line */
-	uint64		count;			/* errors reported (error_cb) so far */
+	uint64		count;			/* errors reported or logged so far */
 } SgKafkaReport;
 
 struct SgKafka
@@ -297,9 +297,12 @@ sg_kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 static void
 sg_kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-	/* logged errors: their text, for the views (error_cb counts them) */
+	/*
+	 * Logged errors (not warnings) count too: librdkafka passes a repeated
+	 * broker failure to error_cb once, but logs it every time.
+	 */
 	if (level <= 3)
-		sg_kafka_note((SgKafkaReport *) rd_kafka_opaque(rk), RD_KAFKA_RESP_ERR_UNKNOWN, buf, false);
+		sg_kafka_note((SgKafkaReport *) rd_kafka_opaque(rk), RD_KAFKA_RESP_ERR_UNKNOWN, buf, true);
 }
 
 void
@@ -658,10 +661,11 @@ KafkaTopicPartitions(SgKafka *k, const char *topic, TimestampTz deadline)
 
 /*
  * The end of a partition for a read_committed reader (its last stable
- * offset), asked of the broker, within `deadline`.
+ * offset), asked of the broker, within `deadline`; its start in *start
+ * when not NULL.
  */
 int64
-KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, TimestampTz deadline)
+KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, TimestampTz deadline, int64 *start)
 {
 	for (;;)
 	{
@@ -672,7 +676,11 @@ KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, TimestampTz de
 		sg_kafka_tick();
 		err = rd_kafka_query_watermark_offsets(k->rk, topic, partition, &lo, &hi, SG_KAFKA_STEP_MS);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+		{
+			if (start)
+				*start = (int64) lo;
 			return (int64) hi;
+		}
 		if (err != RD_KAFKA_RESP_ERR__TIMED_OUT && err != RD_KAFKA_RESP_ERR__TRANSPORT &&
 			err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE && err != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
 			KafkaRaise(k, err, psprintf("end of partition %d of topic \"%s\"", partition, topic));
@@ -680,6 +688,30 @@ KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, TimestampTz de
 			KafkaRaise(k, err, psprintf("no end offset for partition %d of topic \"%s\" within streamguard.remote_timeout (%d ms)",
 										partition, topic, sg_remote_timeout_ms));
 	}
+}
+
+/*
+ * Where the consumer stands in each partition 0 .. n-1 (the offset after
+ * the last message it returned, past transaction markers and aborted
+ * messages a read_committed reader never sees), or -1 when unknown.
+ */
+void
+KafkaPositions(SgKafka *k, const char *topic, int n, int64 *out)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		rd_kafka_topic_partition_list_add(list, topic, i);
+		out[i] = -1;
+	}
+	if (rd_kafka_position(k->rk, list) == RD_KAFKA_RESP_ERR_NO_ERROR)
+		for (i = 0; i < list->cnt; i++)
+			if (list->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR && list->elems[i].offset >= 0 &&
+				list->elems[i].partition >= 0 && list->elems[i].partition < n)
+				out[list->elems[i].partition] = list->elems[i].offset;
+	rd_kafka_topic_partition_list_destroy(list);
 }
 
 /* the partition's high watermark as last seen in a fetch (no request) */

@@ -73,26 +73,10 @@ struct SgKafkaSource
 	int64	   *hw;				/* high watermarks last stored */
 	TimestampTz metadata_at;	/* last metadata answer; 0: ask now */
 	uint64		errors_seen;	/* client reports counted so far */
-	TimestampTz failing_since;	/* reports without messages since; 0: none */
-	TimestampTz last_report_at; /* when a new report was last noticed */
+	TimestampTz failing_since;	/* no message since (0: not known yet) */
 };
 
 static uint32 sg_we_fetch = 0;
-
-/* after a failed batch: the next one starts with a new consumer */
-void
-KafkaSourceClose(SgWorker *w)
-{
-	SgKafkaSource *s = w->kafka;
-
-	if (s == NULL)
-		return;
-	KafkaClose(s->client);
-	s->client = NULL;
-	s->assigned = 0;
-	s->metadata_at = 0;
-	s->failing_since = 0;
-}
 
 static void
 sg_kafka_status(SgWorker *w, bool connected, const char *error)
@@ -106,6 +90,22 @@ sg_kafka_status(SgWorker *w, bool connected, const char *error)
 	if (error)
 		strlcpy(st->last_error, error, sizeof(st->last_error));
 	SpinLockRelease(&w->slot->mutex);
+}
+
+/* after a failed batch: the next one starts with a new consumer */
+void
+KafkaSourceClose(SgWorker *w)
+{
+	SgKafkaSource *s = w->kafka;
+
+	if (s == NULL)
+		return;
+	KafkaClose(s->client);
+	s->client = NULL;
+	s->assigned = 0;
+	sg_kafka_status(w, false, NULL);
+	s->metadata_at = 0;
+	s->failing_since = 0;
 }
 
 static SgKafkaSource *
@@ -491,46 +491,58 @@ sg_fatal(rd_kafka_resp_err_t err)
 }
 
 /*
- * Client errors without a message in between for streamguard.remote_timeout
- * (a broker down, a message larger than the client may receive): an error,
- * so that the pipeline's views say why nothing arrives.
+ * No message for streamguard.remote_timeout: is there something to read?
+ * Client errors make the next batch ask the cluster for metadata (which
+ * fails after streamguard.remote_timeout when no broker answers).  And
+ * when the partitions hold messages after our positions that do not come
+ * (a message larger than the client may receive, a broker that answers
+ * metadata but not fetches), the batch fails with what the client last
+ * reported, so that the views say why nothing arrives.  An idle topic
+ * costs one end-offset request per partition per streamguard.remote_timeout.
  */
 static void
-sg_check_stall(SgWorker *w, SgKafkaSource *s, bool got_message)
+sg_check_stall(SgWorker *w, SgKafkaSource *s, bool got_message, int64 *next, int nparts)
 {
 	uint64		count = KafkaErrorCount(s->client);
 	TimestampTz now = GetCurrentTimestamp();
 	char		last[256];
+	int			p;
 
-	if (got_message)
-	{
-		s->failing_since = 0;
-		s->errors_seen = count;
-		sg_kafka_status(w, true, NULL);
-		return;
-	}
 	if (count != s->errors_seen)
 	{
 		s->errors_seen = count;
-		s->last_report_at = now;
-		if (s->failing_since == 0)
-			s->failing_since = now;
 		s->metadata_at = 0;		/* ask the cluster at the next batch */
-		KafkaLastError(s->client, last, sizeof(last));
-		sg_kafka_status(w, false, last);
+		if (!got_message)
+		{
+			KafkaLastError(s->client, last, sizeof(last));
+			sg_kafka_status(w, false, last);
+		}
 	}
-	else if (s->failing_since != 0 &&
-			 TimestampDifferenceExceeds(s->last_report_at, now, sg_remote_timeout_ms))
-		s->failing_since = 0;	/* quiet for long enough: it recovered */
-	if (s->failing_since != 0 &&
-		TimestampDifferenceExceeds(s->failing_since, now, sg_remote_timeout_ms))
+	if (got_message || s->failing_since == 0)
 	{
-		s->failing_since = 0;
-		KafkaLastError(s->client, last, sizeof(last));
-		KafkaRaise(s->client, RD_KAFKA_RESP_ERR__TRANSPORT,
-				   psprintf("no message from topic \"%s\" within streamguard.remote_timeout (%d ms) while the client reports errors (client: %s)",
-							w->def.remote_stream, sg_remote_timeout_ms, last));
+		s->failing_since = now;
+		if (got_message)
+			sg_kafka_status(w, true, NULL);
+		return;
 	}
+	if (!TimestampDifferenceExceeds(s->failing_since, now, sg_remote_timeout_ms))
+		return;
+	for (p = 0; p < nparts; p++)
+	{
+		int64		start;
+		int64		end = KafkaPartitionEnd(s->client, w->def.remote_stream, p, KafkaDeadline(), &start);
+
+		if (end > Max(next[p], start))
+		{
+			KafkaLastError(s->client, last, sizeof(last));
+			sg_kafka_status(w, false, last[0] ? last : "no progress");
+			KafkaRaise(s->client, RD_KAFKA_RESP_ERR__TRANSPORT,
+					   psprintf("no message from topic \"%s\" within streamguard.remote_timeout (%d ms) although partition %d has messages from offset %lld to %lld (client: %s)",
+								w->def.remote_stream, sg_remote_timeout_ms, p,
+								(long long) Max(next[p], start), (long long) end, last[0] ? last : "no report"));
+		}
+	}
+	s->failing_since = now;		/* nothing to read: idle, not stalled */
 }
 
 /*
@@ -556,6 +568,7 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 	bool		reassign;
 	int			rows = 0;
 	int			consumed = 0;
+	bool		moved = false;
 	TimestampTz wait_until;
 
 	SgBecomeDataOwner(&save, false);
@@ -588,7 +601,7 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 				next[q] = -2;
 				hw[q] = -1;
 			}
-			stored[p] = next[p] = KafkaPartitionEnd(s->client, w->def.remote_stream, p, KafkaDeadline());
+			stored[p] = next[p] = KafkaPartitionEnd(s->client, w->def.remote_stream, p, KafkaDeadline(), NULL);
 			sg_store_positions(w, next, hw, nparts);
 		}
 
@@ -667,9 +680,25 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 		s->pos[p] = m->offset + 1;
 		KafkaMessageDone(s->client);
 	}
-	sg_check_stall(w, s, rows + consumed > 0);
+	/*
+	 * Past what a read_committed reader never sees (transaction markers,
+	 * aborted messages): the consumer's position, once it returned every
+	 * message before it.
+	 */
+	{
+		int64	   *cpos = palloc(sizeof(int64) * Max(nparts, 1));
 
-	if ((rows > 0 && advance) || (rows == 0 && consumed > 0))
+		KafkaPositions(s->client, w->def.remote_stream, nparts, cpos);
+		for (p = 0; p < nparts; p++)
+			if (cpos[p] >= 0 && s->pos[p] >= 0 && cpos[p] > s->pos[p])
+			{
+				last[p] = s->pos[p] = cpos[p];
+				moved = true;
+			}
+	}
+	sg_check_stall(w, s, rows + consumed > 0, last, nparts);
+
+	if ((rows > 0 && advance) || (rows == 0 && (consumed > 0 || moved)))
 		KafkaSourceAdvance(w, last, nparts);
 	else if (rows == 0)
 	{

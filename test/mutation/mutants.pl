@@ -225,4 +225,28 @@
 			"c->typid == TIMESTAMPTZOID && false ? &utc : NULL);" ] ],
 		tests => [ 'regress:09_capture', 'tap:106_security_capture.pl' ],
 	},
+	{
+		name => 'kafka_positions_never_advance',
+		breaks => 'Kafka source: exactly_once never stores the offsets it read (every restart re-reads)',
+		edits => [ [ 'src/kafka_source.c',
+			"\tif ((rows > 0 && advance) || (rows == 0 && (consumed > 0 || moved)))\n",
+			"\tif ((rows > 0 && advance && rows < 0) || (rows == 0 && (consumed > 0 || moved)))\n" ] ],
+		tests => [ 'tap:140_kafka_source.pl' ],
+	},
+	{
+		name => 'kafka_malformed_stop_passes',
+		breaks => 'Kafka source: under error_policy stop a malformed message is passed over instead of failing the pipeline',
+		edits => [ [ 'src/kafka_source.c',
+			"\t\t\t\tw->stop_error = MemoryContextStrdup(TopMemoryContext, error);\n\t\t\t\treturn -1;\n",
+			"\t\t\t\tw->stop_error = MemoryContextStrdup(TopMemoryContext, error);\n\t\t\t\treturn 0;\n" ] ],
+		tests => [ 'tap:140_kafka_source.pl' ],
+	},
+	{
+		name => 'kafka_no_reseek',
+		breaks => 'Kafka source: the consumer is assigned once and never sent back to the stored offsets (a new client after an error still starts there)',
+		edits => [ [ 'src/kafka_source.c',
+			"\t\tif (stored[p] != s->pos[p])\n\t\t\treassign = true;\n",
+			"\t\tif (stored[p] != s->pos[p] && s->assigned < 0)\n\t\t\treassign = true;\n" ] ],
+		tests => [ 'tap:140_kafka_source.pl' ],
+	},
 );

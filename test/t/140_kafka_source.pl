@@ -154,8 +154,9 @@ $node->safe_psql('postgres', q{TRUNCATE sink});
 # ----------------------------------------------------------- broker faults
 
 # down and up again: errors while down, everything after
+my $down1_at = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
 $kafka->cmd('down 1');
-ok(wait_for_value($node, q{SELECT last_error ~ 'Kafka server "kafka"' FROM streamguard.pipelines WHERE pipeline = 'kp'}, 't',
+ok(wait_for_value($node, qq{SELECT last_error ~ 'Kafka server "kafka"' AND last_error_at > '$down1_at' FROM streamguard.pipelines WHERE pipeline = 'kp'}, 't',
 		10 * $remote_timeout), 'a broker that is down shows in last_error')
   or diag(pipelines_report($node));
 is($node->safe_psql('postgres', q{SELECT connected FROM streamguard.remote_status WHERE pipeline = 'kp'}), 'f',
