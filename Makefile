@@ -34,11 +34,11 @@ PROVE_FLAGS += --verbose
 
 # The Kafka test broker (librdkafka's mock cluster) the TAP tests start;
 # built by installcheck, never installed.  See docs/kafka.md.
-KAFKA_TOOLS = test/kafka/sg_mock_broker
+KAFKA_TOOLS = test/kafka/sg_mock_broker test/kafka/sg_kafka_drain
 EXTRA_CLEAN += $(KAFKA_TOOLS)
 
 test/kafka/%: test/kafka/%.c
-	$(CC) $(CFLAGS) -Wall -Werror -o $@ $< -lrdkafka -lpthread
+	$(CC) $(CFLAGS) -Wall -Werror -I$(shell $(PG_CONFIG) --includedir) -o $@ $< -L$(shell $(PG_CONFIG) --libdir) -lpq -lrdkafka -lpthread
 
 .PHONY: kafka-tools
 kafka-tools: $(KAFKA_TOOLS)
