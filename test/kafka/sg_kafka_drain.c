@@ -8,8 +8,9 @@
  *
  * Reads TOPIC (read_committed, every partition assigned from the start) and
  * for every BATCH messages runs one PostgreSQL transaction: COPY of
- * (i, partition, off) into table drain_sink — i from the JSON value
- * {"i": n} — and the partitions' next offsets into drain_offsets, then
+ * (i, partition, off, payload) into table drain_sink — i from the JSON
+ * value {"i": n}, payload the value itself (parsed into jsonb by the
+ * server) — and the partitions' next offsets into drain_offsets, then
  * COMMIT: the effects and the offsets in one transaction, as the pipeline
  * does.  Stops after TOTAL messages and prints the seconds it took from
  * the first poll.  Built by "make kafka-tools" (never installed); used by
@@ -125,13 +126,15 @@ main(int argc, char **argv)
 			v = m->payload ? memchr(m->payload, ':', m->len) : NULL;
 			if (v)
 				i = strtol(v + 1, NULL, 10);
-			if (bufcap - buflen < 64)
+			/* the test's values need no COPY escaping: no tab, newline or backslash */
+			while (bufcap - buflen < m->len + 64)
 			{
 				bufcap *= 2;
 				buf = realloc(buf, bufcap);
 			}
-			buflen += snprintf(buf + buflen, bufcap - buflen, "%ld\t%d\t%lld\n",
-							   i, (int) m->partition, (long long) m->offset);
+			buflen += snprintf(buf + buflen, bufcap - buflen, "%ld\t%d\t%lld\t%.*s\n",
+							   i, (int) m->partition, (long long) m->offset, (int) m->len,
+							   m->payload ? (const char *) m->payload : "null");
 			if (m->partition >= 0 && m->partition < nparts)
 				next[m->partition] = m->offset + 1;
 			rd_kafka_message_destroy(m);
@@ -142,7 +145,7 @@ main(int argc, char **argv)
 		}
 		/* one transaction: the rows and the offsets */
 		must(conn, PQexec(conn, "BEGIN"), PGRES_COMMAND_OK);
-		must(conn, PQexec(conn, "COPY drain_sink (i, partition, off) FROM STDIN"), PGRES_COPY_IN);
+		must(conn, PQexec(conn, "COPY drain_sink (i, partition, off, payload) FROM STDIN"), PGRES_COPY_IN);
 		if (PQputCopyData(conn, buf, (int) buflen) != 1 || PQputCopyEnd(conn, NULL) != 1)
 		{
 			fprintf(stderr, "sg_kafka_drain: %s", PQerrorMessage(conn));

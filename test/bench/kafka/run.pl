@@ -5,7 +5,8 @@
 # table, by a streamguard pipeline (exactly_once and at_least_once) and by
 # test/kafka/sg_kafka_drain, a plain librdkafka consumer outside PostgreSQL
 # doing the same work (read_committed, one transaction per BENCH_BATCH
-# messages holding the COPY of the rows and the partitions' offsets).
+# messages holding the COPY of the rows and the partitions' offsets; each
+# row is the message's number, partition, offset and value as jsonb).
 # Same run, same server, same broker (test/kafka/sg_mock_broker, librdkafka's
 # mock cluster), contenders in rotating order per repeat; a ratio is the
 # median over the repeats of contender / plain of the same repeat.
@@ -40,11 +41,15 @@ my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
 chomp(my $bindir = `$pg_config --bindir`);
 die "pg_config not found (set PG_CONFIG)\n" unless $bindir && -x "$bindir/pg_ctl";
 my $here = abs_path(dirname($0));
+my $inner = ($ARGV[0] // '') eq '--inner';
 my @tools = map { "$here/../../kafka/$_" } qw(sg_mock_broker sg_kafka_drain);
--x $_ or die "$_ is missing: run make kafka-tools\n" for @tools;
+if (!$inner)
+{
+	-x $_ or die "$_ is missing: run make kafka-tools\n" for @tools;
+}
 
 # As root, prepare a directory the postgres OS user owns and run there as it.
-if ($> == 0 && ($ARGV[0] // '') ne '--inner')
+if ($> == 0 && !$inner)
 {
 	my $dir = tempdir('kafka-bench-XXXXXX', TMPDIR => 1, CLEANUP => 0);
 	copy("$here/run.pl", "$dir/run.pl") or die "copy run.pl: $!";
@@ -62,7 +67,7 @@ if ($> == 0 && ($ARGV[0] // '') ne '--inner')
 	system('rm', '-rf', $dir) unless $knob{BENCH_KEEP};
 	exit($rc == 0 ? 0 : 1);
 }
-my $tooldir = $ARGV[0] && $ARGV[0] eq '--inner' ? "$ARGV[1]/kafka" : "$here/../../kafka";
+my $tooldir = $inner ? "$ARGV[1]/kafka" : "$here/../../kafka";
 
 my $work = tempdir('kafka-bench-srv-XXXXXX', TMPDIR => 1, CLEANUP => !$knob{BENCH_KEEP});
 my $data = "$work/data";
@@ -129,8 +134,8 @@ run("$bindir/createdb", @conn, 'bench');
 sql(qq{
 CREATE EXTENSION streamguard;
 CREATE SERVER bench_kafka FOREIGN DATA WRAPPER streamguard_kafka OPTIONS (bootstrap_servers '$boot');
-CREATE TABLE pg_sink (i bigint, partition int, off bigint);
-CREATE TABLE drain_sink (i bigint, partition int, off bigint);
+CREATE TABLE pg_sink (i bigint, partition int, off bigint, payload jsonb);
+CREATE TABLE drain_sink (i bigint, partition int, off bigint, payload jsonb);
 CREATE TABLE drain_offsets (partition int PRIMARY KEY, next_offset bigint NOT NULL);
 });
 
@@ -162,7 +167,7 @@ sub run_pipeline
 	my $name = 'kb' . ++$pipe;
 	sql('TRUNCATE pg_sink; CHECKPOINT');
 	sql(qq{SELECT streamguard.create_pipeline('$name', 'bench',
-		\$\$INSERT INTO pg_sink SELECT (payload->>'i')::bigint, partition, seq FROM batch\$\$,
+		\$\$INSERT INTO pg_sink SELECT (payload->>'i')::bigint, partition, seq, payload FROM batch\$\$,
 		guarantee => '$guarantee', batch_size => $knob{BENCH_BATCH}, source_server => 'bench_kafka')});
 	my $deadline = time + 3600;
 	while (sql("SELECT events_in >= $n FROM streamguard.pipelines WHERE pipeline = '$name'") ne 't')
