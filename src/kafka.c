@@ -507,13 +507,42 @@ KafkaConsumerOpen(const char *server, Oid userid, const char *group_id)
 	return k;
 }
 
+/* what the reaper thread needs: malloc'd */
+typedef struct SgKafkaReaper
+{
+	rd_kafka_t *rk;
+	SgKafkaReport *report;
+} SgKafkaReaper;
+
 /*
- * Close a client: no consumer-group leave (we never join one), no waiting
- * on brokers.
+ * The end of a client, on a thread of its own: librdkafka's destroy joins
+ * its threads, which can take long or, as seen with the mock cluster after
+ * a topic error, never end.  Only librdkafka calls and free() here.
+ */
+static void *
+sg_kafka_reap(void *arg)
+{
+	SgKafkaReaper *r = (SgKafkaReaper *) arg;
+
+	(void) rd_kafka_assign(r->rk, NULL);
+	rd_kafka_destroy_flags(r->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	pthread_mutex_destroy(&r->report->lock);
+	free(r->report);
+	free(r);
+	return NULL;
+}
+
+/*
+ * Close a client without waiting for it: its queue and pending message
+ * now, then librdkafka's destroy on a detached thread (all signals
+ * blocked) that frees the report area when it is done.  If that thread
+ * cannot be started, the destroy runs here.
  */
 void
 KafkaClose(SgKafka *k)
 {
+	SgKafkaReaper *r = NULL;
+
 	if (k == NULL)
 		return;
 	if (k->current)
@@ -523,6 +552,33 @@ KafkaClose(SgKafka *k)
 	{
 		rd_kafka_queue_io_event_enable(k->queue, -1, NULL, 0);
 		rd_kafka_queue_destroy(k->queue);
+	}
+	if (k->rk)
+		r = malloc(sizeof(SgKafkaReaper));
+	if (r)
+	{
+		pthread_t	thread;
+		pthread_attr_t attr;
+		sigset_t	all,
+					old;
+		int			rc;
+
+		r->rk = k->rk;
+		r->report = k->report;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&thread, &attr, sg_kafka_reap, r);
+		pthread_attr_destroy(&attr);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc == 0)
+		{
+			k->rk = NULL;
+			k->report = NULL;
+		}
+		else
+			free(r);
 	}
 	if (k->rk)
 		rd_kafka_destroy_flags(k->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
@@ -618,7 +674,17 @@ KafkaTopicPartitions(SgKafka *k, const char *topic, TimestampTz deadline)
 		const struct rd_kafka_metadata *md = NULL;
 		int			n = -1;
 
-		sg_kafka_tick();
+		PG_TRY();
+		{
+			sg_kafka_tick();
+		}
+		PG_CATCH();
+		{
+			/* a topic handle left behind would hold up the client's end */
+			rd_kafka_topic_destroy(rkt);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 		err = rd_kafka_metadata(k->rk, 0, rkt, &md, SG_KAFKA_STEP_MS);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 		{
@@ -711,6 +777,25 @@ KafkaPositions(SgKafka *k, const char *topic, int n, int64 *out)
 			if (list->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR && list->elems[i].offset >= 0 &&
 				list->elems[i].partition >= 0 && list->elems[i].partition < n)
 				out[list->elems[i].partition] = list->elems[i].offset;
+	rd_kafka_topic_partition_list_destroy(list);
+}
+
+/*
+ * Commit `offsets` (partitions 0 .. n-1; negative: skipped) as the
+ * consumer group's offsets, asynchronously, result ignored: a courtesy for
+ * Kafka-side monitoring, never read back.
+ */
+void
+KafkaCommitGroupOffsets(SgKafka *k, const char *topic, int n, const int64 *offsets)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (offsets[i] >= 0)
+			rd_kafka_topic_partition_list_add(list, topic, i)->offset = offsets[i];
+	if (list->cnt > 0)
+		(void) rd_kafka_commit(k->rk, list, 1);
 	rd_kafka_topic_partition_list_destroy(list);
 }
 

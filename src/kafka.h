@@ -44,6 +44,7 @@ extern uint64 KafkaErrorCount(SgKafka *k);
 extern int	KafkaTopicPartitions(SgKafka *k, const char *topic, TimestampTz deadline);
 extern int64 KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, TimestampTz deadline, int64 *start);
 extern void KafkaPositions(SgKafka *k, const char *topic, int n, int64 *out);
+extern void KafkaCommitGroupOffsets(SgKafka *k, const char *topic, int n, const int64 *offsets);
 extern void KafkaAssign(SgKafka *k, const char *topic, SgKafkaStart *starts, int n);
 extern rd_kafka_message_t *KafkaPoll(SgKafka *k, long timeout_ms, uint32 wait_event);
 extern void KafkaMessageDone(SgKafka *k);

@@ -71,6 +71,7 @@ struct SgKafkaSource
 	int			assigned;		/* partitions assigned to the consumer */
 	int64	   *pos;			/* next offset the consumer delivers */
 	int64	   *hw;				/* high watermarks last stored */
+	int64	   *group;			/* offsets last committed to the group */
 	TimestampTz metadata_at;	/* last metadata answer; 0: ask now */
 	uint64		errors_seen;	/* client reports counted so far */
 	TimestampTz failing_since;	/* no message since (0: not known yet) */
@@ -146,20 +147,24 @@ sg_grow(SgKafkaSource *s, int n)
 {
 	int64	   *pos = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
 	int64	   *hw = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
+	int64	   *group = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
 	int			p;
 
 	for (p = 0; p < n; p++)
 	{
 		pos[p] = p < s->nparts ? s->pos[p] : -3;
 		hw[p] = p < s->nparts ? s->hw[p] : -1;
+		group[p] = p < s->nparts ? s->group[p] : -1;
 	}
 	if (s->pos)
 	{
 		pfree(s->pos);
 		pfree(s->hw);
+		pfree(s->group);
 	}
 	s->pos = pos;
 	s->hw = hw;
+	s->group = group;
 	s->nparts = n;
 }
 
@@ -603,6 +608,18 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 			}
 			stored[p] = next[p] = KafkaPartitionEnd(s->client, w->def.remote_stream, p, KafkaDeadline(), NULL);
 			sg_store_positions(w, next, hw, nparts);
+		}
+
+	/*
+	 * The group's offsets, a courtesy for Kafka-side tools: what an earlier
+	 * transaction committed here, never ahead of it.
+	 */
+	for (p = 0; p < nparts; p++)
+		if (stored[p] >= 0 && stored[p] != s->group[p])
+		{
+			KafkaCommitGroupOffsets(s->client, w->def.remote_stream, nparts, stored);
+			memcpy(s->group, stored, sizeof(int64) * nparts);
+			break;
 		}
 
 	reassign = s->assigned != nparts;

@@ -22,6 +22,8 @@
  *	txn TOPIC PART N commit|abort	N messages {"txn":i} in one
  *									transaction, committed or aborted
  *	watermarks TOPIC PART			"ok <low> <high>"
+ *	committed GROUP TOPIC NPARTS	the group's committed offsets,
+ *									"ok <p0> <p1> ..." (-1001: none)
  *	down BROKER / up BROKER			a mock broker stops / resumes
  *									answering (connections are refused)
  *	rtt BROKER MS					a mock broker's round-trip delay
@@ -361,6 +363,44 @@ command(char *line)
 			printf("error %s\n", rd_kafka_err2name(err));
 		else
 			printf("ok %lld %lld\n", (long long) lo, (long long) hi);
+	}
+	else if (strcmp(cmd, "committed") == 0)
+	{
+		char	   *group = strtok(NULL, " ");
+		char	   *topic = strtok(NULL, " ");
+		char	   *n = strtok(NULL, " ");
+		char		err[512];
+		rd_kafka_conf_t *conf;
+		rd_kafka_t *rk;
+		rd_kafka_topic_partition_list_t *list;
+		rd_kafka_resp_err_t e;
+		int			i;
+
+		if (!group || !topic || !n)
+		{
+			printf("error usage: committed GROUP TOPIC NPARTS\n");
+			return;
+		}
+		conf = rd_kafka_conf_new();
+		rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps, err, sizeof(err));
+		rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err));
+		rd_kafka_conf_set_log_cb(conf, quiet_log);
+		rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+		list = rd_kafka_topic_partition_list_new(atoi(n));
+		for (i = 0; i < atoi(n); i++)
+			rd_kafka_topic_partition_list_add(list, topic, i);
+		e = rd_kafka_committed(rk, list, 10000);
+		if (e)
+			printf("error %s\n", rd_kafka_err2name(e));
+		else
+		{
+			printf("ok");
+			for (i = 0; i < list->cnt; i++)
+				printf(" %lld", (long long) list->elems[i].offset);
+			printf("\n");
+		}
+		rd_kafka_topic_partition_list_destroy(list);
+		rd_kafka_destroy(rk);
 	}
 	else if (strcmp(cmd, "down") == 0 || strcmp(cmd, "up") == 0)
 	{

@@ -118,6 +118,26 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM streamguard.kafka_lag}, e
 	'0', 'kafka_lag shows other roles nothing');
 is($node->safe_psql('postgres', q{SELECT side, server, connected FROM streamguard.remote_status WHERE pipeline = 'kp'}),
 	'source|kafka|t', 'remote_status: the Kafka server, connected');
+# the consumer group's offsets follow, after the commits (a courtesy)
+my $committed = '';
+for (1 .. 100)
+{
+	$committed = $kafka->cmd('committed streamguard-postgres-kp orders 4');
+	last if $committed eq '500 500 500 500';
+	select(undef, undef, undef, 0.2);
+}
+is($committed, '500 500 500 500', 'the group offsets follow the committed positions');
+
+# a tombstone (no value): payload NULL
+$kafka->cmd('topic tomb 1');
+$node->safe_psql('postgres', q{
+CREATE TABLE tombs (key text, no_value boolean);
+SELECT streamguard.create_pipeline('ktomb', 'tomb', $$INSERT INTO tombs SELECT key, payload IS NULL FROM batch$$,
+	source_server => 'kafka');
+});
+$kafka->cmd('produce tomb 0 gone');
+ok(wait_for_value($node, q{SELECT key || ':' || no_value FROM tombs}, 'gone:true', 30), 'a tombstone has a NULL payload');
+$node->safe_psql('postgres', q{SELECT streamguard.drop_pipeline('ktomb')});
 
 # headers and tombstones
 $kafka->cmd('produce_header orders 0 hk trace abc-123 {"i": 2000}');
@@ -244,6 +264,17 @@ ok(wait_for_value($node, q{SELECT state || ':' || (last_error ~ 'malformed messa
 		'failed:true', 30), 'stop fails the pipeline, saying which message');
 is($node->safe_psql('postgres', q{SELECT next_offset FROM streamguard.kafka_lag WHERE pipeline = 'kb_stop'}), '1',
 	'stop left the position before the malformed message');
+
+# the topic goes away under a running pipeline (the mock answers its
+# metadata with UNKNOWN_TOPIC_OR_PART), then comes back
+my $gone_at = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+$kafka->cmd('topic_error bad 3');
+ok(wait_for_value($node, qq{SELECT last_error ~ 'topic "bad": Broker: Unknown topic or partition' AND last_error_at > '$gone_at'
+FROM streamguard.pipelines WHERE pipeline = 'kb_dl'}, 't', 60), 'a topic that went away: an error naming Kafka\'s')
+  or diag(pipelines_report($node));
+$kafka->cmd('topic_error bad 0');
+$kafka->cmd('produce bad 0 d {"v": 3}');
+ok(wait_for_value($node, q{SELECT count(*) FROM good WHERE pipeline = 'dl' AND v = 3}, '1', 60), 'and it flows again when it is back');
 
 # ------------------------------------------------------------- large ones
 
