@@ -93,7 +93,8 @@ ok(wait_pipelines_running($node, ['kp'], 60), 'the Kafka pipeline runs')
 is($node->safe_psql('postgres', q{SELECT source FROM streamguard.pipelines WHERE pipeline = 'kp'}),
 	'kafka:orders', 'pipelines.source names the server and the topic');
 ok(wait_for_value($node, 'SELECT count(*) FROM sink', '2000', 90), 'the topic is drained')
-  or diag(pipelines_report($node));
+  or BAIL_OUT("the first drain failed (every later check builds on it):\n" . pipelines_report($node)
+	  . $node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT i) FROM sink'));
 
 # exactly once, order per partition, the columns
 sub check_sink
