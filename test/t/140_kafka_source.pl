@@ -101,7 +101,8 @@ sub check_sink
 {
 	my ($total, $what) = @_;
 	is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT i), min(i), max(i) FROM sink}),
-		"$total|$total|0|" . ($total - 1), "$what: every message exactly once");
+		"$total|$total|0|" . ($total - 1), "$what: every message exactly once")
+	  or BAIL_OUT("$what: not exactly once (every later check builds on it)");
 	is($node->safe_psql('postgres', q{
 SELECT count(*) FROM (SELECT off, lag(off) OVER (PARTITION BY partition ORDER BY n) AS prev FROM sink) s
 WHERE prev IS NOT NULL AND off <> prev + 1}), '0', "$what: offsets in order and gapless per partition");
@@ -164,7 +165,8 @@ for my $round (1 .. 2)
 		# takes about 45 s with the mock)
 		my $t_wait = time;
 		ok(wait_for_value($node, 'SELECT count(*) FROM sink', $next, 120), "round $round: caught up before $point")
-		  or diag(pipelines_report($node));
+		  or BAIL_OUT("round $round: no catch-up before $point:\n" . pipelines_report($node)
+			  . $node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT i) FROM sink'));
 		diag(sprintf("round %d: catching up before %s took %.1f s", $round, $point, time - $t_wait))
 		  if time - $t_wait > 10;
 		$kafka->cmd("produce_json orders 700 $next");
