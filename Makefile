@@ -6,7 +6,7 @@ DATA = $(wildcard streamguard--*.sql)
 
 PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir)
-SHLIB_LINK_INTERNAL = $(libpq)
+SHLIB_LINK_INTERNAL = $(libpq) -lrdkafka
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
 
 # pg_regress: sql/<name>.sql against expected/<name>.out, on a throwaway
@@ -56,6 +56,17 @@ install-sgctl: $(SGCTL)
 uninstall: uninstall-sgctl
 uninstall-sgctl:
 	rm -f '$(DESTDIR)$(bindir)/sgctl'
+# The Kafka test broker (librdkafka's mock cluster) the TAP tests start;
+# built by installcheck, never installed.  See docs/kafka.md.
+KAFKA_TOOLS = test/kafka/sg_mock_broker test/kafka/sg_kafka_drain
+EXTRA_CLEAN += $(KAFKA_TOOLS)
+
+test/kafka/%: test/kafka/%.c
+	$(CC) $(CFLAGS) -Wall -Werror -I$(shell $(PG_CONFIG) --includedir) -o $@ $< -L$(shell $(PG_CONFIG) --libdir) -lpq -lrdkafka -lpthread
+
+.PHONY: kafka-tools
+kafka-tools: $(KAFKA_TOOLS)
+installcheck: kafka-tools
 
 # The benchmark suite (not part of installcheck): see docs/benchmarks.md.
 # PG_CONFIG from the environment selects the installation; the driver finds

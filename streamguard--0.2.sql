@@ -1126,3 +1126,49 @@ WHERE streamguard._is_member(p.owner);
 
 REVOKE ALL ON streamguard.window_def, streamguard.window_state, streamguard.window_partition FROM PUBLIC;
 GRANT SELECT ON streamguard.windows TO PUBLIC;
+-- ---------------------------------------------------------------- Kafka
+
+-- A pipeline whose source_server is a streamguard_kafka server reads the
+-- topic named by remote_stream.
+ALTER TABLE streamguard.pipeline ADD COLUMN source_kafka boolean NOT NULL DEFAULT false;
+
+-- Positions of pipelines whose source is a Kafka topic, written in the
+-- transaction that commits the batch's effects.  next_offset is the next
+-- offset to read; -2 is the beginning of the partition, -1 its end (settled
+-- into an offset at the first batch).  high_watermark: the partition's end
+-- (last stable offset) as the worker last saw it.
+CREATE TABLE streamguard.kafka_position (
+	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
+	partition int NOT NULL CHECK (partition >= 0),
+	next_offset bigint NOT NULL CHECK (next_offset >= -2),
+	high_watermark bigint,
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (pipeline_id, partition)
+) WITH (fillfactor = 50);
+SELECT pg_catalog.pg_extension_config_dump('streamguard.kafka_position', '');
+
+CREATE FUNCTION streamguard.kafka_validator(text[], oid)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_kafka_validator'
+LANGUAGE C STRICT;
+
+CREATE FOREIGN DATA WRAPPER streamguard_kafka VALIDATOR streamguard.kafka_validator;
+
+-- Kafka lag per partition: for the pipeline's owner, its members and
+-- superusers.
+CREATE VIEW streamguard.kafka_lag WITH (security_barrier) AS
+SELECT p.name AS pipeline,
+	   p.source_server AS server,
+	   p.remote_stream AS topic,
+	   k.partition,
+	   CASE WHEN k.next_offset >= 0 THEN k.next_offset END AS next_offset,
+	   k.high_watermark,
+	   CASE WHEN k.next_offset >= 0 AND k.high_watermark IS NOT NULL
+			THEN greatest(k.high_watermark - k.next_offset, 0) END AS lag,
+	   k.updated_at
+FROM streamguard.kafka_position k
+JOIN streamguard.pipeline p ON p.id = k.pipeline_id
+WHERE streamguard._is_member(p.owner);
+
+REVOKE ALL ON streamguard.kafka_position FROM PUBLIC;
+GRANT SELECT ON streamguard.kafka_lag TO PUBLIC;

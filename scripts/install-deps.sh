@@ -12,6 +12,7 @@ PACKAGES=(
     "postgresql-${PG_MAJOR}"
     "postgresql-server-dev-${PG_MAJOR}"   # pg_config, PGXS, pg_regress, isolation tester
     libpq-dev
+    librdkafka-dev             # Kafka sources (links the extension to librdkafka1)
     libipc-run-perl            # PostgreSQL's TAP test framework
     libio-pty-perl             # IPC::Run's pseudo-terminals (test/t/130_sgctl.pl: top, progress)
     curl                       # test/t/130_sgctl.pl scrapes sgctl metrics --listen

@@ -263,7 +263,7 @@ BatchRun(SgWorker *w, bool isolate)
 		nparts = meta->nparts;
 	}
 	else
-		nparts = w->def.remote_nparts;
+		nparts = SourcePartitions(w);
 
 	/* what a crash may have left between this database and the sink */
 	if (w->def.sink_server && w->need_resolve)
@@ -292,12 +292,21 @@ BatchRun(SgWorker *w, bool isolate)
 	if (w->window)
 		WindowBeforeFetch(w, meta);
 	fetched = SourceFetch(w, meta, store, first, last, advance_in_fetch);
+	if (fetched < 0)
+	{
+		/* a malformed message under the error policy stop */
+		WorkerAbort();
+		return SG_BATCH_STOPPED;
+	}
 	/* a window pipeline closes windows with or without new events */
 	if (fetched == 0 && w->window)
 		rows_out = WindowApply(w, store, 0);
 	if (fetched == 0 && rows_out == 0)
 	{
 		SinkForgetCommitted(w);
+		/* only malformed input the error policy took (a Kafka source) */
+		if (w->batch_skipped > 0 || w->batch_dead > 0)
+			sg_count_batch(w, 0, 0, 0);
 		WorkerCommit();
 		if (w->window)
 			WindowCommitted(w);

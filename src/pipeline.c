@@ -53,6 +53,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "kafka.h"
 #include "pipeline.h"
 #include "remote.h"
 #include "streamguard.h"
@@ -278,6 +279,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	char	   *sink_mode;
 	int			remote_nparts = 0;
 	ArrayType  *sink_on_conflict = NULL;
+	bool		kafka = false;
 	int32		id;
 	bool		isnull;
 	int			ret;
@@ -353,20 +355,34 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 				 errmsg("sink_server and sink_table go together")));
 	if (sink_table)
 		sink_table = PipelineQuoteTable(sink_table);
+	if (sink_server && KafkaIsKafkaServer(sink_server))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("Kafka sinks are not supported yet"),
+				 errdetail("Server \"%s\" is a Kafka server.", sink_server)));
 	if (source_server)
-		SgCheckName("stream", source);
+	{
+		/* the server's wrapper says what the source names: a topic or a stream */
+		kafka = KafkaIsKafkaServer(source_server);
+		if (kafka)
+			KafkaCheckTopicName(source);
+		else
+			SgCheckName("stream", source);
+	}
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	/* the owner must be able to read the source */
-	if (source_server)
+	if (kafka)
+		remote_nparts = PipelineCheckKafkaSource(source_server, source);
+	else if (source_server)
 		remote_nparts = PipelineCheckRemoteSource(source_server, source);
 	else
 	{
 		meta = StreamLookup(source, SG_PRIV_READ);
 		StreamLockShare(meta);
 	}
-	PipelineValidateSql(sql);
+	PipelineValidateSqlFor(sql, kafka);
 	if (sink_server)
 	{
 		char	   *cols = PipelineValidateSelect(sql);
@@ -482,7 +498,20 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		PipelineExec("UPDATE streamguard.pipeline SET workers = $2 WHERE id = $1",
 					 2, types, values, SPI_OK_UPDATE);
 	}
-	if (source_server)
+	if (kafka)
+	{
+		/* offsets in the topic live here; "end" is settled at first run */
+		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+		Datum		values[3] = {Int32GetDatum(id), Int32GetDatum(remote_nparts),
+		Int64GetDatum(strcmp(start_from, "end") == 0 ? -1 : -2)};
+
+		PipelineExec("UPDATE streamguard.pipeline SET source_kafka = true WHERE id = $1",
+					 1, types, values, SPI_OK_UPDATE);
+		PipelineExec("INSERT INTO streamguard.kafka_position (pipeline_id, partition, next_offset) "
+					 "SELECT $1, g, $3 FROM pg_catalog.generate_series(0, $2 - 1) g",
+					 3, types, values, SPI_OK_INSERT);
+	}
+	else if (source_server)
 	{
 		/* positions on a remote stream live here; "end" is settled at first run */
 		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
@@ -660,6 +689,19 @@ PipelineDropForStream(int32 stream_id)
 		sg_drop_one(lfirst(lc), BOOTSTRAP_SUPERUSERID, true);
 }
 
+/* does the pipeline read a Kafka topic?  SPI connected, in the catalog */
+static bool
+sg_is_kafka_source(int32 id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(id)};
+
+	if (SPI_execute_with_args("SELECT source_kafka FROM streamguard.pipeline WHERE id = $1",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "pipeline %d vanished", id);
+	return strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0;
+}
+
 /*
  * reset_pipeline(name, seq, from_time, partition): deliberate replay.
  * Neither seq nor from_time: back to the beginning of the retained stream.
@@ -686,6 +728,36 @@ sg_reset_pipeline(PG_FUNCTION_ARGS)
 				 errmsg("seq must be at least 1, got %lld", (long long) PG_GETARG_INT64(1))));
 	SgEnterCatalog(&save);
 	row = PipelineLock(name, caller, true);
+	if (row.stream == NULL && sg_is_kafka_source(row.id))
+	{
+		/* a Kafka source: seq is the next offset to read; none, the beginning */
+		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+		Datum		values[3];
+		char		nulls[3] = {' ', ' ', ' '};
+
+		if (!PG_ARGISNULL(2))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("reset_pipeline by time is not supported for a Kafka source"),
+					 errhint("Reset to an offset (seq) instead.")));
+		values[0] = Int32GetDatum(row.id);
+		values[1] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+		nulls[1] = PG_ARGISNULL(3) ? 'n' : ' ';
+		values[2] = Int64GetDatum(PG_ARGISNULL(1) ? -2 : PG_GETARG_INT64(1));
+		PipelineSetState(row.id, row.state, true);
+		if (SPI_execute_with_args("UPDATE streamguard.kafka_position SET next_offset = $3, updated_at = now() "
+								  "WHERE pipeline_id = $1 AND ($2 IS NULL OR partition = $2)",
+								  3, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "reset failed");
+		if (!PG_ARGISNULL(3) && SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("partition %d is out of range for the source of pipeline \"%s\"",
+							PG_GETARG_INT32(3), name)));
+		SgLeaveCatalog(&save);
+		PipelineNotifyChange(row.id);
+		PG_RETURN_VOID();
+	}
 	if (row.stream == NULL)
 	{
 		/* a remote source: the positions are ours, in remote_position */
@@ -767,8 +839,19 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	if (!PG_ARGISNULL(1))
 	{
+		Oid			ktypes[1] = {TEXTOID};
+		Datum		kvalues[1] = {CStringGetTextDatum(name)};
+		bool		kafka;
+
+		/* the batch's columns: a Kafka source has two more */
+		SgBecomeDataOwner(&save, true);
+		if (SPI_execute_with_args("SELECT 1 FROM streamguard.pipeline WHERE name = $1 AND source_kafka",
+								  1, ktypes, kvalues, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "pipeline lookup failed");
+		kafka = SPI_processed == 1;
+		SgRestoreUser(&save);
 		/* validated as the caller, like create_pipeline */
-		PipelineValidateSql(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+		PipelineValidateSqlFor(text_to_cstring(PG_GETARG_TEXT_PP(1)), kafka);
 		search_path = GetConfigOptionByName("search_path", NULL, false);
 	}
 	SgBecomeDataOwner(&save, true);

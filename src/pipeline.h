@@ -183,6 +183,8 @@ extern char *PipelineConsumerName(const char *pipeline);
 
 /* pipeline_validate.c */
 extern void PipelineValidateSql(const char *sql);
+extern void PipelineValidateSqlFor(const char *sql, bool kafka);
+extern int	PipelineCheckKafkaSource(const char *server, const char *topic);
 extern char *PipelineValidateSelect(const char *sql);
 extern char *PipelineOutputColumns(const char *sql);
 extern char *PipelineQuoteTable(const char *name);

@@ -20,6 +20,7 @@
 #include "utils/regproc.h"
 #include "utils/timestamp.h"
 
+#include "kafka.h"
 #include "pipeline.h"
 #include "remote.h"
 #include "streamguard.h"
@@ -87,7 +88,14 @@ sg_statement_refused(Node *stmt)
 void
 PipelineValidateSql(const char *sql)
 {
-	TupleDesc	desc = SgEventTupleDesc();
+	PipelineValidateSqlFor(sql, false);
+}
+
+/* ... against the batch of a Kafka source (kafka) or of a stream */
+void
+PipelineValidateSqlFor(const char *sql, bool kafka)
+{
+	TupleDesc	desc = kafka ? KafkaEventTupleDesc() : SgEventTupleDesc();
 	Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
 	SPIPlanPtr	plan;
 	List	   *sources;
@@ -554,4 +562,27 @@ PipelineCheckWorkersRemote(bool remote)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a pipeline with a remote source or sink runs with one worker"),
 				 errhint("Use workers => 1, or a local pipeline feeding several.")));
+}
+
+/*
+ * A Kafka source: the caller's USAGE on the server, and the topic's
+ * partitions from the cluster (an unknown topic or an unreachable cluster
+ * is an error now, within streamguard.remote_timeout).
+ */
+int
+PipelineCheckKafkaSource(const char *server, const char *topic)
+{
+	SgKafka    *k = KafkaConsumerOpen(server, GetUserId(), "streamguard-check");
+	int			nparts;
+
+	PG_TRY();
+	{
+		nparts = KafkaTopicPartitions(k, topic, KafkaDeadline());
+	}
+	PG_FINALLY();
+	{
+		KafkaClose(k);
+	}
+	PG_END_TRY();
+	return nparts;
 }

@@ -186,6 +186,11 @@ SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts)
 {
 	SgUserSave	save;
 
+	if (w->def.source_kafka)
+	{
+		KafkaSourceAdvance(w, last, nparts);
+		return;
+	}
 	SgBecomeDataOwner(&save, false);
 	if (w->def.source_server)
 	{
@@ -298,6 +303,8 @@ SourceFetch(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store,
 	SgUserSave	save;
 	int			fetched;
 
+	if (w->def.source_kafka)
+		return KafkaSourceFetch(w, store, first, last, advance);
 	if (w->def.source_server)
 	{
 		fetched = sg_remote_fetch(w, store, first, last);
@@ -310,4 +317,13 @@ SourceFetch(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store,
 							false, advance, w->def.nworkers, w->def.worker, first, last);
 	SgRestoreUser(&save);
 	return fetched;
+}
+
+/* the partitions of a remote or Kafka source (a local one: its meta) */
+int
+SourcePartitions(SgWorker *w)
+{
+	if (w->def.source_kafka)
+		return KafkaSourcePartitions(w);
+	return w->def.remote_nparts;
 }

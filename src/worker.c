@@ -37,6 +37,7 @@
 #include "utils/timeout.h"
 
 #include "compat.h"
+#include "kafka.h"
 #include "worker.h"
 
 static void
@@ -109,7 +110,7 @@ sg_load_definition(SgWorker *w)
 							  "p.allow_source_append, p.max_attempts, "
 							  "(pg_catalog.date_part('epoch', p.retry_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
 							  "(pg_catalog.date_part('epoch', p.max_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
-							  "p.generation, p.workers, p.sink_on_conflict",
+							  "p.generation, p.workers, p.sink_on_conflict, p.source_kafka",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not load pipeline %d", w->def.id);
 	if (SPI_processed != 1)
@@ -169,10 +170,11 @@ sg_load_definition(SgWorker *w)
 					w->def.sink_conflict[i] = TextDatumGetCString(elems[i]);
 			}
 		}
+		w->def.source_kafka = w->def.source_server && DatumGetBool(SPI_getbinval(t, d, 27, &isnull));
 		SgRunningPipelineId = w->def.id;
 		SgRunningSourceStream = w->slot->stream_id;
 		SgRunningAllowSourceAppend = w->def.allow_source_append;
-		w->event_desc = SgEventTupleDesc();
+		w->event_desc = w->def.source_kafka ? KafkaEventTupleDesc() : SgEventTupleDesc();
 		MemoryContextSwitchTo(old);
 	}
 	if (ok && w->def.worker >= w->def.nworkers)
@@ -305,7 +307,9 @@ PipelineWorkerMain(Datum arg)
 				WorkerRemoteStatus(w, SG_SIDE_SINK, &w->sink_remote);
 				w->need_resolve = true;
 			}
-			if (w->def.source_server)
+			if (w->def.source_kafka)
+				KafkaSourceClose(w);
+			else if (w->def.source_server)
 			{
 				RemoteDisconnect(&w->src_remote);
 				WorkerRemoteStatus(w, SG_SIDE_SOURCE, &w->src_remote);

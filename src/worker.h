@@ -11,6 +11,7 @@
  *					counters and the checkpoint log
  *	source.c		reading a batch and advancing positions (local stream
  *					or remote streamguard server)
+ *	kafka_source.c	... or a Kafka topic (source.c dispatches to it)
  *	sink.c			remote sinks: the owner's SELECT rendered as COPY, the
  *					remote transaction (two_phase or offsets), settling
  *					what a crash left between the databases
@@ -58,6 +59,7 @@ typedef struct SgPipeDef
 	int32		worker;			/* which of the pipeline's workers */
 	int32		nworkers;		/* it owns partitions p % nworkers = worker */
 	char	   *source_server;	/* remote source, or NULL */
+	bool		source_kafka;	/* ... a Kafka server: remote_stream is a topic */
 	char	   *remote_stream;
 	int			remote_nparts;
 	char	   *sink_server;	/* remote sink, or NULL */
@@ -78,6 +80,8 @@ typedef struct SgSkip
 	int32		partition;
 	int64		seq;
 } SgSkip;
+
+typedef struct SgKafkaSource SgKafkaSource;	/* kafka_source.c */
 
 typedef struct SgWorker
 {
@@ -107,6 +111,7 @@ typedef struct SgWorker
 	bool		sink_resolved;	/* SinkResolve ran in this batch's transaction */
 	bool		sink_dead_pending;	/* offsets mode: dead letters of ours may be
 									 * left in the sink's table */
+	SgKafkaSource *kafka;		/* Kafka source: consumer and positions */
 
 	/* the current batch */
 	int64		batch_skipped;	/* skipped by skip_event or the policy */
@@ -155,6 +160,13 @@ extern int	SourceFetch(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store,
 						int64 *first, int64 *last, bool advance);
 extern void SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts);
 extern void SourcePositions(SgWorker *w, SgStreamMeta *meta, int64 *pos, int nparts);
+extern int	SourcePartitions(SgWorker *w);
+
+/* kafka_source.c */
+extern int	KafkaSourcePartitions(SgWorker *w);
+extern int	KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last, bool advance);
+extern void KafkaSourceAdvance(SgWorker *w, int64 *last, int nparts);
+extern void KafkaSourceClose(SgWorker *w);
 
 /* sink.c */
 extern void SinkSetup(SgWorker *w, List *cols);

@@ -407,4 +407,28 @@
 			"\tif (meta->nchanges > 0 && false)\n\t{\n\t\tint64\t   *pos" ] ],
 		tests => [ 'regress:12_windows' ],
 	},
+	{
+		name => 'kafka_positions_never_advance',
+		breaks => 'Kafka source: exactly_once never stores the offsets it read (every restart re-reads)',
+		edits => [ [ 'src/kafka_source.c',
+			"\tif ((rows > 0 && advance) || (rows == 0 && (consumed > 0 || moved)))\n",
+			"\tif ((rows > 0 && advance && rows < 0) || (rows == 0 && (consumed > 0 || moved)))\n" ] ],
+		tests => [ 'tap:140_kafka_source.pl' ],
+	},
+	{
+		name => 'kafka_malformed_stop_passes',
+		breaks => 'Kafka source: under error_policy stop a malformed message is passed over instead of failing the pipeline',
+		edits => [ [ 'src/kafka_source.c',
+			"\t\t\t\tw->stop_error = MemoryContextStrdup(TopMemoryContext, error);\n\t\t\t\treturn -1;\n",
+			"\t\t\t\tw->stop_error = MemoryContextStrdup(TopMemoryContext, error);\n\t\t\t\treturn 0;\n" ] ],
+		tests => [ 'tap:140_kafka_source.pl' ],
+	},
+	{
+		name => 'kafka_no_reseek',
+		breaks => 'Kafka source: the consumer is assigned once and never sent back to the stored offsets (a new client after an error still starts there)',
+		edits => [ [ 'src/kafka_source.c',
+			"\t\tif (stored[p] != s->pos[p])\n\t\t\treassign = true;\n",
+			"\t\tif (stored[p] != s->pos[p] && s->assigned < 0)\n\t\t\treassign = true;\n" ] ],
+		tests => [ 'tap:140_kafka_source.pl' ],
+	},
 );

@@ -1,0 +1,890 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka.c
+ *		Kafka clients through librdkafka: the streamguard_kafka
+ *		foreign-data wrapper's option validator, consumers built from a
+ *		foreign server and a user mapping, and interruptible, time-bounded
+ *		waits on them.
+ *
+ * A Kafka cluster is declared the way remote PostgreSQL servers are:
+ *	CREATE SERVER k FOREIGN DATA WRAPPER streamguard_kafka
+ *		OPTIONS (bootstrap.servers 'host:9092', security.protocol 'sasl_ssl');
+ *	CREATE USER MAPPING FOR role SERVER k
+ *		OPTIONS (sasl.username '...', sasl.password '...');
+ * Server options are a closed list of librdkafka client properties, each
+ * value checked by librdkafka itself (rd_kafka_conf_set on a scratch
+ * configuration); the ones that read files on the database server are for
+ * superusers only.  Credentials live only in the user mapping.  Properties
+ * the guarantees depend on (isolation.level, offset commits, offset
+ * reset) are not options: they are set here, always.
+ *
+ * librdkafka runs threads of its own inside the backend.  The rules:
+ *
+ * - Those threads never touch PostgreSQL: the log and error callbacks
+ *	 (the only code of ours librdkafka calls) copy the message into a
+ *	 malloc'd report area under a pthread mutex, nothing else.  Logs and
+ *	 errors are queued to the consumer queue (log.queue) so that even they
+ *	 run on the backend's thread, during our polls.
+ *
+ * - They take no signals: all signals are blocked while the client is
+ *	 created, so its threads (and the broker threads they create) inherit
+ *	 a full mask and SIGTERM, SIGINT, SIGUSR1 and the latch's signal reach
+ *	 the backend's own thread.
+ *
+ * - Nothing waits inside librdkafka for long.  The consumer queue writes a
+ *	 byte into a pipe of ours when it turns non-empty
+ *	 (rd_kafka_queue_io_event_enable); we wait on that pipe with
+ *	 WaitLatchOrSocket (WL_EXIT_ON_PM_DEATH, CHECK_FOR_INTERRUPTS when the
+ *	 latch is set) and poll the queue without blocking.  The few calls that
+ *	 can only block (metadata, end offsets) are made with short timeouts in
+ *	 a loop that checks interrupts and a deadline of
+ *	 streamguard.remote_timeout.
+ *
+ * - Messages belong to the handle: KafkaPoll keeps the one it returns
+ *	 until KafkaMessageDone, the next poll or KafkaClose, so an ERROR while
+ *	 the caller converts it leaks nothing.
+ *
+ * - The pipe's two descriptors are counted with AcquireExternalFD.
+ *	 librdkafka's sockets (one per broker it talks to) and its internal
+ *	 wake-up descriptors are not: it opens them on its own threads.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "access/htup_details.h"
+#include "access/reloptions.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_user_mapping.h"
+#include "commands/defrem.h"
+#include "funcapi.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/pmsignal.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "kafka.h"
+#include "remote.h"
+
+PG_FUNCTION_INFO_V1(sg_kafka_validator);
+
+#define SG_KAFKA_WRAPPER "streamguard_kafka"
+/* one blocking librdkafka call at most this long between interrupt checks */
+#define SG_KAFKA_STEP_MS 200
+
+/* what librdkafka's threads report: malloc'd, never palloc'd */
+typedef struct SgKafkaReport
+{
+	pthread_mutex_t lock;
+	rd_kafka_resp_err_t err;	/* last error reported (0: none) */
+	char		message[256];	/* its text, one line */
+	uint64		count;			/* errors reported or logged so far */
+} SgKafkaReport;
+
+struct SgKafka
+{
+	rd_kafka_t *rk;
+	rd_kafka_queue_t *queue;	/* the consumer queue */
+	int			pipe_fd[2];		/* [0] we wait on, [1] librdkafka writes */
+	SgKafkaReport *report;
+	rd_kafka_message_t *current;	/* returned by KafkaPoll, not done */
+	char		server[NAMEDATALEN];
+};
+
+typedef struct SgKafkaOption
+{
+	const char *name;
+	Oid			context;
+	bool		superuser_only; /* reads a file on the database server */
+} SgKafkaOption;
+
+static const SgKafkaOption sg_kafka_options[] = {
+	{"bootstrap.servers", ForeignServerRelationId, false},
+	{"client.id", ForeignServerRelationId, false},
+	{"client.rack", ForeignServerRelationId, false},
+	{"group.id", ForeignServerRelationId, false},
+	{"security.protocol", ForeignServerRelationId, false},
+	{"sasl.mechanisms", ForeignServerRelationId, false},
+	{"ssl.endpoint.identification.algorithm", ForeignServerRelationId, false},
+	{"ssl.ca.location", ForeignServerRelationId, true},
+	{"ssl.certificate.location", ForeignServerRelationId, true},
+	{"ssl.key.location", ForeignServerRelationId, true},
+	{"ssl.crl.location", ForeignServerRelationId, true},
+	{"broker.address.family", ForeignServerRelationId, false},
+	{"socket.timeout.ms", ForeignServerRelationId, false},
+	{"socket.keepalive.enable", ForeignServerRelationId, false},
+	{"reconnect.backoff.ms", ForeignServerRelationId, false},
+	{"reconnect.backoff.max.ms", ForeignServerRelationId, false},
+	{"topic.metadata.refresh.interval.ms", ForeignServerRelationId, false},
+	{"metadata.max.age.ms", ForeignServerRelationId, false},
+	{"fetch.wait.max.ms", ForeignServerRelationId, false},
+	{"fetch.min.bytes", ForeignServerRelationId, false},
+	{"fetch.max.bytes", ForeignServerRelationId, false},
+	{"max.partition.fetch.bytes", ForeignServerRelationId, false},
+	{"receive.message.max.bytes", ForeignServerRelationId, false},
+	{"message.max.bytes", ForeignServerRelationId, false},
+	{"queued.min.messages", ForeignServerRelationId, false},
+	{"queued.max.messages.kbytes", ForeignServerRelationId, false},
+	{"check.crcs", ForeignServerRelationId, false},
+	{"sasl.username", UserMappingRelationId, false},
+	{"sasl.password", UserMappingRelationId, false},
+	{"ssl.key.password", UserMappingRelationId, false},
+	{NULL, InvalidOid, false}
+};
+
+/* the columns of relation "batch" for a Kafka source */
+TupleDesc
+KafkaEventTupleDesc(void)
+{
+	TupleDesc	desc = CreateTemplateTupleDesc(8);
+
+	TupleDescInitEntry(desc, 1, "partition", INT4OID, -1, 0);
+	TupleDescInitEntry(desc, 2, "seq", INT8OID, -1, 0);
+	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 4, "payload", JSONBOID, -1, 0);
+	TupleDescInitEntry(desc, 5, "dedup_key", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 6, "appended_at", TIMESTAMPTZOID, -1, 0);
+	TupleDescInitEntry(desc, 7, "topic", TEXTOID, -1, 0);
+	TupleDescInitEntry(desc, 8, "headers", JSONBOID, -1, 0);
+	return BlessTupleDesc(desc);
+}
+
+/* ------------------------------------------------------------ validator */
+
+/*
+ * An option's librdkafka property name: "bootstrap_servers" is
+ * "bootstrap.servers" (a dotted name must be double-quoted in SQL).
+ */
+static char *
+sg_kafka_property(const char *defname)
+{
+	char	   *name = pstrdup(defname);
+	char	   *c;
+
+	for (c = name; *c; c++)
+		if (*c == '_')
+			*c = '.';
+	return name;
+}
+
+/*
+ * Validator of the streamguard_kafka wrapper's server and user mapping
+ * options: names from the closed list, values accepted by librdkafka.
+ */
+Datum
+sg_kafka_validator(PG_FUNCTION_ARGS)
+{
+	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
+	Oid			catalog = PG_GETARG_OID(1);
+	ListCell   *lc;
+	rd_kafka_conf_t *conf;
+
+	conf = rd_kafka_conf_new();
+	PG_TRY();
+	{
+		foreach(lc, options)
+		{
+			DefElem    *def = (DefElem *) lfirst(lc);
+			const SgKafkaOption *opt;
+			const SgKafkaOption *found = NULL;
+			char		errstr[512];
+			char	   *prop = sg_kafka_property(def->defname);
+
+			for (opt = sg_kafka_options; opt->name; opt++)
+				if (opt->context == catalog && strcmp(opt->name, prop) == 0)
+					found = opt;
+			if (!found)
+			{
+				StringInfoData valid;
+
+				initStringInfo(&valid);
+				for (opt = sg_kafka_options; opt->name; opt++)
+					if (opt->context == catalog)
+						appendStringInfo(&valid, "%s%s", valid.len ? ", " : "", opt->name);
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+						 errmsg("invalid option \"%s\"", def->defname),
+						 valid.len ? errhint("Valid options in this context are: %s (or with \"_\" for \".\").", valid.data) :
+						 errhint("There are no valid options in this context.")));
+			}
+			if (found->superuser_only && !superuser())
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("only superusers may set option \"%s\"", def->defname),
+						 errdetail("The option names a file on the database server.")));
+			if (rd_kafka_conf_set(conf, prop, defGetString(def), errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"%s\"", def->defname),
+						 errdetail("librdkafka: %s", errstr)));
+		}
+	}
+	PG_FINALLY();
+	{
+		rd_kafka_conf_destroy(conf);
+	}
+	PG_END_TRY();
+	PG_RETURN_VOID();
+}
+
+/* is `server` a foreign server of the streamguard_kafka wrapper? */
+bool
+KafkaIsKafkaServer(const char *server)
+{
+	ForeignServer *fs = GetForeignServerByName(server, true);
+
+	if (fs == NULL)
+		return false;
+	return strcmp(GetForeignDataWrapper(fs->fdwid)->fdwname, SG_KAFKA_WRAPPER) == 0;
+}
+
+/* Kafka's rule for topic names: [a-zA-Z0-9._-], 1 to 249 characters */
+void
+KafkaCheckTopicName(const char *topic)
+{
+	size_t		len = strlen(topic);
+
+	if (len == 0 || len > 249 || strspn(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len ||
+		strcmp(topic, ".") == 0 || strcmp(topic, "..") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid Kafka topic name \"%s\"", topic),
+				 errdetail("A topic name has 1 to 249 characters among letters, digits, \".\", \"_\" and \"-\".")));
+}
+
+/* ------------------------------------------------- librdkafka's threads */
+
+/*
+ * The callbacks librdkafka calls.  They may run on its threads: copy into
+ * the report area, nothing else (no palloc, no elog, no latch).
+ */
+static void
+sg_kafka_note(SgKafkaReport *rep, rd_kafka_resp_err_t err, const char *text, bool count)
+{
+	char	   *nl;
+
+	if (rep == NULL)
+		return;
+	pthread_mutex_lock(&rep->lock);
+	rep->err = err;
+	if (count)
+		rep->count++;
+	strlcpy(rep->message, text ? text : "", sizeof(rep->message));
+	while ((nl = strchr(rep->message, '\n')) != NULL)
+		*nl = ' ';
+	pthread_mutex_unlock(&rep->lock);
+}
+
+static void
+sg_kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	sg_kafka_note((SgKafkaReport *) opaque, (rd_kafka_resp_err_t) err, reason, true);
+}
+
+static void
+sg_kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	/*
+	 * Logged errors (not warnings) count too: librdkafka passes a repeated
+	 * broker failure to error_cb once, but logs it every time.
+	 */
+	if (level <= 3)
+		sg_kafka_note((SgKafkaReport *) rd_kafka_opaque(rk), RD_KAFKA_RESP_ERR_UNKNOWN, buf, true);
+}
+
+void
+KafkaLastError(SgKafka *k, char *buf, size_t len)
+{
+	pthread_mutex_lock(&k->report->lock);
+	strlcpy(buf, k->report->message, len);
+	pthread_mutex_unlock(&k->report->lock);
+}
+
+uint64
+KafkaErrorCount(SgKafka *k)
+{
+	uint64		n;
+
+	pthread_mutex_lock(&k->report->lock);
+	n = k->report->count;
+	pthread_mutex_unlock(&k->report->lock);
+	return n;
+}
+
+const char *
+KafkaServerName(SgKafka *k)
+{
+	return k->server;
+}
+
+/* ---------------------------------------------------------- the client */
+
+static void
+sg_kafka_set(rd_kafka_conf_t *conf, const char *name, const char *value)
+{
+	char		errstr[512];
+
+	if (rd_kafka_conf_set(conf, name, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
+	{
+		rd_kafka_conf_destroy(conf);
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for Kafka client property \"%s\"", name),
+				 errdetail("librdkafka: %s", errstr)));
+	}
+}
+
+/* the options of the user mapping for `userid` (or PUBLIC), or NIL */
+static List *
+sg_kafka_mapping_options(Oid userid, Oid serverid)
+{
+	HeapTuple	tp;
+	Datum		datum;
+	bool		isnull;
+	List	   *options = NIL;
+
+	tp = SearchSysCache2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(userid), ObjectIdGetDatum(serverid));
+	if (!HeapTupleIsValid(tp))
+		tp = SearchSysCache2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(InvalidOid), ObjectIdGetDatum(serverid));
+	if (!HeapTupleIsValid(tp))
+		return NIL;
+	datum = SysCacheGetAttr(USERMAPPINGUSERSERVER, tp, Anum_pg_user_mapping_umoptions, &isnull);
+	if (!isnull)
+		options = untransformRelOptions(datum);
+	ReleaseSysCache(tp);
+	return options;
+}
+
+/*
+ * A consumer for `server` as `userid` (USAGE on the server checked, its
+ * user mapping's credentials), in a transaction.  Read committed, no
+ * automatic offset commits or stores, no offset reset: an offset that is
+ * out of range is an error, never a silent jump.
+ */
+SgKafka *
+KafkaConsumerOpen(const char *server, Oid userid, const char *group_id)
+{
+	ForeignServer *fs = GetForeignServerByName(server, false);
+	AclResult	aclresult;
+	rd_kafka_conf_t *conf;
+	ListCell   *lc;
+	List	   *options;
+	bool		has_group = false;
+	bool		has_bootstrap = false;
+	bool		has_backoff = false;
+	SgKafka    *k;
+	char		errstr[512];
+	sigset_t	all,
+				old;
+	rd_kafka_t *rk;
+
+	if (strcmp(GetForeignDataWrapper(fs->fdwid)->fdwname, SG_KAFKA_WRAPPER) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("server \"%s\" is not a Kafka server", server),
+				 errhint("Kafka servers use the foreign-data wrapper %s.", SG_KAFKA_WRAPPER)));
+	aclresult = pg_foreign_server_aclcheck(fs->serverid, userid, ACL_USAGE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_FOREIGN_SERVER, fs->servername);
+
+	options = list_concat(list_copy(fs->options), sg_kafka_mapping_options(userid, fs->serverid));
+	conf = rd_kafka_conf_new();
+	foreach(lc, options)
+	{
+		DefElem    *def = (DefElem *) lfirst(lc);
+		char	   *prop = sg_kafka_property(def->defname);
+
+		if (strcmp(prop, "group.id") == 0)
+			has_group = true;
+		if (strcmp(prop, "bootstrap.servers") == 0)
+			has_bootstrap = true;
+		if (strcmp(prop, "reconnect.backoff.max.ms") == 0)
+			has_backoff = true;
+		sg_kafka_set(conf, prop, defGetString(def));
+	}
+	if (!has_bootstrap)
+	{
+		rd_kafka_conf_destroy(conf);
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("server \"%s\" has no option \"bootstrap.servers\"", server)));
+	}
+	if (!has_group)
+		sg_kafka_set(conf, "group.id", group_id);
+	/* an unreachable broker is retried often enough to notice it in time */
+	if (!has_backoff)
+		sg_kafka_set(conf, "reconnect.backoff.max.ms", "1000");
+	/* what the guarantees rest on: not options */
+	sg_kafka_set(conf, "isolation.level", "read_committed");
+	sg_kafka_set(conf, "enable.auto.commit", "false");
+	sg_kafka_set(conf, "enable.auto.offset.store", "false");
+	sg_kafka_set(conf, "auto.offset.reset", "error");
+	sg_kafka_set(conf, "enable.partition.eof", "false");
+	sg_kafka_set(conf, "allow.auto.create.topics", "false");
+	sg_kafka_set(conf, "log.queue", "true");
+
+	k = MemoryContextAllocZero(TopMemoryContext, sizeof(SgKafka));
+	k->pipe_fd[0] = k->pipe_fd[1] = -1;
+	strlcpy(k->server, server, sizeof(k->server));
+	k->report = malloc(sizeof(SgKafkaReport));
+	if (k->report == NULL)
+	{
+		rd_kafka_conf_destroy(conf);
+		pfree(k);
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	}
+	memset(k->report, 0, sizeof(SgKafkaReport));
+	pthread_mutex_init(&k->report->lock, NULL);
+	rd_kafka_conf_set_opaque(conf, k->report);
+	rd_kafka_conf_set_error_cb(conf, sg_kafka_error_cb);
+	rd_kafka_conf_set_log_cb(conf, sg_kafka_log_cb);
+
+	if (!AcquireExternalFD())
+	{
+		rd_kafka_conf_destroy(conf);
+		KafkaClose(k);
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to Kafka server \"%s\"", server),
+				 errdetail("There are too many open files on the local server.")));
+	}
+	if (!AcquireExternalFD())
+	{
+		ReleaseExternalFD();
+		rd_kafka_conf_destroy(conf);
+		KafkaClose(k);
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to Kafka server \"%s\"", server),
+				 errdetail("There are too many open files on the local server.")));
+	}
+	if (pipe2(k->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0)
+	{
+		ReleaseExternalFD();
+		ReleaseExternalFD();
+		k->pipe_fd[0] = k->pipe_fd[1] = -1;
+		rd_kafka_conf_destroy(conf);
+		KafkaClose(k);
+		ereport(ERROR,
+				(errcode_for_socket_access(),
+				 errmsg("could not create a pipe: %m")));
+	}
+
+	/* librdkafka's threads start with every signal blocked */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rk == NULL)
+	{
+		/* conf is freed by rd_kafka_new only on success */
+		rd_kafka_conf_destroy(conf);
+		KafkaClose(k);
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not create a Kafka client for server \"%s\"", server),
+				 errdetail("librdkafka: %s", errstr)));
+	}
+	k->rk = rk;
+	/* logs and errors, too, are served by our polls of the consumer queue */
+	rd_kafka_poll_set_consumer(rk);
+	(void) rd_kafka_set_log_queue(rk, NULL);
+	k->queue = rd_kafka_queue_get_consumer(rk);
+	rd_kafka_queue_io_event_enable(k->queue, k->pipe_fd[1], "1", 1);
+	return k;
+}
+
+/* what the reaper thread needs: malloc'd */
+typedef struct SgKafkaReaper
+{
+	rd_kafka_t *rk;
+	SgKafkaReport *report;
+} SgKafkaReaper;
+
+/*
+ * The end of a client, on a thread of its own: librdkafka's destroy joins
+ * its threads, which can take long or, as seen with the mock cluster after
+ * a topic error, never end.  Only librdkafka calls and free() here.
+ */
+static void *
+sg_kafka_reap(void *arg)
+{
+	SgKafkaReaper *r = (SgKafkaReaper *) arg;
+
+	(void) rd_kafka_assign(r->rk, NULL);
+	rd_kafka_destroy_flags(r->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	pthread_mutex_destroy(&r->report->lock);
+	free(r->report);
+	free(r);
+	return NULL;
+}
+
+/*
+ * Close a client without waiting for it: its queue and pending message
+ * now, then librdkafka's destroy on a detached thread (all signals
+ * blocked) that frees the report area when it is done.  If that thread
+ * cannot be started, the destroy runs here.
+ */
+void
+KafkaClose(SgKafka *k)
+{
+	SgKafkaReaper *r = NULL;
+
+	if (k == NULL)
+		return;
+	if (k->current)
+		rd_kafka_message_destroy(k->current);
+	k->current = NULL;
+	if (k->queue)
+	{
+		rd_kafka_queue_io_event_enable(k->queue, -1, NULL, 0);
+		rd_kafka_queue_destroy(k->queue);
+	}
+	if (k->rk)
+		r = malloc(sizeof(SgKafkaReaper));
+	if (r)
+	{
+		pthread_t	thread;
+		pthread_attr_t attr;
+		sigset_t	all,
+					old;
+		int			rc;
+
+		r->rk = k->rk;
+		r->report = k->report;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&thread, &attr, sg_kafka_reap, r);
+		pthread_attr_destroy(&attr);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc == 0)
+		{
+			k->rk = NULL;
+			k->report = NULL;
+		}
+		else
+			free(r);
+	}
+	if (k->rk)
+		rd_kafka_destroy_flags(k->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	if (k->pipe_fd[0] >= 0)
+	{
+		close(k->pipe_fd[0]);
+		close(k->pipe_fd[1]);
+		ReleaseExternalFD();
+		ReleaseExternalFD();
+	}
+	if (k->report)
+	{
+		pthread_mutex_destroy(&k->report->lock);
+		free(k->report);
+	}
+	pfree(k);
+}
+
+TimestampTz
+KafkaDeadline(void)
+{
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), sg_remote_timeout_ms);
+}
+
+/* between two bounded librdkafka calls */
+static void
+sg_kafka_tick(void)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (!PostmasterIsAlive())
+		proc_exit(1);
+}
+
+static int
+sg_kafka_sqlstate(rd_kafka_resp_err_t err)
+{
+	switch (err)
+	{
+		case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+		case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+		case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+			return ERRCODE_UNDEFINED_OBJECT;
+		case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+		case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+		case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+			return ERRCODE_INSUFFICIENT_PRIVILEGE;
+		case RD_KAFKA_RESP_ERR__AUTHENTICATION:
+		case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
+			return ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
+		case RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE:
+		case RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET:
+			return ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+		case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+		case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
+			return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+		default:
+			return ERRCODE_CONNECTION_FAILURE;
+	}
+}
+
+/*
+ * Raise a Kafka error: the server's name and what we were doing, Kafka's
+ * error name and code, and the last thing librdkafka reported.
+ */
+void
+KafkaRaise(SgKafka *k, rd_kafka_resp_err_t err, const char *what)
+{
+	char		last[256];
+
+	KafkaLastError(k, last, sizeof(last));
+	ereport(ERROR,
+			(errcode(sg_kafka_sqlstate(err)),
+			 errmsg("Kafka server \"%s\": %s: %s", k->server, what, rd_kafka_err2str(err)),
+			 errdetail("Kafka error %s (%d).%s%s", rd_kafka_err2name(err), (int) err,
+					   last[0] ? " Last client report: " : "", last)));
+}
+
+/*
+ * The number of partitions of `topic`, from a metadata request; raises an
+ * error when the topic does not exist or no broker answered before
+ * `deadline`.
+ */
+int
+KafkaTopicPartitions(SgKafka *k, const char *topic, TimestampTz deadline)
+{
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(k->rk, topic, NULL);
+	rd_kafka_resp_err_t err;
+
+	if (rkt == NULL)
+		KafkaRaise(k, rd_kafka_last_error(), psprintf("topic \"%s\"", topic));
+	for (;;)
+	{
+		const struct rd_kafka_metadata *md = NULL;
+		int			n = -1;
+
+		PG_TRY();
+		{
+			sg_kafka_tick();
+		}
+		PG_CATCH();
+		{
+			/* a topic handle left behind would hold up the client's end */
+			rd_kafka_topic_destroy(rkt);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		err = rd_kafka_metadata(k->rk, 0, rkt, &md, SG_KAFKA_STEP_MS);
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+		{
+			if (md->topic_cnt == 1)
+			{
+				err = md->topics[0].err;
+				if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+					n = md->topics[0].partition_cnt;
+			}
+			else
+				err = RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+			rd_kafka_metadata_destroy(md);
+			if (n > 0)
+			{
+				rd_kafka_topic_destroy(rkt);
+				return n;
+			}
+			/* a leader election in progress is retried; the rest is final */
+			if (err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE &&
+				err != RD_KAFKA_RESP_ERR_NO_ERROR)
+			{
+				rd_kafka_topic_destroy(rkt);
+				KafkaRaise(k, err, psprintf("topic \"%s\"", topic));
+			}
+		}
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			rd_kafka_topic_destroy(rkt);
+		{
+			char		last[256];
+
+			KafkaLastError(k, last, sizeof(last));
+			KafkaRaise(k, err ? err : RD_KAFKA_RESP_ERR__TIMED_OUT,
+					   psprintf("no metadata for topic \"%s\" within streamguard.remote_timeout (%d ms)%s%s",
+								topic, sg_remote_timeout_ms, last[0] ? " (client: " : "", last[0] ? psprintf("%s)", last) : ""));
+		}
+		}
+	}
+}
+
+/*
+ * The end of a partition for a read_committed reader (its last stable
+ * offset), asked of the broker, within `deadline`; its start in *start
+ * when not NULL.
+ */
+int64
+KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, TimestampTz deadline, int64 *start)
+{
+	for (;;)
+	{
+		int64_t		lo,
+					hi;
+		rd_kafka_resp_err_t err;
+
+		sg_kafka_tick();
+		err = rd_kafka_query_watermark_offsets(k->rk, topic, partition, &lo, &hi, SG_KAFKA_STEP_MS);
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+		{
+			if (start)
+				*start = (int64) lo;
+			return (int64) hi;
+		}
+		if (err != RD_KAFKA_RESP_ERR__TIMED_OUT && err != RD_KAFKA_RESP_ERR__TRANSPORT &&
+			err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE && err != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
+			KafkaRaise(k, err, psprintf("end of partition %d of topic \"%s\"", partition, topic));
+		if (GetCurrentTimestamp() >= deadline)
+			KafkaRaise(k, err, psprintf("no end offset for partition %d of topic \"%s\" within streamguard.remote_timeout (%d ms)",
+										partition, topic, sg_remote_timeout_ms));
+	}
+}
+
+/*
+ * Where the consumer stands in each partition 0 .. n-1 (the offset after
+ * the last message it returned, past transaction markers and aborted
+ * messages a read_committed reader never sees), or -1 when unknown.
+ */
+void
+KafkaPositions(SgKafka *k, const char *topic, int n, int64 *out)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		rd_kafka_topic_partition_list_add(list, topic, i);
+		out[i] = -1;
+	}
+	if (rd_kafka_position(k->rk, list) == RD_KAFKA_RESP_ERR_NO_ERROR)
+		for (i = 0; i < list->cnt; i++)
+			if (list->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR && list->elems[i].offset >= 0 &&
+				list->elems[i].partition >= 0 && list->elems[i].partition < n)
+				out[list->elems[i].partition] = list->elems[i].offset;
+	rd_kafka_topic_partition_list_destroy(list);
+}
+
+/*
+ * Commit `offsets` (partitions 0 .. n-1; negative: skipped) as the
+ * consumer group's offsets, asynchronously, result ignored: a courtesy for
+ * Kafka-side monitoring, never read back.
+ */
+void
+KafkaCommitGroupOffsets(SgKafka *k, const char *topic, int n, const int64 *offsets)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (offsets[i] >= 0)
+			rd_kafka_topic_partition_list_add(list, topic, i)->offset = offsets[i];
+	if (list->cnt > 0)
+		(void) rd_kafka_commit(k->rk, list, 1);
+	rd_kafka_topic_partition_list_destroy(list);
+}
+
+/* the partition's high watermark as last seen in a fetch (no request) */
+bool
+KafkaWatermark(SgKafka *k, const char *topic, int32 partition, int64 *high)
+{
+	int64_t		lo,
+				hi;
+
+	if (rd_kafka_get_watermark_offsets(k->rk, topic, partition, &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+		hi < 0)
+		return false;
+	*high = (int64) hi;
+	return true;
+}
+
+/*
+ * Assign exactly these partitions at these offsets: what was fetched
+ * ahead for an earlier assignment is dropped by librdkafka.
+ */
+void
+KafkaAssign(SgKafka *k, const char *topic, SgKafkaStart *starts, int n)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+	rd_kafka_resp_err_t err;
+	int			i;
+
+	if (k->current)
+		rd_kafka_message_destroy(k->current);
+	k->current = NULL;
+	for (i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(list, topic, starts[i].partition)->offset = starts[i].offset;
+	err = rd_kafka_assign(k->rk, list);
+	rd_kafka_topic_partition_list_destroy(list);
+	if (err)
+		KafkaRaise(k, err, psprintf("assigning the partitions of topic \"%s\"", topic));
+}
+
+static void
+sg_kafka_drain_pipe(SgKafka *k)
+{
+	char		buf[64];
+
+	while (read(k->pipe_fd[0], buf, sizeof(buf)) > 0)
+		;
+}
+
+/*
+ * The next message or consumer error, waiting at most `timeout_ms` (0: do
+ * not wait) on the queue's pipe and our latch; NULL when none came.  The
+ * message stays the handle's until KafkaMessageDone or the next call.
+ */
+rd_kafka_message_t *
+KafkaPoll(SgKafka *k, long timeout_ms, uint32 wait_event)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+
+	KafkaMessageDone(k);
+	for (;;)
+	{
+		rd_kafka_message_t *m;
+		long		left;
+		int			rc;
+
+		sg_kafka_drain_pipe(k);
+		m = rd_kafka_consumer_poll(k->rk, 0);
+		if (m != NULL)
+		{
+			k->current = m;
+			return m;
+		}
+		left = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+		if (left <= 0)
+			return NULL;
+		rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							   k->pipe_fd[0], left, wait_event);
+		if (rc & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+}
+
+void
+KafkaMessageDone(SgKafka *k)
+{
+	if (k->current)
+		rd_kafka_message_destroy(k->current);
+	k->current = NULL;
+}

@@ -1,0 +1,513 @@
+/*-------------------------------------------------------------------------
+ *
+ * sg_mock_broker.c
+ *		A Kafka test broker for the TAP tests: librdkafka's in-process mock
+ *		cluster, on loopback, driven by commands on stdin.
+ *
+ * Built by "make test/kafka/sg_mock_broker" (never installed).  On start it
+ * prints "bootstrap <host:port,...>" and then answers each command line
+ * with one line, "ok [...]" or "error <text>".  It stays up until killed,
+ * "quit", or the end of its standard input.
+ *
+ * Commands (a key "-" means no key; VALUE is the rest of the line, raw):
+ *	topic NAME NPARTS				create a topic
+ *	produce TOPIC PART KEY VALUE	one message, acknowledged before "ok"
+ *	produce_header TOPIC PART KEY HNAME HVALUE VALUE
+ *									the same with one header
+ *	produce_json TOPIC N [FROM]		N keyed JSON messages {"i":i} for
+ *									i = FROM .. FROM+N-1 (FROM default 0),
+ *									key "k<i>", partition i % NPARTS
+ *	produce_big TOPIC PART BYTES	one JSON message {"big":"xxx..."} of
+ *									about BYTES bytes
+ *	txn TOPIC PART N commit|abort	N messages {"txn":i} in one
+ *									transaction, committed or aborted
+ *	watermarks TOPIC PART			"ok <low> <high>"
+ *	committed GROUP TOPIC NPARTS	the group's committed offsets,
+ *									"ok <p0> <p1> ..." (-1001: none)
+ *	down BROKER / up BROKER			a mock broker stops / resumes
+ *									answering (connections are refused)
+ *	rtt BROKER MS					a mock broker's round-trip delay
+ *	error APIKEY CODE COUNT			the next COUNT requests of that API
+ *									(by number) fail with error CODE
+ *	topic_error TOPIC CODE			the topic's metadata carries CODE
+ *	quit
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+static rd_kafka_t *host;
+static rd_kafka_mock_cluster_t *mc;
+static char bootstraps[1024];
+static rd_kafka_t *producer;
+static rd_kafka_t *txn_producer;
+
+static void
+quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	(void) rk;
+	(void) level;
+	(void) fac;
+	(void) buf;
+}
+
+static rd_kafka_t *
+make_producer(const char *txn_id)
+{
+	char		err[512];
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_t *rk;
+
+	rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps, err, sizeof(err));
+	rd_kafka_conf_set(conf, "message.max.bytes", "20000000", err, sizeof(err));
+	rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err));
+	rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err));
+	if (txn_id)
+		rd_kafka_conf_set(conf, "transactional.id", txn_id, err, sizeof(err));
+	rd_kafka_conf_set_log_cb(conf, quiet_log);
+	rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+	if (!rk)
+	{
+		fprintf(stderr, "sg_mock_broker: producer: %s\n", err);
+		exit(1);
+	}
+	return rk;
+}
+
+/* produce one message and wait for its acknowledgement */
+static int
+produce_hdr(rd_kafka_t *rk, const char *topic, int part, const char *key,
+			const char *value, size_t vlen, const char *hname, const char *hvalue,
+			char *why, size_t whylen)
+{
+	rd_kafka_resp_err_t err;
+	rd_kafka_headers_t *hdrs = NULL;
+
+	if (hname)
+	{
+		hdrs = rd_kafka_headers_new(1);
+		rd_kafka_header_add(hdrs, hname, -1, hvalue, -1);
+	}
+	err = rd_kafka_producev(rk,
+							RD_KAFKA_V_TOPIC(topic),
+							RD_KAFKA_V_PARTITION(part),
+							RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+							RD_KAFKA_V_VALUE((void *) value, vlen),
+							RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+							RD_KAFKA_V_HEADERS(hdrs),
+							RD_KAFKA_V_END);
+	if (err && hdrs)
+		rd_kafka_headers_destroy(hdrs);
+	if (err)
+	{
+		snprintf(why, whylen, "%s", rd_kafka_err2name(err));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+produce_one(rd_kafka_t *rk, const char *topic, int part, const char *key,
+			const char *value, size_t vlen, char *why, size_t whylen)
+{
+	return produce_hdr(rk, topic, part, key, value, vlen, NULL, NULL, why, whylen);
+}
+
+static int
+flush_all(rd_kafka_t *rk, char *why, size_t whylen)
+{
+	rd_kafka_resp_err_t err = rd_kafka_flush(rk, 30000);
+
+	if (err)
+	{
+		snprintf(why, whylen, "flush: %s", rd_kafka_err2name(err));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+topic_partitions(const char *topic)
+{
+	const struct rd_kafka_metadata *md;
+	rd_kafka_topic_t *t = rd_kafka_topic_new(producer, topic, NULL);
+	int			n = -1;
+
+	if (rd_kafka_metadata(producer, 0, t, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		if (md->topic_cnt == 1 && md->topics[0].err == 0)
+			n = md->topics[0].partition_cnt;
+		rd_kafka_metadata_destroy(md);
+	}
+	rd_kafka_topic_destroy(t);
+	return n;
+}
+
+static void
+command(char *line)
+{
+	char		why[512] = "";
+	char	   *cmd = strtok(line, " ");
+
+	if (cmd == NULL)
+	{
+		printf("error empty command\n");
+		return;
+	}
+	if (strcmp(cmd, "topic") == 0)
+	{
+		char	   *name = strtok(NULL, " ");
+		char	   *n = strtok(NULL, " ");
+		rd_kafka_resp_err_t err;
+
+		if (!name || !n)
+		{
+			printf("error usage: topic NAME NPARTS\n");
+			return;
+		}
+		err = rd_kafka_mock_topic_create(mc, name, atoi(n), 1);
+		if (err)
+			printf("error %s\n", rd_kafka_err2name(err));
+		else
+			printf("ok\n");
+	}
+	else if (strcmp(cmd, "produce") == 0)
+	{
+		char	   *topic = strtok(NULL, " ");
+		char	   *part = strtok(NULL, " ");
+		char	   *key = strtok(NULL, " ");
+		char	   *value = strtok(NULL, "");
+
+		if (!topic || !part || !key)
+		{
+			printf("error usage: produce TOPIC PART KEY VALUE\n");
+			return;
+		}
+		if (strcmp(key, "-") == 0)
+			key = NULL;
+		if (produce_one(producer, topic, atoi(part), key, value, value ? strlen(value) : 0, why, sizeof(why)) ||
+			flush_all(producer, why, sizeof(why)))
+			printf("error %s\n", why);
+		else
+			printf("ok\n");
+	}
+	else if (strcmp(cmd, "produce_header") == 0)
+	{
+		char	   *topic = strtok(NULL, " ");
+		char	   *part = strtok(NULL, " ");
+		char	   *key = strtok(NULL, " ");
+		char	   *hname = strtok(NULL, " ");
+		char	   *hvalue = strtok(NULL, " ");
+		char	   *value = strtok(NULL, "");
+
+		if (!topic || !part || !key || !hname || !hvalue)
+		{
+			printf("error usage: produce_header TOPIC PART KEY HNAME HVALUE VALUE\n");
+			return;
+		}
+		if (strcmp(key, "-") == 0)
+			key = NULL;
+		if (produce_hdr(producer, topic, atoi(part), key, value, value ? strlen(value) : 0,
+						hname, hvalue, why, sizeof(why)) ||
+			flush_all(producer, why, sizeof(why)))
+			printf("error %s\n", why);
+		else
+			printf("ok\n");
+	}
+	else if (strcmp(cmd, "produce_json") == 0)
+	{
+		char	   *topic = strtok(NULL, " ");
+		char	   *n = strtok(NULL, " ");
+		char	   *from = strtok(NULL, " ");
+		long		i,
+					start = from ? atol(from) : 0;
+		int			nparts;
+
+		if (!topic || !n)
+		{
+			printf("error usage: produce_json TOPIC N [FROM]\n");
+			return;
+		}
+		nparts = topic_partitions(topic);
+		if (nparts <= 0)
+		{
+			printf("error unknown topic\n");
+			return;
+		}
+		for (i = start; i < start + atol(n); i++)
+		{
+			char		key[32],
+						value[64];
+
+			snprintf(key, sizeof(key), "k%ld", i);
+			snprintf(value, sizeof(value), "{\"i\": %ld}", i);
+			while (produce_one(producer, topic, (int) (i % nparts), key, value, strlen(value), why, sizeof(why)))
+			{
+				if (strcmp(why, "_QUEUE_FULL") != 0)
+					break;
+				rd_kafka_poll(producer, 100);
+				why[0] = '\0';
+			}
+			if (why[0])
+				break;
+		}
+		if (why[0] || flush_all(producer, why, sizeof(why)))
+			printf("error %s\n", why);
+		else
+			printf("ok\n");
+	}
+	else if (strcmp(cmd, "produce_big") == 0)
+	{
+		char	   *topic = strtok(NULL, " ");
+		char	   *part = strtok(NULL, " ");
+		char	   *bytes = strtok(NULL, " ");
+		long		len;
+		char	   *v;
+
+		if (!topic || !part || !bytes || (len = atol(bytes)) < 16)
+		{
+			printf("error usage: produce_big TOPIC PART BYTES\n");
+			return;
+		}
+		v = malloc(len + 1);
+		memcpy(v, "{\"big\":\"", 8);
+		memset(v + 8, 'x', len - 10);
+		memcpy(v + len - 2, "\"}", 2);
+		v[len] = '\0';
+		if (produce_one(producer, topic, atoi(part), "big", v, len, why, sizeof(why)) ||
+			flush_all(producer, why, sizeof(why)))
+			printf("error %s\n", why);
+		else
+			printf("ok\n");
+		free(v);
+	}
+	else if (strcmp(cmd, "txn") == 0)
+	{
+		char	   *topic = strtok(NULL, " ");
+		char	   *part = strtok(NULL, " ");
+		char	   *n = strtok(NULL, " ");
+		char	   *how = strtok(NULL, " ");
+		rd_kafka_error_t *e;
+		long		i;
+
+		if (!topic || !part || !n || !how)
+		{
+			printf("error usage: txn TOPIC PART N commit|abort\n");
+			return;
+		}
+		if (txn_producer == NULL)
+		{
+			txn_producer = make_producer("sg-mock-broker-txn");
+			if ((e = rd_kafka_init_transactions(txn_producer, 30000)))
+			{
+				printf("error init_transactions: %s\n", rd_kafka_error_string(e));
+				rd_kafka_error_destroy(e);
+				rd_kafka_destroy(txn_producer);
+				txn_producer = NULL;
+				return;
+			}
+		}
+		if ((e = rd_kafka_begin_transaction(txn_producer)))
+		{
+			printf("error begin_transaction: %s\n", rd_kafka_error_string(e));
+			rd_kafka_error_destroy(e);
+			return;
+		}
+		for (i = 0; i < atol(n); i++)
+		{
+			char		value[64];
+
+			snprintf(value, sizeof(value), "{\"txn\": %ld, \"how\": \"%s\"}", i, how);
+			if (produce_one(txn_producer, topic, atoi(part), "txn", value, strlen(value), why, sizeof(why)))
+				break;
+		}
+		/* on the broker's log before the end of the transaction */
+		if (!why[0])
+			(void) flush_all(txn_producer, why, sizeof(why));
+		if (why[0])
+			e = rd_kafka_abort_transaction(txn_producer, 30000);
+		else if (strcmp(how, "commit") == 0)
+			e = rd_kafka_commit_transaction(txn_producer, 30000);
+		else
+			e = rd_kafka_abort_transaction(txn_producer, 30000);
+		if (why[0])
+			printf("error %s\n", why);
+		else if (e)
+			printf("error %s\n", rd_kafka_error_string(e));
+		else
+			printf("ok\n");
+		if (e)
+			rd_kafka_error_destroy(e);
+	}
+	else if (strcmp(cmd, "watermarks") == 0)
+	{
+		char	   *topic = strtok(NULL, " ");
+		char	   *part = strtok(NULL, " ");
+		int64_t		lo,
+					hi;
+		rd_kafka_resp_err_t err;
+
+		if (!topic || !part)
+		{
+			printf("error usage: watermarks TOPIC PART\n");
+			return;
+		}
+		err = rd_kafka_query_watermark_offsets(producer, topic, atoi(part), &lo, &hi, 10000);
+		if (err)
+			printf("error %s\n", rd_kafka_err2name(err));
+		else
+			printf("ok %lld %lld\n", (long long) lo, (long long) hi);
+	}
+	else if (strcmp(cmd, "committed") == 0)
+	{
+		char	   *group = strtok(NULL, " ");
+		char	   *topic = strtok(NULL, " ");
+		char	   *n = strtok(NULL, " ");
+		char		err[512];
+		rd_kafka_conf_t *conf;
+		rd_kafka_t *rk;
+		rd_kafka_topic_partition_list_t *list;
+		rd_kafka_resp_err_t e;
+		int			i;
+
+		if (!group || !topic || !n)
+		{
+			printf("error usage: committed GROUP TOPIC NPARTS\n");
+			return;
+		}
+		conf = rd_kafka_conf_new();
+		rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps, err, sizeof(err));
+		rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err));
+		rd_kafka_conf_set_log_cb(conf, quiet_log);
+		rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+		list = rd_kafka_topic_partition_list_new(atoi(n));
+		for (i = 0; i < atoi(n); i++)
+			rd_kafka_topic_partition_list_add(list, topic, i);
+		e = rd_kafka_committed(rk, list, 10000);
+		if (e)
+			printf("error %s\n", rd_kafka_err2name(e));
+		else
+		{
+			printf("ok");
+			for (i = 0; i < list->cnt; i++)
+				printf(" %lld", (long long) list->elems[i].offset);
+			printf("\n");
+		}
+		rd_kafka_topic_partition_list_destroy(list);
+		rd_kafka_destroy(rk);
+	}
+	else if (strcmp(cmd, "down") == 0 || strcmp(cmd, "up") == 0)
+	{
+		char	   *b = strtok(NULL, " ");
+		rd_kafka_resp_err_t err;
+
+		if (!b)
+		{
+			printf("error usage: %s BROKER\n", cmd);
+			return;
+		}
+		err = cmd[0] == 'd' ? rd_kafka_mock_broker_set_down(mc, atoi(b)) :
+			rd_kafka_mock_broker_set_up(mc, atoi(b));
+		if (err)
+			printf("error %s\n", rd_kafka_err2name(err));
+		else
+			printf("ok\n");
+	}
+	else if (strcmp(cmd, "rtt") == 0)
+	{
+		char	   *b = strtok(NULL, " ");
+		char	   *ms = strtok(NULL, " ");
+
+		if (!b || !ms)
+		{
+			printf("error usage: rtt BROKER MS\n");
+			return;
+		}
+		rd_kafka_mock_broker_set_rtt(mc, atoi(b), atoi(ms));
+		printf("ok\n");
+	}
+	else if (strcmp(cmd, "error") == 0)
+	{
+		char	   *api = strtok(NULL, " ");
+		char	   *code = strtok(NULL, " ");
+		char	   *cnt = strtok(NULL, " ");
+		int			i,
+					c;
+
+		if (!api || !code || !cnt)
+		{
+			printf("error usage: error APIKEY CODE COUNT\n");
+			return;
+		}
+		c = atoi(cnt);
+		for (i = 0; i < c; i++)
+			rd_kafka_mock_push_request_errors(mc, atoi(api), 1, (rd_kafka_resp_err_t) atoi(code));
+		printf("ok\n");
+	}
+	else if (strcmp(cmd, "topic_error") == 0)
+	{
+		char	   *topic = strtok(NULL, " ");
+		char	   *code = strtok(NULL, " ");
+
+		if (!topic || !code)
+		{
+			printf("error usage: topic_error TOPIC CODE\n");
+			return;
+		}
+		rd_kafka_mock_topic_set_error(mc, topic, (rd_kafka_resp_err_t) atoi(code));
+		printf("ok\n");
+	}
+	else if (strcmp(cmd, "quit") == 0)
+	{
+		printf("ok\n");
+		fflush(stdout);
+		_exit(0);
+	}
+	else
+		printf("error unknown command \"%s\"\n", cmd);
+}
+
+int
+main(int argc, char **argv)
+{
+	char		err[512];
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	int			nbrokers = argc > 1 ? atoi(argv[1]) : 1;
+	char	   *line = NULL;
+	size_t		cap = 0;
+	ssize_t		len;
+
+	rd_kafka_conf_set_log_cb(conf, quiet_log);
+	host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+	if (!host)
+	{
+		fprintf(stderr, "sg_mock_broker: %s\n", err);
+		return 1;
+	}
+	mc = rd_kafka_mock_cluster_new(host, nbrokers > 0 ? nbrokers : 1);
+	if (!mc)
+	{
+		fprintf(stderr, "sg_mock_broker: could not create the mock cluster\n");
+		return 1;
+	}
+	snprintf(bootstraps, sizeof(bootstraps), "%s", rd_kafka_mock_cluster_bootstraps(mc));
+	producer = make_producer(NULL);
+	printf("bootstrap %s\n", bootstraps);
+	fflush(stdout);
+
+	while ((len = getline(&line, &cap, stdin)) > 0)
+	{
+		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		command(line);
+		fflush(stdout);
+	}
+	/* end of input: the test is over */
+	_exit(0);
+}

@@ -1,0 +1,87 @@
+
+# KafkaMock: the Kafka test broker of the TAP tests (test/kafka/sg_mock_broker,
+# librdkafka's mock cluster on loopback), started and driven from Perl.
+#
+#   my $k = KafkaMock->start;          # builds nothing: make kafka-tools
+#   $k->bootstrap                      # "127.0.0.1:port"
+#   $k->cmd('topic orders 4')          # "ok ..." or dies with the error
+#   $k->try_cmd('...')                 # the answer line, never dies
+#   $k->kill9; $k->stop                # SIGKILL / quit and reap
+#
+# Every command is bounded (60 s); a broker that does not answer is killed
+# and the test dies.  See docs/kafka.md for what the mock cannot model.
+
+package KafkaMock;
+
+use strict;
+use warnings;
+
+use FindBin;
+use IPC::Run ();
+use Test::More;
+
+our $BROKER = "$FindBin::RealBin/../kafka/sg_mock_broker";
+
+sub start
+{
+	my ($class, %opt) = @_;
+	die "$BROKER is missing: run make kafka-tools\n" unless -x $BROKER;
+	my $self = bless { in => '', out => '', err => '' }, $class;
+	$self->{timer} = IPC::Run::timeout(60);
+	$self->{h} = IPC::Run::start([ $BROKER, $opt{brokers} // 1 ],
+		'<', \$self->{in}, '>', \$self->{out}, '2>', \$self->{err}, $self->{timer});
+	my $line = $self->_line;
+	die "sg_mock_broker did not start: $line $self->{err}\n" unless $line =~ /^bootstrap (\S+)$/;
+	$self->{bootstrap} = $1;
+	return $self;
+}
+
+sub bootstrap { return $_[0]->{bootstrap} }
+
+sub pid { return $_[0]->{h}{KIDS}[0]{PID} }
+
+sub _line
+{
+	my ($self) = @_;
+	$self->{timer}->start(60);
+	$self->{h}->pump until $self->{out} =~ s/^([^\n]*)\n//;
+	return $1;
+}
+
+# the broker's answer to one command line, whatever it is
+sub try_cmd
+{
+	my ($self, $line) = @_;
+	$self->{in} .= "$line\n";
+	return $self->_line;
+}
+
+# one command that must succeed: its answer after "ok"
+sub cmd
+{
+	my ($self, $line) = @_;
+	my $answer = $self->try_cmd($line);
+	die "sg_mock_broker: [$line] answered [$answer]\n" unless $answer =~ /^ok ?(.*)$/;
+	return $1;
+}
+
+sub kill9
+{
+	my ($self) = @_;
+	return unless $self->{h};
+	kill 'KILL', $self->pid;
+	eval { $self->{h}->finish };
+	delete $self->{h};
+}
+
+sub stop
+{
+	my ($self) = @_;
+	return unless $self->{h};
+	eval { $self->{in} .= "quit\n"; $self->{h}->finish; 1 } or $self->kill9;
+	delete $self->{h};
+}
+
+sub DESTROY { my ($self) = @_; $self->kill9 if $self->{h}; }
+
+1;
