@@ -840,7 +840,7 @@ RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'sg_window_time'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
-CREATE VIEW streamguard.windows AS
+CREATE VIEW streamguard.windows WITH (security_barrier) AS
 SELECT p.name AS pipeline,
 	   w.kind::text AS kind,
 	   w.size,

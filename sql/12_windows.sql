@@ -371,6 +371,19 @@ SET ROLE sg_win_other;
 SELECT count(*) AS visible FROM streamguard.windows;
 SELECT try($$SELECT streamguard.pause_pipeline('pw')$$);
 RESET ROLE;
+-- nor through a cheap function of their own in a condition on the view (a leaky view)
+CREATE FUNCTION pg_temp.sg_win_leak(text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001
+AS $$BEGIN RAISE WARNING 'leaked: %', $1; RETURN true; END$$;
+GRANT EXECUTE ON FUNCTION pg_temp.sg_win_leak(text) TO sg_win_other;
+SET ROLE sg_win_other;
+SET enable_nestloop = off;
+SET enable_mergejoin = off;
+SELECT count(*) AS visible FROM streamguard.windows WHERE pg_temp.sg_win_leak(pipeline);
+SELECT count(*) AS visible FROM streamguard.windows WHERE pg_temp.sg_win_leak(key);
+RESET enable_nestloop;
+RESET enable_mergejoin;
+RESET ROLE;
+DROP FUNCTION pg_temp.sg_win_leak(text);
 SELECT * FROM streamguard.append('priv_src', '{"ts": "2026-01-01 00:00:01"}');
 SELECT wait_for($$(SELECT last_error FROM streamguard.pipelines WHERE pipeline = 'pw') LIKE 'permission denied%'$$);
 SELECT last_error FROM streamguard.pipelines WHERE pipeline = 'pw';
