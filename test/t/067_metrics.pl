@@ -7,8 +7,10 @@
 #     pipeline, consumer lag, partitions);
 #   - horizon_holders names the backend whose open append holds a partition
 #     back, and metrics() reports its age;
+#   - consumer group members (names with any character, escaped in labels)
+#     and window pipelines are there with their views' numbers;
 #   - a role sees in metrics() only what the views show it: no consumer of
-#     a stream it cannot read.
+#     a stream it cannot read, no window or group member it may not see.
 
 use strict;
 use warnings;
@@ -120,6 +122,37 @@ $holder->finish;
 is($node->safe_psql('postgres', q{SELECT count(*) FROM streamguard.horizon_holders}), '0',
 	'no holder once it rolled back');
 
+# ---------------------------------------- groups, windows (their views' numbers)
+# a member lives as long as its session: keep one open while scraping
+my ($gin, $gout, $gerr) = ('', '', '');
+my $gsession = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres') ],
+	'<', \$gin, '>', \$gout, '2>', \$gerr, IPC::Run::timeout(60));
+$gin .= q{SELECT count(*) FROM streamguard.poll('m_src', 'grp', 5, member => E'we"ird\\\\member\nx');} . "\n";
+$deadline = time + 20;
+$gsession->pump while $gout !~ /^\d+\n/ && time < $deadline;
+like($gout, qr/^5\n/, 'a session polls as a member of group grp');
+$node->safe_psql('postgres', q{
+CREATE TABLE m_win (window_start timestamptz, window_end timestamptz, key text, events numeric);
+SELECT streamguard.create_window_pipeline('m_win', 'm_src', 'm_win', '1 hour');
+});
+ok(wait_for_value($node, q{SELECT open_windows > 0 FROM streamguard.windows WHERE pipeline = 'm_win'}, 't'),
+	'the window pipeline has open windows');
+($types, $samples, $bad, $text) = scrape();
+is_deeply($bad, [], 'well-formed with a member name holding a quote, a backslash and a newline')
+  or diag($text);
+my $mlabels = 'stream="m_src",consumer="grp",member="we\\"ird\\\\member\\nx"';
+is(value($samples, 'streamguard_group_member_partitions', $mlabels), '2',
+	'the member holds both partitions, its name escaped in the label');
+is(value($samples, 'streamguard_group_member_lag_events', $mlabels),
+	$node->safe_psql('postgres', q{SELECT lag_events FROM streamguard.consumer_group_members WHERE consumer = 'grp'}),
+	'member lag as in consumer_group_members');
+ok(value($samples, 'streamguard_group_member_lease_remaining_seconds', $mlabels) > 0, 'its lease has time left');
+is(value($samples, 'streamguard_window_open', 'pipeline="m_win"'),
+	$node->safe_psql('postgres', q{SELECT open_windows FROM streamguard.windows WHERE pipeline = 'm_win'}),
+	'open windows as in the windows view');
+is(value($samples, 'streamguard_window_closed_total', 'pipeline="m_win"'), '0', 'no window closed yet');
+is($types->{streamguard_kafka_lag_messages}, 'gauge', 'the Kafka lag metric is declared (no Kafka pipeline here)');
+
 # ------------------------------------------------------ visibility
 ($types, $samples, $bad) = scrape(user => 'm_other');
 is_deeply($bad, [], 'another role gets well-formed text too');
@@ -127,6 +160,10 @@ ok(!grep({ $_->[0] =~ /consumer="reader"/ } @{ $samples->{streamguard_consumer_l
 	'it sees no consumer of a stream it cannot read');
 ok(defined value($samples, 'streamguard_pipeline_batches_total', 'pipeline="m_pipe"'),
 	'it sees the pipeline counters, as in the pipelines view');
+ok(!exists $samples->{streamguard_window_open}, 'it sees no window of another owner');
+ok(!exists $samples->{streamguard_group_member_partitions}, 'nor the members of a stream it cannot read');
 
+$gin .= "\\q\n";
+$gsession->finish;
 $node->stop;
 done_testing();
