@@ -704,6 +704,23 @@ else
     echo "    MISMATCH: the pipelines' output differs from the committed orders (server left running for inspection)" >&2
 fi
 
+# ------------------------------------------------- sgctl verify ----
+# The same exactly-once check as users run it after an incident: every event
+# of the stream against the sink's rows (duplicates, lost, phantoms), exit
+# status 3 on any.
+if [ -x "$PG_BINDIR/sgctl" ]; then
+    step "The same check from the shell: sgctl verify"
+    say "sgctl verify --stream orders --sink order_events --id \"(payload->>'order_id')::bigint\" --sink-id id"
+    if "$PG_BINDIR/sgctl" -h "$DIR" -p "$PORT" -U postgres -d demo verify --stream orders \
+        --sink order_events --id "(payload->>'order_id')::bigint" --sink-id id | sed 's/^/    /'; then
+        :
+    else
+        ok=0
+        KEEP_RUNNING=1
+        echo "    sgctl verify found a difference (server left running for inspection)" >&2
+    fi
+fi
+
 # ------------------------------------------------------------ done ----
 step "The demo server keeps running"
 say "connect:   psql -h $DIR -p $PORT -U postgres demo"
