@@ -728,57 +728,43 @@ sg_reset_pipeline(PG_FUNCTION_ARGS)
 				 errmsg("seq must be at least 1, got %lld", (long long) PG_GETARG_INT64(1))));
 	SgEnterCatalog(&save);
 	row = PipelineLock(name, caller, true);
-	if (row.stream == NULL && sg_is_kafka_source(row.id))
-	{
-		/* a Kafka source: seq is the next offset to read; none, the beginning */
-		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
-		Datum		values[3];
-		char		nulls[3] = {' ', ' ', ' '};
-
-		if (!PG_ARGISNULL(2))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("reset_pipeline by time is not supported for a Kafka source"),
-					 errhint("Reset to an offset (seq) instead.")));
-		values[0] = Int32GetDatum(row.id);
-		values[1] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
-		nulls[1] = PG_ARGISNULL(3) ? 'n' : ' ';
-		values[2] = Int64GetDatum(PG_ARGISNULL(1) ? -2 : PG_GETARG_INT64(1));
-		PipelineSetState(row.id, row.state, true);
-		if (SPI_execute_with_args("UPDATE streamguard.kafka_position SET next_offset = $3, updated_at = now() "
-								  "WHERE pipeline_id = $1 AND ($2 IS NULL OR partition = $2)",
-								  3, types, values, nulls, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "reset failed");
-		if (!PG_ARGISNULL(3) && SPI_processed == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("partition %d is out of range for the source of pipeline \"%s\"",
-							PG_GETARG_INT32(3), name)));
-		SgLeaveCatalog(&save);
-		PipelineNotifyChange(row.id);
-		PG_RETURN_VOID();
-	}
 	if (row.stream == NULL)
 	{
-		/* a remote source: the positions are ours, in remote_position */
+		/*
+		 * A remote source or a Kafka topic: the positions are ours, one row
+		 * per partition.  A remote position is the last seq read; a Kafka
+		 * one the next offset to read (-2: the beginning).
+		 */
+		bool		kafka = sg_is_kafka_source(row.id);
 		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
 		Datum		values[3];
 		char		nulls[3] = {' ', ' ', ' '};
+		int64		pos;
 
 		if (!PG_ARGISNULL(2))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("reset_pipeline by time is not supported for a remote source"),
-					 errhint("Reset to a seq instead.")));
-		if (!PG_ARGISNULL(1))
-			PipelineCheckRemoteReset(row.id, row.owner, PG_ARGISNULL(3) ? -1 : PG_GETARG_INT32(3),
-								  PG_GETARG_INT64(1));
+					 errmsg("reset_pipeline by time is not supported for a %s source",
+							kafka ? "Kafka" : "remote"),
+					 errhint(kafka ? "Reset to an offset (seq) instead." : "Reset to a seq instead.")));
+		if (kafka)
+			pos = PG_ARGISNULL(1) ? -2 : PG_GETARG_INT64(1);
+		else
+		{
+			if (!PG_ARGISNULL(1))
+				PipelineCheckRemoteReset(row.id, row.owner, PG_ARGISNULL(3) ? -1 : PG_GETARG_INT32(3),
+										 PG_GETARG_INT64(1));
+			pos = PG_ARGISNULL(1) ? 0 : PG_GETARG_INT64(1) - 1;
+		}
 		values[0] = Int32GetDatum(row.id);
 		values[1] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
 		nulls[1] = PG_ARGISNULL(3) ? 'n' : ' ';
-		values[2] = Int64GetDatum(PG_ARGISNULL(1) ? 0 : PG_GETARG_INT64(1) - 1);
+		values[2] = Int64GetDatum(pos);
 		PipelineSetState(row.id, row.state, true);
-		if (SPI_execute_with_args("UPDATE streamguard.remote_position SET position = $3, updated_at = now() "
+		if (SPI_execute_with_args(kafka ?
+								  "UPDATE streamguard.kafka_position SET next_offset = $3, updated_at = now() "
+								  "WHERE pipeline_id = $1 AND ($2 IS NULL OR partition = $2)" :
+								  "UPDATE streamguard.remote_position SET position = $3, updated_at = now() "
 								  "WHERE pipeline_id = $1 AND ($2 IS NULL OR partition = $2)",
 								  3, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "reset failed");
