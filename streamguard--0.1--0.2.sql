@@ -548,20 +548,13 @@ GRANT SELECT ON streamguard.stream_repartitions TO PUBLIC;
 
 -- ------------------------------------------------------ consumer groups
 
--- which member of a consumer group reads each partition (NULL: nobody yet).
--- A poll as a member locks its rows FOR SHARE while its transaction is
--- open; a move locks the row FOR UPDATE SKIP LOCKED: a partition never
--- changes owner under an open transaction of the old one.  The members
--- themselves (leases) live in shared memory.
-CREATE TABLE streamguard.group_assignment (
-	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
-	consumer text NOT NULL,
-	partition int NOT NULL,
-	member text,
-	generation bigint NOT NULL DEFAULT 0,	-- bumped at every move
-	assigned_at timestamptz NOT NULL DEFAULT now(),
-	PRIMARY KEY (stream_id, consumer, partition)
-) WITH (fillfactor = 50);
+-- the member of a consumer group a partition is assigned to (NULL: none),
+-- on the partition's position row: a member's poll locks the row FOR UPDATE
+-- only if it names the member, and a move locks it FOR UPDATE SKIP LOCKED,
+-- so a partition never changes owner under an open transaction that read it
+-- (docs/consumer-groups.md).  The members themselves (leases) live in
+-- shared memory.
+ALTER TABLE streamguard.consumer ADD COLUMN member text;
 
 CREATE FUNCTION streamguard.leave_group(stream text, consumer text, member text)
 RETURNS boolean
@@ -592,14 +585,13 @@ JOIN streamguard.stream s ON s.id = m.stream_id
 LEFT JOIN LATERAL (
 	SELECT array_agg(ga.partition ORDER BY ga.partition) AS partitions,
 		   sum(c.lag_events) AS lag_events
-	FROM streamguard.group_assignment ga
+	FROM streamguard.consumer ga
 	LEFT JOIN streamguard.consumers c
-		   ON c.stream = s.name AND c.consumer = ga.consumer AND c.partition = ga.partition
-	WHERE ga.stream_id = m.stream_id AND ga.consumer = m.consumer AND ga.member = m.member
+		   ON c.stream = s.name AND c.consumer = ga.name AND c.partition = ga.partition
+	WHERE ga.stream_id = m.stream_id AND ga.name = m.consumer AND ga.member = m.member
 ) a ON true
 WHERE streamguard._can_read(m.stream_id);
 
-REVOKE ALL ON streamguard.group_assignment FROM PUBLIC;
 GRANT SELECT ON streamguard.consumer_group_members TO PUBLIC;
 
 -- windows (docs/windows.md): a window pipeline is a pipeline whose SQL

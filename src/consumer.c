@@ -17,9 +17,11 @@
  * conditional lock, for the same reason.
  *
  * A poll with a member name reads only the partitions assigned to that
- * member of the consumer's group: group.c prepares the assignment, and
- * its claim callback locks each partition's assignment row before the
- * position row is locked here (ConsumerFetchClaimed).
+ * member of the consumer's group.  The assignment is the position row's
+ * `member` column: the fetch reads it with the positions, group.c moves
+ * partitions to the member if it is below its share, and the position row
+ * is then locked only if it names the member (ConsumerFetchMember).  One
+ * row lock is both the position lock and the group's fence.
  *
  * Ordering of a read: the horizon is computed first, then a fresh snapshot
  * is taken for the events.  Every seq below the horizon belonged to a
@@ -98,9 +100,14 @@ sg_create_consumer(SgStreamMeta *meta, const char *consumer)
 	return true;
 }
 
-/* Read the unlocked positions of a consumer (fresh snapshot); how many. */
+/*
+ * Read the unlocked positions of a consumer (fresh snapshot); how many.
+ * With owner (a consumer group's fetch), also the member each partition
+ * is assigned to (palloc'd, NULL: none).
+ */
 static int
-sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *present)
+sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *present,
+				  char **owner)
 {
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		values[2];
@@ -112,7 +119,10 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 
 	values[0] = Int32GetDatum(meta->stream_id);
 	values[1] = CStringGetTextDatum(consumer);
-	plan = SgPlanCached(NULL,
+	/* the member column exists from 0.2 on: asked for by member polls only */
+	plan = SgPlanCached(NULL, owner ?
+						"SELECT partition, position, member FROM streamguard.consumer "
+						"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2" :
 						"SELECT partition, position FROM streamguard.consumer "
 						"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 						2, types);
@@ -129,6 +139,8 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 		if (p >= 0 && p < meta->nparts)
 		{
 			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+			if (owner)
+				owner[p] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
 			if (!present[p])
 				found++;
 			present[p] = true;
@@ -394,19 +406,24 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
  * allows (repartition.c).  last_seq[p] receives the last seq read in
  * partition p (or its position when nothing was read), first_seq[p] the
  * first (0 if none).  Only the partitions p with p % nshares = share are read (a pipeline's worker
- * `share` of `nshares`; 1 and 0 read them all).  Runs as the data owner,
- * SPI connected.  Returns the number of events.
+ * `share` of `nshares`; 1 and 0 read them all).  With a member name (a
+ * consumer group's poll), the member first takes its share of the
+ * partitions (group.c) and a position row is locked only if it names the
+ * member: the group's fence.  Runs as the data owner, SPI connected.
+ * Returns the number of events.
  */
 static int
 sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
 		 Tuplestorestate *store, TupleDesc desc, bool skip_locked,
-		 bool advance, int nshares, int share, ConsumerClaimFn claim, void *claim_arg,
+		 bool advance, int nshares, int share, const char *member,
 		 int64 *first_seq, int64 *last_seq)
 {
 	SgStream   *st = HorizonStream(meta->ref.slot);
 	int64	   *pos;
 	bool	   *present;
 	int64	   *cap;
+	char	  **owner = NULL;
+	int		   *order;
 	bool		jumped = false;
 	bool		held = false;
 	bool		moved = false;
@@ -422,13 +439,18 @@ sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
 		first_seq[k] = 0;
 		last_seq[k] = -1;
 	}
-	if (sg_read_positions(meta, consumer, pos, present) < meta->nparts)
+	if (member)
+		owner = palloc0(sizeof(char *) * meta->nparts);
+	if (sg_read_positions(meta, consumer, pos, present, owner) < meta->nparts)
 	{
 		if (!sg_create_consumer(meta, consumer))
 			return 0;
-		(void) sg_read_positions(meta, consumer, pos, present);
+		(void) sg_read_positions(meta, consumer, pos, present, owner);
 	}
+	if (member)
+		GroupRebalance(meta, consumer, member, owner);
 	cap = palloc(sizeof(int64) * meta->nparts);
+	order = palloc(sizeof(int) * meta->nparts);
 
 again:
 	/* per-key order across changes of the partition count (repartition.c) */
@@ -436,10 +458,30 @@ again:
 	for (k = 0; k < meta->nparts; k++)
 		if (cap[k] != PG_INT64_MAX)
 			held = true;
+	/*
+	 * Round robin from a rotating start.  A member tries the partitions
+	 * assigned to it first; the others only if its batch is not full, and
+	 * their lock (below) finds them assigned to another.
+	 */
 	start = (int) (sg_poll_rotor++ % (uint32) meta->nparts);
+	for (k = 0; k < meta->nparts; k++)
+		order[k] = (start + k) % meta->nparts;
+	if (member)
+	{
+		int			n = 0;
+
+		for (k = 0; k < meta->nparts; k++)
+			if (owner[(start + k) % meta->nparts] != NULL &&
+				strcmp(owner[(start + k) % meta->nparts], member) == 0)
+				order[n++] = (start + k) % meta->nparts;
+		for (k = 0; k < meta->nparts; k++)
+			if (owner[(start + k) % meta->nparts] == NULL ||
+				strcmp(owner[(start + k) % meta->nparts], member) != 0)
+				order[n++] = (start + k) % meta->nparts;
+	}
 	for (k = 0; k < meta->nparts && remaining > 0; k++)
 	{
-		int			p = (start + k) % meta->nparts;
+		int			p = order[k];
 		int64		horizon;
 		int64		before;
 		bool		capped;
@@ -449,6 +491,7 @@ again:
 		int			got;
 		Snapshot	snap;
 		Oid			types[4] = {INT4OID, TEXTOID, INT4OID, INT8OID};
+		Oid			lock_types[4] = {INT4OID, TEXTOID, INT4OID, TEXTOID};
 		Datum		values[4];
 		SPIPlanPtr	plan;
 		bool		isnull;
@@ -462,13 +505,28 @@ again:
 		before = capped ? cap[p] + 1 : horizon;
 		if (pos[p] + 1 >= before)
 			continue;			/* nothing readable */
-		if (claim && !claim(claim_arg, p))
-			continue;			/* not ours (consumer group, group.c) */
 
 		values[0] = Int32GetDatum(meta->stream_id);
 		values[1] = CStringGetTextDatum(consumer);
 		values[2] = Int32GetDatum(p);
-		plan = SgPlanCached(NULL, skip_locked ?
+		if (member)
+		{
+			/*
+			 * The fence: only a row that names this member, as its latest
+			 * version says (a row moved since the read above is rechecked),
+			 * and the lock lasts until the caller's transaction ends, so
+			 * the partition cannot move before then (group.c).
+			 */
+			values[3] = CStringGetTextDatum(member);
+			plan = SgPlanCached(NULL,
+								"SELECT position FROM streamguard.consumer "
+								"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+								"AND partition OPERATOR(pg_catalog.=) $3 AND member OPERATOR(pg_catalog.=) $4 "
+								"FOR UPDATE SKIP LOCKED",
+								4, lock_types);
+		}
+		else
+			plan = SgPlanCached(NULL, skip_locked ?
 							"SELECT position FROM streamguard.consumer "
 							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
 							"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE SKIP LOCKED" :
@@ -480,7 +538,7 @@ again:
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "consumer lock failed: %s", SPI_result_code_string(ret));
 		if (SPI_processed == 0)
-			continue;			/* another poll holds this partition */
+			continue;			/* another poll holds it, or another member's */
 		locked_pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		last_seq[p] = locked_pos;
 		if (locked_pos + 1 >= before)
@@ -550,22 +608,20 @@ ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_events,
 			  bool advance, int nshares, int share, int64 *first_seq, int64 *last_seq)
 {
 	return sg_fetch(meta, consumer, max_events, store, desc, skip_locked, advance,
-					nshares, share, NULL, NULL, first_seq, last_seq);
+					nshares, share, NULL, first_seq, last_seq);
 }
 
 /*
- * The same for a poll (SKIP LOCKED, advancing) that reads only the
- * partitions `claim` accepts: called for each partition with something
- * readable, before its position row is locked.
+ * The same for a poll (SKIP LOCKED, advancing) as a member of the
+ * consumer's group: it reads only the partitions assigned to it.
  */
 int
-ConsumerFetchClaimed(SgStreamMeta *meta, const char *consumer, int max_events,
-					 Tuplestorestate *store, TupleDesc desc,
-					 ConsumerClaimFn claim, void *claim_arg,
-					 int64 *first_seq, int64 *last_seq)
+ConsumerFetchMember(SgStreamMeta *meta, const char *consumer, const char *member,
+					int max_events, Tuplestorestate *store, TupleDesc desc,
+					int64 *first_seq, int64 *last_seq)
 {
 	return sg_fetch(meta, consumer, max_events, store, desc, true, true,
-					1, 0, claim, claim_arg, first_seq, last_seq);
+					1, 0, member, first_seq, last_seq);
 }
 
 /*
@@ -617,7 +673,6 @@ sg_poll(PG_FUNCTION_ARGS)
 	long		wait_ms = 0;
 	TimestampTz deadline;
 	char	   *member = NULL;
-	SgGroupClaim claim;
 
 	SgConsumerArgs(fcinfo, "poll", &name, &consumer);
 	InitMaterializedSRF(fcinfo, 0);
@@ -675,9 +730,9 @@ sg_poll(PG_FUNCTION_ARGS)
 		SgBecomeDataOwner(&save, false);
 		if (member)
 		{
-			GroupPrepareFetch(meta, consumer, member, &claim);
-			n = ConsumerFetchClaimed(meta, consumer, max_events, rsinfo->setResult,
-									 rsinfo->setDesc, GroupClaimPartition, &claim, first, last);
+			GroupHeartbeat(meta, consumer, member);
+			n = ConsumerFetchMember(meta, consumer, member, max_events, rsinfo->setResult,
+									rsinfo->setDesc, first, last);
 		}
 		else
 		{

@@ -71,8 +71,6 @@ PG_FUNCTION_INFO_V1(sg_group_members);
 /* views.c: the read-privilege predicate of the views */
 extern Datum sg_can_read(PG_FUNCTION_ARGS);
 
-#define SG_LOCKTAG_GROUP 0x5348 /* advisory lock space: assignment creation */
-
 int			sg_group_lease_ms = 10000;
 int			sg_max_group_members = 1024;
 
@@ -93,6 +91,7 @@ typedef struct SgGroupShared
 {
 	LWLock	   *lock;
 	int			nused;			/* entries in use (0: no group anywhere) */
+	int			hwm;			/* entries at or above this were never used */
 	SgGroupMember members[FLEXIBLE_ARRAY_MEMBER];
 } SgGroupShared;
 
@@ -166,7 +165,7 @@ sg_group_exit(int code, Datum arg)
 	if (sg_groups == NULL)
 		return;
 	LWLockAcquire(sg_groups->lock, LW_EXCLUSIVE);
-	for (i = 0; i < sg_max_group_members; i++)
+	for (i = 0; i < sg_groups->hwm; i++)
 	{
 		SgGroupMember *e = &sg_groups->members[i];
 
@@ -253,7 +252,7 @@ sg_heartbeat(SgStreamMeta *meta, const char *consumer, const char *member)
 		sg_exit_registered = true;
 	}
 	LWLockAcquire(sg_groups->lock, LW_EXCLUSIVE);
-	for (i = 0; i < sg_max_group_members; i++)
+	for (i = 0; i < sg_groups->hwm; i++)
 	{
 		SgGroupMember *e = &sg_groups->members[i];
 
@@ -270,6 +269,8 @@ sg_heartbeat(SgStreamMeta *meta, const char *consumer, const char *member)
 			break;
 		}
 	}
+	if (found == NULL && free_entry == NULL && sg_groups->hwm < sg_max_group_members)
+		free_entry = &sg_groups->members[sg_groups->hwm++];
 	if (found == NULL)
 	{
 		if (free_entry == NULL)
@@ -312,7 +313,7 @@ sg_live_members(SgStreamMeta *meta, const char *consumer, char ***names)
 				j;
 
 	LWLockAcquire(sg_groups->lock, LW_EXCLUSIVE);
-	for (i = 0; i < sg_max_group_members; i++)
+	for (i = 0; i < sg_groups->hwm; i++)
 	{
 		SgGroupMember *e = &sg_groups->members[i];
 
@@ -356,7 +357,7 @@ GroupCheckNotGroup(SgStreamMeta *meta, const char *consumer)
 	catalog_oid = sg_catalog_oid(meta);
 	now = GetCurrentTimestamp();
 	LWLockAcquire(sg_groups->lock, LW_SHARED);
-	for (i = 0; i < sg_max_group_members; i++)
+	for (i = 0; i < sg_groups->hwm; i++)
 	{
 		SgGroupMember *e = &sg_groups->members[i];
 
@@ -375,88 +376,10 @@ GroupCheckNotGroup(SgStreamMeta *meta, const char *consumer)
 
 /* ------------------------------------------------------------ assignment */
 
-typedef struct SgAssignment
-{
-	int			nparts;
-	char	  **owner;			/* per partition: member name, or NULL */
-	bool		complete;		/* a row for every partition */
-} SgAssignment;
-
-/* read the assignment rows (fresh snapshot: committed, and our own) */
-static void
-sg_read_assignment(SgStreamMeta *meta, const char *consumer, SgAssignment *a)
-{
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2];
-	Snapshot	snap;
-	int			ret;
-	int			rows = 0;
-	uint64		i;
-
-	a->nparts = meta->nparts;
-	a->owner = palloc0(sizeof(char *) * meta->nparts);
-	values[0] = Int32GetDatum(meta->stream_id);
-	values[1] = CStringGetTextDatum(consumer);
-	snap = SgFreshSnapshot();
-	ret = SPI_execute_snapshot(SgPlanCached(NULL,
-											"SELECT partition, member FROM streamguard.group_assignment "
-											"WHERE stream_id OPERATOR(pg_catalog.=) $1 "
-											"AND consumer OPERATOR(pg_catalog.=) $2",
-											2, types),
-							   values, NULL, snap, InvalidSnapshot, true, false, 0);
-	UnregisterSnapshot(snap);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "group assignment lookup failed");
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-
-		if (p < 0 || p >= meta->nparts)
-			continue;
-		rows++;
-		a->owner[p] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
-	}
-	SPI_freetuptable(SPI_tuptable);
-	a->complete = (rows == meta->nparts);
-}
-
-/*
- * Create the missing assignment rows (unassigned): on a group's first
- * poll, and after the stream gained partitions.  Returns false if another
- * transaction is creating them right now.
- */
-static bool
-sg_create_assignment(SgStreamMeta *meta, const char *consumer)
-{
-	Oid			types[3] = {INT4OID, TEXTOID, INT4OID};
-	Datum		values[3];
-	LOCKTAG		tag;
-	int			ret;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) meta->stream_id,
-						 hash_bytes((const unsigned char *) consumer, strlen(consumer)),
-						 SG_LOCKTAG_GROUP);
-	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
-		return false;
-	values[0] = Int32GetDatum(meta->stream_id);
-	values[1] = CStringGetTextDatum(consumer);
-	values[2] = Int32GetDatum(meta->nparts);
-	ret = SPI_execute_plan(SgPlanCached(NULL,
-										"INSERT INTO streamguard.group_assignment (stream_id, consumer, partition) "
-										"SELECT $1, $2, p FROM pg_catalog.generate_series(0, $3 OPERATOR(pg_catalog.-) 1) p "
-										"ON CONFLICT DO NOTHING",
-										3, types),
-						   values, NULL, false, 0);
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "group assignment creation failed: %s", SPI_result_code_string(ret));
-	return true;
-}
-
 /*
  * Move partition p from `from` (NULL: unassigned) to `to`, unless a
- * transaction holds its row (the old owner reading it): then it stays,
- * and a later poll tries again.  Returns whether it moved.
+ * transaction holds its position row (the old owner reading it): then it
+ * stays, and a later poll tries again.  Returns whether it moved.
  */
 static bool
 sg_move_partition(SgStreamMeta *meta, const char *consumer, int p, const char *from, const char *to)
@@ -475,14 +398,13 @@ sg_move_partition(SgStreamMeta *meta, const char *consumer, int p, const char *f
 	else
 		nulls[4] = 'n';
 	ret = SPI_execute_plan(SgPlanCached(NULL,
-										"UPDATE streamguard.group_assignment a SET member = $4, "
-										"generation = a.generation OPERATOR(pg_catalog.+) 1, assigned_at = pg_catalog.now() "
-										"FROM (SELECT partition FROM streamguard.group_assignment "
-										"      WHERE stream_id OPERATOR(pg_catalog.=) $1 AND consumer OPERATOR(pg_catalog.=) $2 "
+										"UPDATE streamguard.consumer c SET member = $4 "
+										"FROM (SELECT partition FROM streamguard.consumer "
+										"      WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
 										"      AND partition OPERATOR(pg_catalog.=) $3 AND member IS NOT DISTINCT FROM $5 "
 										"      FOR UPDATE SKIP LOCKED) l "
-										"WHERE a.stream_id OPERATOR(pg_catalog.=) $1 AND a.consumer OPERATOR(pg_catalog.=) $2 "
-										"AND a.partition OPERATOR(pg_catalog.=) l.partition",
+										"WHERE c.stream_id OPERATOR(pg_catalog.=) $1 AND c.name OPERATOR(pg_catalog.=) $2 "
+										"AND c.partition OPERATOR(pg_catalog.=) l.partition",
 										5, types),
 						   values, nulls, false, 0);
 	if (ret != SPI_OK_UPDATE)
@@ -511,15 +433,18 @@ sg_member_index(SgMemberCount *mc, int n, const char *name)
 }
 
 /*
- * Pull this member's share of the partitions (see the banner).  a->owner
- * is updated with what moved.
+ * Before a member's fetch reads: take its share of the partitions (see
+ * the banner).  owner[p] is the member the position row of partition p
+ * names (NULL: none), as the fetch read it with a fresh snapshot; it is
+ * updated with what moved.  Runs as the data owner, SPI connected.
  */
-static void
-sg_rebalance(SgStreamMeta *meta, const char *consumer, const char *me, SgAssignment *a,
-			 char **live, int nlive)
+void
+GroupRebalance(SgStreamMeta *meta, const char *consumer, const char *me, char **owner)
 {
-	SgMemberCount *mc = palloc0(sizeof(SgMemberCount) * nlive);
-	int		   *order = palloc(sizeof(int) * nlive);
+	SgMemberCount *mc;
+	int		   *order;
+	char	  **live;
+	int			nlive;
 	int			q,
 				r,
 				i,
@@ -527,6 +452,9 @@ sg_rebalance(SgStreamMeta *meta, const char *consumer, const char *me, SgAssignm
 				self,
 				want;
 
+	nlive = sg_live_members(meta, consumer, &live);
+	mc = palloc0(sizeof(SgMemberCount) * Max(nlive, 1));
+	order = palloc(sizeof(int) * Max(nlive, 1));
 	self = -1;
 	for (i = 0; i < nlive; i++)
 	{
@@ -536,16 +464,16 @@ sg_rebalance(SgStreamMeta *meta, const char *consumer, const char *me, SgAssignm
 	}
 	if (self < 0)
 		return;					/* our lease ran out between the calls */
-	for (i = 0; i < a->nparts; i++)
+	for (i = 0; i < meta->nparts; i++)
 	{
-		j = sg_member_index(mc, nlive, a->owner[i]);
+		j = sg_member_index(mc, nlive, owner[i]);
 		if (j >= 0)
 			mc[j].count++;
 	}
 
 	/* targets: the r members holding most get the ceiling (ties: by name) */
-	q = a->nparts / nlive;
-	r = a->nparts % nlive;
+	q = meta->nparts / nlive;
+	r = meta->nparts % nlive;
 	for (i = 0; i < nlive; i++)
 		order[i] = i;
 	for (i = 1; i < nlive; i++)
@@ -564,25 +492,25 @@ sg_rebalance(SgStreamMeta *meta, const char *consumer, const char *me, SgAssignm
 		return;
 
 	/* first what no live member holds */
-	for (i = 0; i < a->nparts && want > 0; i++)
+	for (i = 0; i < meta->nparts && want > 0; i++)
 	{
-		if (sg_member_index(mc, nlive, a->owner[i]) >= 0)
+		if (sg_member_index(mc, nlive, owner[i]) >= 0)
 			continue;
-		if (sg_move_partition(meta, consumer, i, a->owner[i], me))
+		if (sg_move_partition(meta, consumer, i, owner[i], me))
 		{
-			a->owner[i] = pstrdup(me);
+			owner[i] = pstrdup(me);
 			want--;
 		}
 	}
 	/* then the excess of members above target, their highest partitions */
-	for (i = a->nparts - 1; i >= 0 && want > 0; i--)
+	for (i = meta->nparts - 1; i >= 0 && want > 0; i--)
 	{
-		j = sg_member_index(mc, nlive, a->owner[i]);
+		j = sg_member_index(mc, nlive, owner[i]);
 		if (j < 0 || j == self || mc[j].count <= mc[j].target)
 			continue;
-		if (sg_move_partition(meta, consumer, i, a->owner[i], me))
+		if (sg_move_partition(meta, consumer, i, owner[i], me))
 		{
-			a->owner[i] = pstrdup(me);
+			owner[i] = pstrdup(me);
 			mc[j].count--;
 			want--;
 		}
@@ -590,75 +518,13 @@ sg_rebalance(SgStreamMeta *meta, const char *consumer, const char *me, SgAssignm
 }
 
 /*
- * Before a member's fetch: renew its lease, make sure every partition has
- * an assignment row, take its share, and note the partitions assigned to
- * it (claim->assigned).  Runs as the data owner, SPI connected.
+ * Before a member's fetch: renew its lease (joining if it is not a
+ * member yet).
  */
 void
-GroupPrepareFetch(SgStreamMeta *meta, const char *consumer, const char *member,
-				  SgGroupClaim *claim)
+GroupHeartbeat(SgStreamMeta *meta, const char *consumer, const char *member)
 {
-	SgAssignment a;
-	char	  **live;
-	int			nlive;
-	int			p;
-
 	sg_heartbeat(meta, consumer, member);
-	claim->stream_id = meta->stream_id;
-	claim->consumer = consumer;
-	claim->member = member;
-	claim->nparts = meta->nparts;
-	claim->assigned = palloc0(sizeof(bool) * meta->nparts);
-
-	sg_read_assignment(meta, consumer, &a);
-	if (!a.complete)
-	{
-		if (!sg_create_assignment(meta, consumer))
-			return;				/* being created: nothing assigned this time */
-		sg_read_assignment(meta, consumer, &a);
-	}
-	nlive = sg_live_members(meta, consumer, &live);
-	sg_rebalance(meta, consumer, member, &a, live, nlive);
-	for (p = 0; p < a.nparts; p++)
-		claim->assigned[p] = (a.owner[p] != NULL && strcmp(a.owner[p], member) == 0);
-}
-
-/*
- * The fence, called by the fetch for each partition with something to
- * read, before it locks the position row: lock the assignment row FOR
- * SHARE if it still names this member.  The lock lasts until the
- * caller's transaction ends, and no move (FOR UPDATE) can happen until
- * then.  A row being moved right now is skipped.
- */
-bool
-GroupClaimPartition(void *arg, int partition)
-{
-	SgGroupClaim *claim = (SgGroupClaim *) arg;
-	Oid			types[4] = {INT4OID, TEXTOID, INT4OID, TEXTOID};
-	Datum		values[4];
-	int			ret;
-	bool		locked;
-
-	if (partition < 0 || partition >= claim->nparts || !claim->assigned[partition])
-		return false;
-	values[0] = Int32GetDatum(claim->stream_id);
-	values[1] = CStringGetTextDatum(claim->consumer);
-	values[2] = Int32GetDatum(partition);
-	values[3] = CStringGetTextDatum(claim->member);
-	ret = SPI_execute_plan(SgPlanCached(NULL,
-										"SELECT 1 FROM streamguard.group_assignment "
-										"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND consumer OPERATOR(pg_catalog.=) $2 "
-										"AND partition OPERATOR(pg_catalog.=) $3 AND member OPERATOR(pg_catalog.=) $4 "
-										"FOR SHARE SKIP LOCKED",
-										4, types),
-						   values, NULL, false, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "group assignment lock failed: %s", SPI_result_code_string(ret));
-	locked = (SPI_processed == 1);
-	SPI_freetuptable(SPI_tuptable);
-	pfree(DatumGetPointer(values[1]));
-	pfree(DatumGetPointer(values[3]));
-	return locked;
 }
 
 /* how long a long-polling member may sleep before renewing its lease */
@@ -669,33 +535,20 @@ GroupHeartbeatMs(void)
 }
 
 /*
- * drop_consumer: the group's assignment and members go with the
- * consumer.  Runs as the data owner, SPI connected.
+ * drop_consumer: the group's members go with the consumer (its
+ * assignment is on the position rows, deleted with them).
  */
 void
 GroupForget(SgStreamMeta *meta, const char *consumer)
 {
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2];
 	Oid			catalog_oid;
-	int			ret;
 	int			i;
 
-	/* a 0.1 schema the 0.2 library serves until ALTER EXTENSION ... UPDATE */
-	if (!OidIsValid(get_relname_relid("group_assignment", get_namespace_oid("streamguard", false))))
-		return;
-	values[0] = Int32GetDatum(meta->stream_id);
-	values[1] = CStringGetTextDatum(consumer);
-	ret = SPI_execute_with_args("DELETE FROM streamguard.group_assignment "
-								"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND consumer OPERATOR(pg_catalog.=) $2",
-								2, types, values, NULL, false, 0);
-	if (ret != SPI_OK_DELETE)
-		elog(ERROR, "group assignment delete failed: %s", SPI_result_code_string(ret));
 	if (sg_groups == NULL || sg_groups->nused == 0 || meta->ref.slot < 0)
 		return;
 	catalog_oid = sg_catalog_oid(meta);
 	LWLockAcquire(sg_groups->lock, LW_EXCLUSIVE);
-	for (i = 0; i < sg_max_group_members; i++)
+	for (i = 0; i < sg_groups->hwm; i++)
 	{
 		SgGroupMember *e = &sg_groups->members[i];
 
@@ -744,7 +597,7 @@ sg_leave_group(PG_FUNCTION_ARGS)
 	catalog_oid = sg_catalog_oid(meta);
 
 	LWLockAcquire(sg_groups->lock, LW_EXCLUSIVE);
-	for (i = 0; i < sg_max_group_members; i++)
+	for (i = 0; i < sg_groups->hwm; i++)
 	{
 		SgGroupMember *e = &sg_groups->members[i];
 
@@ -761,13 +614,12 @@ sg_leave_group(PG_FUNCTION_ARGS)
 	values[0] = Int32GetDatum(meta->stream_id);
 	values[1] = CStringGetTextDatum(consumer);
 	values[2] = CStringGetTextDatum(member);
-	ret = SPI_execute_with_args("UPDATE streamguard.group_assignment a SET member = NULL, "
-								"generation = a.generation OPERATOR(pg_catalog.+) 1, assigned_at = pg_catalog.now() "
-								"FROM (SELECT partition FROM streamguard.group_assignment "
-								"      WHERE stream_id OPERATOR(pg_catalog.=) $1 AND consumer OPERATOR(pg_catalog.=) $2 "
+	ret = SPI_execute_with_args("UPDATE streamguard.consumer c SET member = NULL "
+								"FROM (SELECT partition FROM streamguard.consumer "
+								"      WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
 								"      AND member OPERATOR(pg_catalog.=) $3 FOR UPDATE SKIP LOCKED) l "
-								"WHERE a.stream_id OPERATOR(pg_catalog.=) $1 AND a.consumer OPERATOR(pg_catalog.=) $2 "
-								"AND a.partition OPERATOR(pg_catalog.=) l.partition",
+								"WHERE c.stream_id OPERATOR(pg_catalog.=) $1 AND c.name OPERATOR(pg_catalog.=) $2 "
+								"AND c.partition OPERATOR(pg_catalog.=) l.partition",
 								3, types, values, NULL, false, 0);
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "group assignment update failed: %s", SPI_result_code_string(ret));
@@ -799,7 +651,7 @@ sg_group_members(PG_FUNCTION_ARGS)
 	copy = palloc(sizeof(SgGroupMember) * sg_max_group_members);
 	catalog_oid = StreamCatalogOid();
 	LWLockAcquire(sg_groups->lock, LW_SHARED);
-	for (i = 0; i < sg_max_group_members; i++)
+	for (i = 0; i < sg_groups->hwm; i++)
 	{
 		SgGroupMember *e = &sg_groups->members[i];
 

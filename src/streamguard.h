@@ -293,34 +293,21 @@ extern int	ConsumerFetch(SgStreamMeta *meta, const char *consumer, int max_event
 extern void ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 seq);
 extern void ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from);
 extern void ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int64 *last_seq);
-typedef bool (*ConsumerClaimFn) (void *arg, int partition);
-extern int	ConsumerFetchClaimed(SgStreamMeta *meta, const char *consumer, int max_events,
-								 Tuplestorestate *store, TupleDesc desc,
-								 ConsumerClaimFn claim, void *claim_arg,
-								 int64 *first_seq, int64 *last_seq);
+extern int	ConsumerFetchMember(SgStreamMeta *meta, const char *consumer, const char *member,
+								int max_events, Tuplestorestate *store, TupleDesc desc,
+								int64 *first_seq, int64 *last_seq);
 
 /* group.c */
 extern int	sg_group_lease_ms;
 extern int	sg_max_group_members;
-
-/* what a member's fetch may read: GroupPrepareFetch fills it */
-typedef struct SgGroupClaim
-{
-	int32		stream_id;
-	const char *consumer;
-	const char *member;
-	int			nparts;
-	bool	   *assigned;		/* per partition */
-} SgGroupClaim;
 
 extern Size GroupShmemSize(void);
 extern void GroupShmemRequest(void);
 extern void GroupShmemInit(void);
 extern void GroupCheckMember(const char *member);
 extern void GroupCheckNotGroup(SgStreamMeta *meta, const char *consumer);
-extern void GroupPrepareFetch(SgStreamMeta *meta, const char *consumer, const char *member,
-							  SgGroupClaim *claim);
-extern bool GroupClaimPartition(void *arg, int partition);
+extern void GroupHeartbeat(SgStreamMeta *meta, const char *consumer, const char *member);
+extern void GroupRebalance(SgStreamMeta *meta, const char *consumer, const char *member, char **owner);
 extern long GroupHeartbeatMs(void);
 extern void GroupForget(SgStreamMeta *meta, const char *consumer);
 

@@ -127,7 +127,7 @@ like($$outb, qr/got:1\/1$/m, 'an append to its partition wakes the waiting membe
 ok(time - $t0 < 5, '... at once');
 # (b's session ended: b left the group, its assignment stays until taken)
 is($node->safe_psql('postgres', q{SELECT string_agg(partition || ':' || member, ' ' ORDER BY partition)
-	FROM streamguard.group_assignment a JOIN streamguard.stream s ON s.id = a.stream_id WHERE s.name = 'lpg'}),
+	FROM streamguard.consumer a JOIN streamguard.stream s ON s.id = a.stream_id WHERE s.name = 'lpg'}),
 	'0:a 1:b', 'the move of partition 1 to b committed with its poll');
 
 # b waits again, with a 30 s lease (it renews it every 10 s); an append to
