@@ -17,23 +17,25 @@
  * empties the table.  One LWLock protects the array; no catalog access
  * happens while it is held.
  *
- * The assignment is a catalog table, streamguard.group_assignment: a row
- * per (stream, consumer, partition) naming the member that reads it, or
- * NULL.  It is transactional on purpose, because it is the fence:
+ * The assignment is the member column of the consumer's position rows
+ * (streamguard.consumer, a row per partition): the member that reads the
+ * partition, or NULL.  It is transactional on purpose, because it is the
+ * fence, and it shares the position's row lock:
  *
- *	- a member's poll reads a partition only after locking its assignment
- *	  row FOR SHARE with member = itself (SKIP LOCKED: a row being moved is
- *	  skipped), before it locks the position row;
+ *	- a member's poll locks a position row (FOR UPDATE SKIP LOCKED, as every
+ *	  poll does) only if it names the member, rechecked on the row's latest
+ *	  version, and holds it until its transaction ends (consumer.c);
  *	- a partition changes owner only by an UPDATE that first locks the row
  *	  FOR UPDATE SKIP LOCKED, so it never moves while the old owner holds
  *	  it in an open transaction: the move waits for that transaction to
  *	  end (cooperative: revoke, then assign, in one atomic row update).
  *
  * So every position a member commits is for a partition assigned to it at
- * commit time, even when its lease ran out while its transaction was open.
- * Exactly-once itself still rests on the position rows (consumer.c): the
- * position is read and moved under its row lock in the caller's
- * transaction, whoever the caller is.
+ * commit time, even when its lease ran out while its transaction was open;
+ * and a member's poll costs the statements of a plain poll: the member
+ * column comes with the positions the fetch reads anyway.  Exactly-once
+ * itself still rests on the position rows: the position is read and moved
+ * under its row lock in the caller's transaction, whoever the caller is.
  *
  * Rebalancing is pull-based and runs in each member's poll: the member
  * computes its target share of the partitions among the live members
@@ -50,17 +52,12 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
-#include "storage/lmgr.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "streamguard.h"

@@ -35,7 +35,7 @@
 #   BENCH_LONG_CLIENTS=2     long run: concurrent append_batch producers
 #   BENCH_LONG_RETENTION="10 seconds"  long run: retention of its stream (none: no retention)
 #   BENCH_WINDOW_EVENTS=200000  windows benchmark: events aggregated per contender (multiple of 2000)
-#   BENCH_GROUP_EVENTS=200000  consumer group benchmark: events drained per group size
+#   BENCH_GROUP_EVENTS=2000000  consumer group benchmark: events drained per group size
 #   BENCH_START_EVENTS=500000  start benchmark: backlog waiting when a pipeline is created
 #   BENCH_LP_SECONDS=10      long-poll benchmark: producer run per contender (BENCH_LAT_RATE events/s)
 #   BENCH_LP_IDLE=3          long-poll benchmark: idle seconds before the producer, CPU measured
