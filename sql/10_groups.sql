@@ -57,6 +57,11 @@ SELECT sum(committed_seq) = (SELECT sum(m) FROM (SELECT max(seq) m FROM generate
 	LATERAL (SELECT seq FROM streamguard.read('gq', p, 0, 1000)) r GROUP BY p) x) AS all_consumed
 FROM streamguard.consumers WHERE stream = 'gq' AND consumer = 'g';
 
+-- seek moves a position, not the assignment on the same row
+SELECT streamguard.seek('gq', 'g', 0, 1);
+SELECT * FROM assignment;
+SELECT partition, count(*) FROM streamguard.poll('gq', 'g', 100, member => 'c') GROUP BY 1;
+
 -- the stream gains partitions: the next member poll assigns them, and a
 -- second member takes its share, the first keeping what it had
 SELECT streamguard.alter_stream('gq', partitions => 6);
