@@ -1354,6 +1354,7 @@ sub longpoll_report
 #    the first client to the end of the last.  The logged ranges must tile
 #    every partition exactly: no event lost, none twice.
 # ---------------------------------------------------------------------------
+my %GROUP_CPU;   # per contender: its backends' CPU ms per 1,000 events, per repeat
 my %S8 = (1 => 'group of 1 poll client', 2 => 'group of 2 poll clients', 4 => 'group of 4 poll clients',
 	p2 => '2 poll clients without member (0.1 sharing)');
 my $GROUP_MEMBER = q{
@@ -1379,6 +1380,12 @@ BEGIN
 	IF m <> '' THEN
 		PERFORM streamguard.leave_group(st, con, m);
 	END IF;
+	-- the CPU time this backend used (Linux; nothing elsewhere)
+	BEGIN
+		INSERT INTO grp_cpu SELECT split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint;
+	EXCEPTION WHEN OTHERS THEN
+		NULL;
+	END;
 	COMMIT;
 END $$;
 };
@@ -1396,7 +1403,8 @@ sub bench_group
 		my $key = "group|$S8{$k}";
 		my ($clients, $plain) = $k eq 'p2' ? (2, 1) : ($k, 0);
 		if (!$ready) { add_val($key, $have{sg} ? 'ERR' : 'PENDING'); next; }
-		sql('DROP TABLE IF EXISTS grp_log; CREATE TABLE grp_log (partition int, first_seq bigint, last_seq bigint, n int)');
+		sql('DROP TABLE IF EXISTS grp_log, grp_cpu; CREATE TABLE grp_log (partition int, first_seq bigint, last_seq bigint, n int);'
+			. ' CREATE TABLE grp_cpu (ns bigint)');
 		checkpoint();
 		my $con = "grp${k}_r$r";
 		my $t0 = time;
@@ -1417,8 +1425,15 @@ sub bench_group
 		$err //= "polls' ranges: (events, bad ranges) = ($got), expected ($n, 0)" unless $got eq "$n 0";
 		if ($err) { add_val($key, 'ERR'); add_note($key, $err); next; }
 		add_val($key, sprintf('%.1f', $n / $t));
+		# the work done, whatever the load: the CPU time of the clients' backends
+		my $cpu = sql_value("SELECT round(sum(ns) / 1e6 / ($n / 1000.0), 2) FROM grp_cpu HAVING count(*) = $clients") // '';
+		if ($cpu ne '')
+		{
+			push @{ $GROUP_CPU{$key} }, $cpu;
+			$NOTES{$key} = 'backend CPU ms per 1,000 events, per repeat: ' . join(' ', @{ $GROUP_CPU{$key} });
+		}
 	}
-	sql_try('DROP TABLE IF EXISTS grp_log');
+	sql_try('DROP TABLE IF EXISTS grp_log, grp_cpu');
 	drop_stream($stream) if $have{sg};
 	return;
 }
