@@ -527,13 +527,13 @@ again:
 		}
 		else
 			plan = SgPlanCached(NULL, skip_locked ?
-							"SELECT position FROM streamguard.consumer "
-							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
-							"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE SKIP LOCKED" :
-							"SELECT position FROM streamguard.consumer "
-							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
-							"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE",
-							3, types);
+								"SELECT position FROM streamguard.consumer "
+								"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+								"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE SKIP LOCKED" :
+								"SELECT position FROM streamguard.consumer "
+								"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+								"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE",
+								3, types);
 		ret = SPI_execute_plan(plan, values, NULL, false, 0);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "consumer lock failed: %s", SPI_result_code_string(ret));
