@@ -1350,8 +1350,8 @@ sub longpoll_report
 #    transaction), drain
 #    BENCH_GROUP_EVENTS events of a 4-partition stream, in an order rotating
 #    from repeat to repeat; for reference, 2 clients polling the same consumer
-#    without member names (partitions shared by SKIP LOCKED, as in 0.1).  events/s = events / wall time from the start of
-#    the first client to the end of the last.  The logged ranges must tile
+#    without member names (partitions shared by SKIP LOCKED, as in 0.1).  events/s = events / wall time from the
+#    moment every client is connected (they wait for a go row) to the end of the last.  The logged ranges must tile
 #    every partition exactly: no event lost, none twice.
 # ---------------------------------------------------------------------------
 my %GROUP_CPU;   # per contender: its backends' CPU ms per 1,000 events, per repeat
@@ -1363,7 +1363,17 @@ LANGUAGE plpgsql AS $$
 DECLARE
 	n int;
 	done bigint;
+	t0 timestamptz := clock_timestamp();
 BEGIN
+	-- connected: say so, and start when every client is (the driver's go)
+	INSERT INTO grp_ready VALUES (1);
+	COMMIT;
+	WHILE NOT EXISTS (SELECT FROM grp_go) LOOP
+		IF clock_timestamp() > t0 + interval '120 s' THEN
+			RAISE EXCEPTION 'no start signal within 120 s';
+		END IF;
+		PERFORM pg_sleep(0.002);
+	END LOOP;
 	LOOP
 		INSERT INTO grp_log (partition, first_seq, last_seq, n)
 		SELECT partition, min(seq), max(seq), count(*)
@@ -1403,14 +1413,20 @@ sub bench_group
 		my $key = "group|$S8{$k}";
 		my ($clients, $plain) = $k eq 'p2' ? (2, 1) : ($k, 0);
 		if (!$ready) { add_val($key, $have{sg} ? 'ERR' : 'PENDING'); next; }
-		sql('DROP TABLE IF EXISTS grp_log, grp_cpu; CREATE TABLE grp_log (partition int, first_seq bigint, last_seq bigint, n int);'
-			. ' CREATE TABLE grp_cpu (ns bigint)');
+		sql('DROP TABLE IF EXISTS grp_log, grp_cpu, grp_ready, grp_go;'
+			. ' CREATE TABLE grp_log (partition int, first_seq bigint, last_seq bigint, n int);'
+			. ' CREATE TABLE grp_cpu (ns bigint); CREATE TABLE grp_ready (x int); CREATE TABLE grp_go (x int)');
 		checkpoint();
 		my $con = "grp${k}_r$r";
-		my $t0 = time;
 		my @pids = map { [ $_, background_call("CALL bench_group_member('$stream', '$con', '" . ($plain ? '' : "m$_")
 			  . "', $n)", "group_${con}_m$_") ] } 1 .. $clients;
 		my $err;
+		# the clock starts once every client is connected (their connections
+		# and process starts are not the drain's work)
+		wait_until(60, 0.005, sub { (sql_value('SELECT count(*) FROM grp_ready') // -1) == $clients })
+		  or $err = 'the clients did not all connect within 60 s';
+		my $t0 = time;
+		sql('INSERT INTO grp_go VALUES (1)');
 		for my $p (@pids)
 		{
 			my $rc = reap($p->[1], $K{BENCH_PIPELINE_TIMEOUT});
@@ -1433,7 +1449,7 @@ sub bench_group
 			$NOTES{$key} = 'backend CPU ms per 1,000 events, per repeat: ' . join(' ', @{ $GROUP_CPU{$key} });
 		}
 	}
-	sql_try('DROP TABLE IF EXISTS grp_log, grp_cpu');
+	sql_try('DROP TABLE IF EXISTS grp_log, grp_cpu, grp_ready, grp_go');
 	drop_stream($stream) if $have{sg};
 	return;
 }
