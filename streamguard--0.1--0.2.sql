@@ -77,6 +77,12 @@ RETURNS SETOF streamguard.event
 AS 'MODULE_PATHNAME', 'sg_poll'
 LANGUAGE C VOLATILE ROWS 100;
 
+-- where read() starts for events appended at or after a time
+CREATE FUNCTION streamguard.seq_at_time(stream text, partition int, at timestamptz)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'sg_seq_at_time'
+LANGUAGE C VOLATILE;
+
 -- the checkpoint log: one row per committed batch, written in the batch's own
 -- transaction, pruned to streamguard.batch_history batches per pipeline
 CREATE TABLE streamguard.pipeline_batch (

@@ -326,6 +326,12 @@ RETURNS SETOF streamguard.event
 AS 'MODULE_PATHNAME', 'sg_read'
 LANGUAGE C VOLATILE ROWS 1000;
 
+-- where read() starts for events appended at or after a time
+CREATE FUNCTION streamguard.seq_at_time(stream text, partition int, at timestamptz)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'sg_seq_at_time'
+LANGUAGE C VOLATILE;
+
 CREATE FUNCTION streamguard.drop_consumer(stream text, consumer text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_drop_consumer'
