@@ -630,6 +630,7 @@ CREATE TABLE streamguard.window_def (
 	windows_closed bigint NOT NULL DEFAULT 0,
 	late_events bigint NOT NULL DEFAULT 0,
 	corrections bigint NOT NULL DEFAULT 0,
+	superseded bigint NOT NULL DEFAULT 0,	-- sessions merged into one starting elsewhere
 	CHECK ((kind = 'hopping') = (slide IS NOT NULL)),
 	CHECK (cardinality(agg_names) = cardinality(agg_funcs)),
 	CHECK ((target IS NULL) <> (target_stream IS NULL)),
@@ -732,7 +733,8 @@ SELECT p.name AS pipeline,
 		WHERE s.pipeline_id = w.pipeline_id AND NOT s.closed) AS open_windows,
 	   w.windows_closed,
 	   w.late_events,
-	   w.corrections
+	   w.corrections,
+	   w.superseded
 FROM streamguard.window_def w
 JOIN streamguard.pipeline p ON p.id = w.pipeline_id
 WHERE streamguard._is_member(p.owner);
