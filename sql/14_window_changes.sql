@@ -25,25 +25,39 @@ SELECT streamguard.drop_pipeline('upd');
 CREATE TABLE sess_live (window_start timestamptz, window_end timestamptz, key text, events numeric,
                         PRIMARY KEY (window_start, key));
 SELECT streamguard.create_stream('live_src', 1);
--- the owner needs DELETE on the target besides INSERT and UPDATE
+-- the owner needs DELETE on the target besides INSERT and UPDATE (and SELECT,
+-- which ON CONFLICT DO UPDATE needs)
 CREATE ROLE sg_live_owner;
-GRANT INSERT, UPDATE ON sess_live TO sg_live_owner;
+GRANT SELECT, INSERT, UPDATE ON sess_live TO sg_live_owner;
 SELECT streamguard.grant_stream('live_src', 'sg_live_owner', 'read');
 SET ROLE sg_live_owner;
 SELECT try($q$SELECT streamguard.create_window_pipeline('live', 'live_src', 'sess_live', '5 s', kind => 'session',
   aggregates => '{"events": "count(*)"}', event_time => $$payload->>'ts'$$, emit => 'on_update')$q$);
 RESET ROLE;
+GRANT DELETE ON sess_live TO sg_live_owner;
+SET ROLE sg_live_owner;
 SELECT streamguard.create_window_pipeline('live', 'live_src', 'sess_live', '5 s', kind => 'session',
   aggregates => '{"events": "count(*)"}', event_time => $$payload->>'ts'$$, emit => 'on_update',
   allowed_lateness => '1 min');
+SELECT streamguard.alter_pipeline('live', max_attempts => 2, retry_backoff => '10 ms');
+RESET ROLE;
 SELECT count(*) FROM streamguard.append_batch('live_src', ARRAY[
   '{"ts": "2026-01-01 00:00:00"}', '{"ts": "2026-01-01 00:00:10"}', '{"ts": "2026-01-01 00:00:01"}']::jsonb[],
   keys => ARRAY['u', 'u', 'v']);
 SELECT wait_for($$(SELECT count(*) FROM sess_live) = 3$$);
 SELECT * FROM sess_live ORDER BY key, window_start;
--- 00:00:03 and 00:00:07 join [00:00, 00:05) and [00:10, 00:15) into one
+-- 00:00:03 and 00:00:07 join [00:00, 00:05) and [00:10, 00:15) into one; the
+-- owner lost DELETE meanwhile: the merge cannot be written, the pipeline
+-- fails after max_attempts with nothing changed; with DELETE back and the
+-- pipeline resumed, the merge is written
+REVOKE DELETE ON sess_live FROM sg_live_owner;
 SELECT count(*) FROM streamguard.append_batch('live_src', ARRAY[
   '{"ts": "2026-01-01 00:00:03"}', '{"ts": "2026-01-01 00:00:07"}']::jsonb[], keys => ARRAY['u', 'u']);
+SELECT wait_for($$(SELECT state FROM streamguard.pipelines WHERE pipeline = 'live') = 'failed'$$);
+SELECT state, last_error FROM streamguard.pipelines WHERE pipeline = 'live';
+SELECT * FROM sess_live ORDER BY key, window_start;
+GRANT DELETE ON sess_live TO sg_live_owner;
+SELECT streamguard.resume_pipeline('live');
 SELECT wait_for($$(SELECT count(*) FROM sess_live) = 2$$);
 SELECT * FROM sess_live ORDER BY key, window_start;
 SELECT open_windows, windows_closed, late_events, corrections, superseded FROM streamguard.windows

@@ -26,9 +26,11 @@
 #   w_scl  the same sessions, emit => 'on_update' into stream `wses_cl` (a
 #          changelog): per window, revisions once each; the latest events
 #          equal the recomputation
-# and one more pipeline of wsrc:
+# and two more pipelines of wsrc:
 #   w_str  event time, tumbling 10 s, appended to stream `wout` (windows of
 #          windows): each window once, equal to the recomputation
+#   w_aps  append time, session gap 200 ms: each session once, equal to the
+#          sessions recomputed from appended_at
 # Two rounds of faults, each fired in a batch with events: a kill -9 of a window pipeline's worker
 # at mid_batch, before_commit (its window rows inserted, not committed) and
 # after_commit (each kill restarts the whole server), injected errors at
@@ -49,7 +51,7 @@ use Test::More;
 use StreamguardTest;
 
 my $node = sg_node('windows');
-my @pipes = qw(w_evt w_hop w_app w_upd w_ses w_scl w_str);
+my @pipes = qw(w_evt w_hop w_app w_upd w_ses w_scl w_str w_aps);
 
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
@@ -89,6 +91,9 @@ SELECT streamguard.create_window_pipeline('w_scl', 'wses', NULL, '8 s', kind => 
 SELECT streamguard.create_window_pipeline('w_str', 'wsrc', NULL, '10 s',
 	aggregates => '{"events": "count(*)", "total": "sum(payload->>''n'')"}',
 	event_time => $$payload->>'ts'$$, target_stream => 'wout', batch_size => 150);
+CREATE TABLE out_aps (LIKE out_evt);
+SELECT streamguard.create_window_pipeline('w_aps', 'wsrc', 'out_aps', '200 ms', kind => 'session',
+	aggregates => '{"events": "count(*)", "total": "sum(payload->>''n'')"}', batch_size => 150);
 });
 ok(wait_pipelines_running($node, \@pipes, 60), 'the window pipelines run');
 
@@ -173,6 +178,7 @@ my @plan = (
 	[ 'kill at before_commit (session changelog)', sub { fault_round('before_commit_scl', 'w_scl', 'before_commit') } ],
 	[ 'kill at before_commit (target stream)', sub { fault_round('before_commit_str', 'w_str', 'before_commit') } ],
 	[ 'kill at after_commit (target stream)', sub { fault_round('after_commit_str', 'w_str', 'after_commit') } ],
+	[ 'kill at before_commit (append-time sessions)', sub { fault_round('before_commit_aps', 'w_aps', 'before_commit') } ],
 	[ 'errors at before_commit (isolation)', sub { fault_round('errors', 'w_evt', 'before_commit', 'error', 4) } ],
 	[ 'immediate restart', sub {
 		produce();
@@ -253,7 +259,7 @@ SELECT count(*) FROM (
 FULL JOIN out_app o ON o.window_start = r.ws AND o.key = r.key
 WHERE o.events IS DISTINCT FROM r.events OR o.total IS DISTINCT FROM r.total
    OR o.window_end IS DISTINCT FROM r.ws + interval '300 ms'}), '0', 'w_app: the windows equal the recomputation');
-is($node->safe_psql('postgres', "SELECT sum(late_events) FROM streamguard.windows WHERE pipeline IN ('w_evt', 'w_hop', 'w_app', 'w_str')"), '0',
+is($node->safe_psql('postgres', "SELECT sum(late_events) FROM streamguard.windows WHERE pipeline IN ('w_evt', 'w_hop', 'w_app', 'w_str', 'w_aps')"), '0',
 	'no event was late in wsrc');
 
 # w_upd: the last revision of every window equals the recomputation from wlate
@@ -295,6 +301,23 @@ FULL JOIN (SELECT key, (payload->>'window_start')::timestamptz AS ws, (payload->
 WHERE o.events IS DISTINCT FROM r.events OR o.total IS DISTINCT FROM r.total
    OR o.we IS DISTINCT FROM r.ws + interval '10 s'}), '0', 'w_str: each window appended once, equal to the recomputation');
 
+# w_aps: sessions recomputed from appended_at (gaps and islands, gap 200 ms)
+ok(wait_for_value($node, "SELECT sum(events) FROM out_aps", $next + 3, 120),
+	'w_aps: every event in a closed append-time session');
+is($node->safe_psql('postgres', "SELECT count(*) FROM (SELECT 1 FROM out_aps GROUP BY window_start, key HAVING count(*) > 1) d"),
+	'0', 'out_aps: each session emitted once');
+is($node->safe_psql('postgres', qq{
+SELECT count(*) FROM (
+	SELECT key, min(appended_at) AS ws, max(appended_at) + interval '200 ms' AS we, count(*) AS events,
+	       sum((payload->>'n')::numeric) AS total
+	FROM (SELECT e1.*, sum(brk) OVER (PARTITION BY key ORDER BY appended_at, partition, seq) AS isl
+	      FROM (SELECT e.*, CASE WHEN appended_at < lag(appended_at) OVER (PARTITION BY key ORDER BY appended_at, partition, seq)
+	                             + interval '200 ms' THEN 0 ELSE 1 END AS brk FROM $events e) e1) e2
+	GROUP BY key, isl) r
+FULL JOIN out_aps o ON o.window_start = r.ws AND o.key = r.key
+WHERE o.events IS DISTINCT FROM r.events OR o.total IS DISTINCT FROM r.total
+   OR o.window_end IS DISTINCT FROM r.we}), '0', 'w_aps: the sessions equal the recomputation');
+
 # w_ses and w_scl: sessions recomputed from wses (gaps and islands, gap 8 s)
 my $ses_events = q{
 (SELECT * FROM streamguard.read('wses', 0, 0, 100000)
@@ -329,7 +352,7 @@ my $changelog = q{
 (SELECT key, (payload->>'window_start')::timestamptz AS window_start, (payload->>'window_end')::timestamptz AS window_end,
         (payload->>'revision')::int AS revision, (payload->>'retracted')::boolean AS retracted,
         (payload->>'events')::numeric AS events, (payload->>'total')::numeric AS total
- FROM streamguard.read('wses_cl', 0, 0, 1000000))};
+ FROM streamguard.read('wses_cl', 0, 0, 100000) WHERE key <> 'flush')};
 ok(wait_for_value($node, qq{
 SELECT sum(events) FROM (SELECT DISTINCT ON (window_start, key) * FROM $changelog c
                          ORDER BY window_start, key, revision DESC) l WHERE NOT retracted}, $ses_total, 120),
