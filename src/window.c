@@ -21,14 +21,19 @@
  *	2. merges the rows into streamguard.window_state with one upsert (one
  *	   accumulator per aggregate; sessions are merged in SQL, gaps and
  *	   islands); corrected windows come out of it and are emitted again
- *	   with the next revision;
+ *	   with the next revision, and emitted sessions merged into one that
+ *	   starts elsewhere are retracted (on_update: their rows deleted);
+ *	   with on_update, every window the batch changed is then upserted
+ *	   into the target (or appended to the target stream: a changelog),
+ *	   before closing, so that a window closing now has its last figures;
  *	3. moves the watermark and closes every window that ends at or before
  *	   it: its state row is deleted (late 'update': marked closed, deleted
  *	   keep_closed later) with RETURNING, and those rows are inserted into
  *	   the target table as the owner, or appended to the target stream;
  *	4. records the watermark and counters in streamguard.window_def.
  * The positions advance in the same transaction (batch.c), so a crash
- * anywhere either keeps all of it or none of it.
+ * anywhere either keeps all of it or none of it.  An error in these steps
+ * is no event's: after max_attempts the pipeline fails (WindowApplyFailed).
 
  * APPEND TIME.  appended_at is read from the clock after the append's seq
  * was taken under the partition's lock (append.c).  So once a reader has
