@@ -106,10 +106,15 @@ SELECT * FROM streamguard.append('sc_src', '{"ts": "2026-01-01 00:00:29", "n": 6
 SELECT * FROM streamguard.append('sc_src', '{"ts": "2026-01-01 00:00:25", "n": 128}', key => 'w');
 SELECT wait_for($$(SELECT open_windows FROM streamguard.windows WHERE pipeline = 'sc') = 2$$);
 SELECT count(*) FROM sess_corr;
+-- the late w@00:00:19 makes that open session start earlier: the row of
+-- [00:00:22, 00:00:27) it carries is retracted now; the session [00:00:19,
+-- 00:00:34) is emitted when it closes
+SELECT * FROM streamguard.append('sc_src', '{"ts": "2026-01-01 00:00:19", "n": 1024}', key => 'w');
+SELECT wait_for($$(SELECT count(*) FROM sess_corr) = 7$$);
 -- watermark 00:01:00: v's and w's sessions close; u's state is forgotten
 -- (30 s past its end), so u@00:00:01 is too late: dropped and counted
 SELECT * FROM streamguard.append('sc_src', '{"ts": "2026-01-01 00:01:00", "n": 256}', key => 'z');
-SELECT wait_for($$(SELECT count(*) FROM sess_corr) = 8$$);
+SELECT wait_for($$(SELECT count(*) FROM sess_corr) = 9$$);
 SELECT * FROM streamguard.append('sc_src', '{"ts": "2026-01-01 00:00:01", "n": 512}', key => 'u');
 SELECT wait_for($$(SELECT late_events FROM streamguard.windows WHERE pipeline = 'sc') = 1$$);
 SELECT * FROM sess_corr ORDER BY key, window_start, revision;
@@ -126,7 +131,7 @@ FROM (SELECT key, t, n, sum(brk) OVER (PARTITION BY key ORDER BY t) AS isl FROM 
                CASE WHEN (payload->>'ts')::timestamptz < lag((payload->>'ts')::timestamptz)
                       OVER (PARTITION BY key ORDER BY (payload->>'ts')::timestamptz) + interval '5 s'
                     THEN 0 ELSE 1 END AS brk
-        FROM streamguard.read('sc_src', 0, 0, 100) WHERE key <> 'z' AND seq < 9) e) s
+        FROM streamguard.read('sc_src', 0, 0, 100) WHERE key <> 'z' AND seq < 11) e) s
 GROUP BY key, isl ORDER BY key, window_start;
 SELECT streamguard.drop_pipeline('sc');
 

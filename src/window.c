@@ -272,8 +272,10 @@ sg_build_statements(SgWindow *win)
 		 * The statement returns what the caller emits, by `what`:
 		 *	0: a late event (part, seq);
 		 *	1: a session that was emitted and is now part of a session that
-		 *	   starts elsewhere: superseded, with its last figures (on_close:
-		 *	   only closed ones were emitted; on_update: all were);
+		 *	   starts elsewhere: superseded, with its last figures (on_update:
+		 *	   all were emitted; on_close: the closed ones, and open ones with
+		 *	   a revision, which took in a closed session of their start and
+		 *	   so carry its emitted row);
 		 *	2: a changed session that is closed already: its corrected row.
 		 * A merged session's revision is above those of the sessions it took
 		 * in, so that a reader taking the highest revision per (window_start,
@@ -321,7 +323,7 @@ sg_build_statements(SgWindow *win)
 						 win->changelog ? 0 : 1);
 		sg_finals(win, &buf);
 		appendStringInfo(&buf, " FROM j WHERE j.gnew AND j.seq IS NULL AND j.ws" OP("<>") "j.gws%s ",
-						 win->emit == SG_EMIT_ON_CLOSE ? " AND j.closed" : "");
+						 win->emit == SG_EMIT_ON_CLOSE ? " AND (j.closed OR j.revision" OP(">") "0)" : "");
 		appendStringInfoString(&buf, "UNION ALL SELECT 2, NULL, NULL, g.ws, g.we, g.k, g.rev, false");
 		sg_finals(win, &buf);
 		appendStringInfoString(&buf, " FROM g WHERE g.gnew AND g.we" OP("<=") "$2 ORDER BY 1, 5, 4, 6");
