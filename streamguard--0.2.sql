@@ -1090,6 +1090,7 @@ WITH m(name, type, help) AS (VALUES
 	('streamguard_window_closed_total', 'counter', 'Windows closed and emitted.'),
 	('streamguard_window_late_events_total', 'counter', 'Events that came after their window closed.'),
 	('streamguard_window_corrections_total', 'counter', 'Correction rows emitted for closed windows (late => update).'),
+	('streamguard_window_superseded_total', 'counter', 'Emitted sessions merged into a session that starts earlier (retracted, or their rows deleted).'),
 	('streamguard_kafka_lag_messages', 'gauge', 'Messages of the Kafka partition after the pipeline''s stored offset.')
 ),
 -- group members: consumer and member names may hold any character, escaped for a label
@@ -1198,6 +1199,8 @@ s(name, labels, value) AS (
 	UNION ALL SELECT 'streamguard_window_late_events_total', format('pipeline="%s"', pipeline), late_events::text
 	FROM streamguard.windows
 	UNION ALL SELECT 'streamguard_window_corrections_total', format('pipeline="%s"', pipeline), corrections::text
+	FROM streamguard.windows
+	UNION ALL SELECT 'streamguard_window_superseded_total', format('pipeline="%s"', pipeline), superseded::text
 	FROM streamguard.windows
 	UNION ALL SELECT 'streamguard_kafka_lag_messages',
 		format('pipeline="%s",topic="%s",partition="%s"', pipeline, replace(replace(replace(topic, '\', '\\'), '"', '\"'), E'\n', '\n'), partition), lag::text
