@@ -71,6 +71,27 @@ REVOKE ALL ON sess_live FROM sg_live_owner;
 SELECT streamguard.drop_stream('live_src', force => true);
 DROP ROLE sg_live_owner;
 
+-- on_update with late => 'update': a late event that merges closed sessions
+-- deletes the superseded session's row and updates the merged one in place
+CREATE TABLE sess_lu (window_start timestamptz, window_end timestamptz, key text, events numeric,
+                      PRIMARY KEY (window_start, key));
+SELECT streamguard.create_stream('lu_src', 1);
+SELECT streamguard.create_window_pipeline('lu', 'lu_src', 'sess_lu', '5 s', kind => 'session',
+  aggregates => '{"events": "count(*)"}', event_time => $$payload->>'ts'$$, emit => 'on_update',
+  late => 'update', keep_closed => '30 s');
+SELECT count(*) FROM streamguard.append_batch('lu_src', ARRAY[
+  '{"ts": "2026-01-01 00:00:00"}', '{"ts": "2026-01-01 00:00:08"}', '{"ts": "2026-01-01 00:00:30"}']::jsonb[],
+  keys => ARRAY['u', 'u', 'v']);
+SELECT wait_for($$(SELECT windows_closed FROM streamguard.windows WHERE pipeline = 'lu') = 2$$);
+SELECT * FROM sess_lu ORDER BY key, window_start;
+SELECT * FROM streamguard.append('lu_src', '{"ts": "2026-01-01 00:00:04"}', key => 'u');
+SELECT wait_for($$(SELECT count(*) FROM sess_lu) = 2$$);
+SELECT * FROM sess_lu ORDER BY key, window_start;
+SELECT windows_closed, late_events, corrections, superseded FROM streamguard.windows WHERE pipeline = 'lu';
+SELECT streamguard.drop_pipeline('lu');
+SELECT streamguard.drop_stream('lu_src', force => true);
+DROP TABLE sess_lu;
+
 -- sessions with late => 'update': a late event that merges emitted sessions
 -- gives the merged session's row with the next revision, and a row marked
 -- retracted for each emitted session that starts elsewhere; readers take the
