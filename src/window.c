@@ -259,8 +259,10 @@ sg_build_statements(SgWindow *win)
 	{
 		/*
 		 * Sessions: the batch's events, each a session [t, t + gap) of its
-		 * own, and the sessions in the state of the same keys (taken out:
-		 * open ones, and with late 'update' closed ones kept keep_closed),
+		 * own, and the sessions in the state that overlap one of them (taken
+		 * out: open ones, and with late 'update' closed ones kept
+		 * keep_closed; the sessions in the state are disjoint, so one that
+		 * overlaps none of the events cannot join an island with them),
 		 * merged where they overlap (gaps and islands), then put back.
 		 * Lateness is judged on the merged session, as Flink does: an event
 		 * whose own session would be over by the watermark ($2) is on time
@@ -289,7 +291,8 @@ sg_build_statements(SgWindow *win)
 							   "FROM window_rows r GROUP BY r.k, r.ws, r.we, r.seq, r.part), "
 							   "o AS (DELETE FROM streamguard.window_state s "
 							   "WHERE s.pipeline_id" OP("=") "$1 "
-							   "AND EXISTS (SELECT 1 FROM window_rows r WHERE r.k IS NOT DISTINCT FROM s.key) "
+							   "AND EXISTS (SELECT 1 FROM window_rows r WHERE r.k IS NOT DISTINCT FROM s.key "
+							   "AND r.ws" OP("<") "s.window_end AND r.we" OP(">") "s.window_start) "
 							   "RETURNING s.key AS k, s.window_start AS ws, s.window_end AS we, s.events, s.acc, "
 							   "s.closed, s.revision, NULL::pg_catalog.int4 AS part, NULL::pg_catalog.int8 AS seq), "
 							   "a AS (SELECT * FROM n UNION ALL SELECT * FROM o), "
