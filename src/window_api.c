@@ -160,8 +160,11 @@ sg_check_agg_name(const char *name)
  * need), while the definition is at hand.  SPI connected.
  */
 static char *
-sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool revisions, int naggs, Datum *names)
+sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool session, bool revisions, int naggs,
+				Datum *names)
 {
+	bool		retractions = revisions && session;
+	bool		deletes = emit == SG_EMIT_ON_UPDATE && session;
 	List	   *qn = stringToQualifiedNameList(target);
 	Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(qn), NoLock, false);
 	char		kind = get_rel_relkind(relid);
@@ -177,15 +180,17 @@ sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool revisions
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("window target \"%s\" is not a table", target)));
 	if (pg_class_aclcheck(relid, owner, ACL_INSERT) != ACLCHECK_OK ||
-		(emit == SG_EMIT_ON_UPDATE && pg_class_aclcheck(relid, owner, ACL_UPDATE) != ACLCHECK_OK))
+		(emit == SG_EMIT_ON_UPDATE && pg_class_aclcheck(relid, owner, ACL_UPDATE) != ACLCHECK_OK) ||
+		(deletes && pg_class_aclcheck(relid, owner, ACL_DELETE) != ACLCHECK_OK))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for table %s", get_rel_name(relid)),
 				 errdetail("A window pipeline inserts%s its windows' rows as its owner.",
+						   deletes ? ", updates and deletes" :
 						   emit == SG_EMIT_ON_UPDATE ? " and updates" : "")));
 	qual = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
 
-	desc = CreateTemplateTupleDesc(3 + (revisions ? 1 : 0) + naggs);
+	desc = CreateTemplateTupleDesc(3 + (revisions ? 1 : 0) + (retractions ? 1 : 0) + naggs);
 	TupleDescInitEntry(desc, 1, "window_start", TIMESTAMPTZOID, -1, 0);
 	TupleDescInitEntry(desc, 2, "window_end", TIMESTAMPTZOID, -1, 0);
 	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
@@ -196,11 +201,16 @@ sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool revisions
 		TupleDescInitEntry(desc, 4, "revision", INT4OID, -1, 0);
 		appendStringInfoString(&cols, ", revision");
 	}
+	if (retractions)
+	{
+		TupleDescInitEntry(desc, 5, "retracted", BOOLOID, -1, 0);
+		appendStringInfoString(&cols, ", retracted");
+	}
 	for (i = 0; i < naggs; i++)
 	{
 		char	   *n = TextDatumGetCString(names[i]);
 
-		TupleDescInitEntry(desc, 4 + (revisions ? 1 : 0) + i, n, NUMERICOID, -1, 0);
+		TupleDescInitEntry(desc, 4 + (revisions ? 1 : 0) + (retractions ? 1 : 0) + i, n, NUMERICOID, -1, 0);
 		appendStringInfo(&cols, ", %s", quote_identifier(n));
 	}
 	desc = BlessTupleDesc(desc);
@@ -212,6 +222,15 @@ sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool revisions
 	PipelineRegisterBatch(store, desc, 0);
 	if (SPI_execute(sql.data, false, 0) < 0)
 		elog(ERROR, "could not check the window target");
+	if (deletes)
+	{
+		/* merged sessions: the rows of the sessions they took in are deleted */
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "EXPLAIN (COSTS OFF) DELETE FROM %s t USING batch b "
+						 "WHERE t.window_start = b.window_start AND t.key IS NOT DISTINCT FROM b.key", qual);
+		if (SPI_execute(sql.data, false, 0) < 0)
+			elog(ERROR, "could not check the window target");
+	}
 	SPI_unregister_relation("batch");
 	tuplestore_end(store);
 	return qual;
@@ -299,11 +318,6 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("allowed_lateness, idle_timeout and late are for event time"),
 				 errdetail("An append-time window closes when the readable horizon of every partition has passed its end: no event is ever late.")));
-	if (late == SG_LATE_UPDATE && kind == SG_WINDOW_SESSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("late => 'update' is not supported for session windows"),
-				 errdetail("A late event can merge closed sessions; their rows could not be corrected one by one.")));
 	if ((late == SG_LATE_UPDATE) != !PG_ARGISNULL(WA_KEEP_CLOSED))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -311,16 +325,6 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 				 errdetail("It says how long a closed window's state is kept for late events to correct it.")));
 	if (late == SG_LATE_UPDATE)
 		(void) sg_window_interval(fcinfo, WA_KEEP_CLOSED, "keep_closed", false);
-	if (emit == SG_EMIT_ON_UPDATE && target_stream)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("emit => 'on_update' is for a target table"),
-				 errdetail("Windows are appended to a stream once, when they close.")));
-	if (emit == SG_EMIT_ON_UPDATE && kind == SG_WINDOW_SESSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("emit => 'on_update' is not supported for session windows"),
-				 errdetail("Sessions merge, so a session's start moves and its row could not be updated in place.")));
 	if (PG_ARGISNULL(WA_BATCH_SIZE))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -379,8 +383,8 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (target)
-		qual_target = sg_check_target(target, owner, emit, late == SG_LATE_UPDATE && emit == SG_EMIT_ON_CLOSE,
-									  naggs, names);
+		qual_target = sg_check_target(target, owner, emit, kind == SG_WINDOW_SESSION,
+									  late == SG_LATE_UPDATE && emit == SG_EMIT_ON_CLOSE, naggs, names);
 	else
 	{
 		/* the owner appends the windows: it must be allowed to, now and at run time */
