@@ -19,6 +19,26 @@ SELECT wait_for($$(SELECT windows_closed FROM streamguard.windows WHERE pipeline
 SELECT * FROM upd_out ORDER BY window_start, key;
 SELECT streamguard.drop_pipeline('upd');
 
+-- on_update and NULL keys (one group): a unique index that treats NULLs as
+-- distinct would get a new row at every update, so the target is refused;
+-- NULLS NOT DISTINCT (or a NOT NULL key) upserts the NULL key's row
+CREATE TABLE upd_null_bad (window_start timestamptz, window_end timestamptz, key text, events numeric,
+                           UNIQUE (window_start, key));
+SELECT try($q$SELECT streamguard.create_window_pipeline('updn', 'upd_src', 'upd_null_bad', '10 s',
+  aggregates => '{"events": "count(*)"}', event_time => $$payload->>'ts'$$, emit => 'on_update')$q$);
+SELECT count(*) FROM streamguard.pipelines WHERE pipeline = 'updn';
+CREATE TABLE upd_null (window_start timestamptz, window_end timestamptz, key text, events numeric,
+                       UNIQUE NULLS NOT DISTINCT (window_start, key));
+SELECT streamguard.create_window_pipeline('updn', 'upd_src', 'upd_null', '10 s',
+  aggregates => '{"events": "count(*)"}', event_time => $$payload->>'ts'$$, key => 'NULL',
+  emit => 'on_update', start_from => 'end');
+SELECT count(*) FROM streamguard.append_batch('upd_src', ARRAY['{"ts": "2026-01-01 00:01:01"}']::jsonb[]);
+SELECT wait_for($$(SELECT sum(events) FROM upd_null) = 1$$);
+SELECT count(*) FROM streamguard.append_batch('upd_src', ARRAY['{"ts": "2026-01-01 00:01:02"}']::jsonb[]);
+SELECT wait_for($$(SELECT sum(events) FROM upd_null) = 2$$);
+SELECT window_start, key IS NULL AS null_key, events FROM upd_null ORDER BY window_start;
+SELECT streamguard.drop_pipeline('updn');
+
 -- sessions with on_update: a session's row is upserted by (window_start,
 -- key); when sessions merge, the rows of those that started later are
 -- deleted, in the same transaction

@@ -17,9 +17,11 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -31,6 +33,8 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "pipeline.h"
@@ -154,6 +158,57 @@ sg_check_agg_name(const char *name)
 }
 
 /*
+ * With emit => 'on_update' rows are upserted by (window_start, key): a NULL
+ * key (NULL keys form one group) must find its row again.  True when the
+ * target's key column is NOT NULL, or a unique index on exactly these two
+ * columns, without a predicate, treats NULLs as equal (NULLS NOT DISTINCT).
+ */
+static bool
+sg_target_upserts_null_keys(Oid relid)
+{
+	AttrNumber	ws = get_attnum(relid, "window_start");
+	AttrNumber	k = get_attnum(relid, "key");
+	HeapTuple	tup;
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+	bool		ok = false;
+
+	if (ws == InvalidAttrNumber || k == InvalidAttrNumber)
+		return true;			/* the statement check reports it */
+	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid), Int16GetDatum(k));
+	if (HeapTupleIsValid(tup))
+	{
+		ok = ((Form_pg_attribute) GETSTRUCT(tup))->attnotnull;
+		ReleaseSysCache(tup);
+	}
+	if (ok)
+		return true;
+	rel = table_open(relid, AccessShareLock);
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		Form_pg_index idx;
+
+		tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		idx = (Form_pg_index) GETSTRUCT(tup);
+		if (idx->indisunique && idx->indisvalid && idx->indnullsnotdistinct && idx->indnkeyatts == 2 &&
+			heap_attisnull(tup, Anum_pg_index_indpred, NULL) &&
+			((idx->indkey.values[0] == ws && idx->indkey.values[1] == k) ||
+			 (idx->indkey.values[0] == k && idx->indkey.values[1] == ws)))
+			ok = true;
+		ReleaseSysCache(tup);
+		if (ok)
+			break;
+	}
+	list_free(indexes);
+	table_close(rel, AccessShareLock);
+	return ok;
+}
+
+/*
  * The target table, resolved now as the caller: its schema-qualified,
  * quoted name, and a check, by planning the statements that will write it
  * (privileges, columns, types, and for on_update the unique index they
@@ -222,6 +277,13 @@ sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool session, 
 	PipelineRegisterBatch(store, desc, 0);
 	if (SPI_execute(sql.data, false, 0) < 0)
 		elog(ERROR, "could not check the window target");
+	if (emit == SG_EMIT_ON_UPDATE && !sg_target_upserts_null_keys(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				 errmsg("window target \"%s\" would get a new row for a NULL key at every update", target),
+				 errdetail("With emit => 'on_update' rows are upserted by (window_start, key), and its unique index "
+						   "treats NULL keys as distinct."),
+				 errhint("Declare the key column NOT NULL, or the index UNIQUE NULLS NOT DISTINCT (window_start, key).")));
 	if (deletes)
 	{
 		/* merged sessions: the rows of the sessions they took in are deleted */
