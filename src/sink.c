@@ -390,10 +390,26 @@ sg_copy_escape(StringInfo buf, const char *v)
 }
 
 /*
- * BEGIN the batch's remote transaction.  In offsets mode the dead letters
- * an earlier batch left on the sink (sg_sink_dead_letter) go first, once
- * every batch before this one is known to have committed here too: when
- * this batch's transaction did not have to settle anything (SinkResolve).
+ * offsets mode: whether this batch's remote transaction removes the dead
+ * letters an earlier batch left on the sink (sg_sink_dead_letter): once
+ * every batch before this one is known to have committed here too, that
+ * is when this batch's transaction did not have to settle anything
+ * (SinkResolve).
+ */
+static bool
+sg_sink_clears_dead_letters(SgWorker *w)
+{
+	if (w->sink_dead_pending && !w->sink_resolved)
+	{
+		w->sink_dead_pending = false;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * BEGIN the batch's remote transaction, one statement at a time (the
+ * isolated path); the dead letters to remove go first.
  */
 static SgRemote *
 sg_sink_begin(SgWorker *w)
@@ -408,13 +424,12 @@ sg_sink_begin(SgWorker *w)
 		w->stage_ready = true;
 	}
 	RemoteExecOk(r, "BEGIN");
-	if (w->sink_dead_pending && !w->sink_resolved)
+	if (sg_sink_clears_dead_letters(w))
 	{
 		const char *params[1] = {sg_offsets_key(w)};
 
 		RemoteClear(RemoteExec(r, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = $1",
 							   1, params));
-		w->sink_dead_pending = false;
 	}
 	return r;
 }
@@ -528,16 +543,12 @@ static char *
 sg_sink_sql(SgWorker *w, SgRemote *r, const char *gid, int64 *first, int64 *last, int nparts)
 {
 	StringInfoData sql;
-	char	   *key = NULL;
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "BEGIN; ");
-	if (w->sink_dead_pending && !w->sink_resolved)
-	{
-		key = RemoteLiteral(r, sg_offsets_key(w));
-		appendStringInfo(&sql, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = %s; ", key);
-		w->sink_dead_pending = false;
-	}
+	if (sg_sink_clears_dead_letters(w))
+		appendStringInfo(&sql, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = %s; ",
+						 RemoteLiteral(r, sg_offsets_key(w)));
 	if (gid)
 		appendStringInfo(&sql, "INSERT INTO public.streamguard_sink_marker AS m (pipeline, gid) VALUES (%s, %s) "
 						 "ON CONFLICT (pipeline) DO UPDATE SET gid = excluded.gid; ",
