@@ -660,7 +660,7 @@ SinkConfirm(SgWorker *w)
  * ones; what is left at the end stays in the returned buffer.  The buffer
  * is the worker's own, reused from batch to batch.
  */
-#define SG_COPY_CHUNK 65536
+#define SG_COPY_CHUNK 16384
 
 StringInfo
 SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, SgRemote *stream)
