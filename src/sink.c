@@ -62,9 +62,11 @@ SinkForgetCommitted(SgWorker *w)
 	values[1] = CStringGetTextDatum(w->done_gid);
 
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared "
-							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 AND gid OPERATOR(pg_catalog.=) $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "DELETE FROM streamguard.remote_prepared "
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 AND gid OPERATOR(pg_catalog.=) $2",
+									  2, types),
+						 values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not forget a committed remote transaction");
 	SgRestoreUser(&save);
 	sg_forget_done_gid(w);
@@ -84,8 +86,10 @@ SinkRecordPrepared(SgWorker *w, const char *gid)
 	SgUserSave	save;
 
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_with_args("INSERT INTO streamguard.remote_prepared (pipeline_id, gid, server) "
-							  "VALUES ($1, $2, $3)", 3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "INSERT INTO streamguard.remote_prepared (pipeline_id, gid, server) "
+									  "VALUES ($1, $2, $3)", 3, types),
+						 values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not record the prepared remote transaction");
 	SgRestoreUser(&save);
 }

@@ -233,9 +233,11 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 
 	w->read_ahead = 0;
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_with_args("SELECT partition, position FROM streamguard.remote_position "
-							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "SELECT partition, position FROM streamguard.remote_position "
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+									  1, types),
+						 values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "remote position lookup failed");
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -357,13 +359,15 @@ SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts)
 				w->remote_lost[p] = 0;
 		}
 		values[2] = PointerGetDatum(construct_array(lost, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		if (SPI_execute_with_args("UPDATE streamguard.remote_position "
-								  "SET position = ($2)[partition OPERATOR(pg_catalog.+) 1], "
-								  "lost = lost OPERATOR(pg_catalog.+) ($3)[partition OPERATOR(pg_catalog.+) 1], "
-								  "updated_at = pg_catalog.now() "
-								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
-								  "AND ($2)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>) position",
-								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		if (SPI_execute_plan(SgPlanCached(NULL,
+										  "UPDATE streamguard.remote_position "
+										  "SET position = ($2)[partition OPERATOR(pg_catalog.+) 1], "
+										  "lost = lost OPERATOR(pg_catalog.+) ($3)[partition OPERATOR(pg_catalog.+) 1], "
+										  "updated_at = pg_catalog.now() "
+										  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+										  "AND ($2)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>) position",
+										  3, types),
+							 values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "remote position update failed");
 	}
 	else

@@ -18,11 +18,12 @@
 # transactions roll back.  While they run, faults are injected one after the
 # other, each waited for (the local server back, every pipeline with a live
 # worker): inject_fault kills at after_prepare / after_local_commit /
-# mid_copy / before_commit (two_phase), after_remote_commit / mid_copy /
-# before_commit (offsets), after_remote_commit / between_commits
-# (at_least_once), between_commits (at_most_once); remote restarts fast and
-# immediate; the remote stopped for a while (remote_status must show
-# connected = false with last_error); pg_terminate_backend of the remote
+# mid_copy / remote_end_sent / before_commit (two_phase),
+# after_remote_commit / mid_copy / remote_end_sent / before_commit (offsets),
+# after_remote_commit / between_commits (at_least_once), between_commits
+# (at_most_once); remote restarts fast and immediate; the remote stopped
+# for a while (remote_status must show connected = false with
+# last_error); pg_terminate_backend of the remote
 # session serving a pipeline; and a stalled remote (SIGSTOP of that backend
 # for longer than streamguard.remote_timeout, then SIGCONT).
 #
@@ -240,6 +241,8 @@ my @plan = (
 	(['2pc after_local_commit kill',  \&fault_inject, 'p_2pc', 'after_local_commit']) x 2,
 	(['2pc mid_copy kill',            \&fault_inject, 'p_2pc', 'mid_copy']) x 2,
 	(['2pc before_commit kill',       \&fault_inject, 'p_2pc', 'before_commit']) x 2,
+	(['2pc remote_end_sent kill',     \&fault_inject, 'p_2pc', 'remote_end_sent']) x 2,
+	(['off remote_end_sent kill',     \&fault_inject, 'p_off', 'remote_end_sent']) x 2,
 	(['off after_remote_commit kill', \&fault_inject, 'p_off', 'after_remote_commit']) x 2,
 	(['off mid_copy kill',            \&fault_inject, 'p_off', 'mid_copy']) x 2,
 	(['off before_commit kill',       \&fault_inject, 'p_off', 'before_commit']) x 2,
