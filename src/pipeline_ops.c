@@ -275,7 +275,7 @@ sg_redrive_dead_letters(PG_FUNCTION_ARGS)
 static const char *const sg_fault_points[] = {
 	"none", "mid_batch", "before_commit", "between_commits", "after_commit",
 	"after_prepare", "after_local_commit", "after_remote_commit", "mid_copy",
-	"before_fence"
+	"before_fence", "remote_end_sent", "read_ahead"
 };
 static const char *const sg_fault_actions[] = {"kill", "error", "exit", "hold"};
 
@@ -315,7 +315,7 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid fault point \"%s\"", point),
-				 errhint("Valid points are \"mid_batch\", \"before_commit\", \"between_commits\", \"after_commit\", \"after_prepare\", \"after_local_commit\", \"after_remote_commit\", \"mid_copy\", \"before_fence\" and \"none\".")));
+				 errhint("Valid points are \"mid_batch\", \"before_commit\", \"between_commits\", \"after_commit\", \"after_prepare\", \"after_local_commit\", \"after_remote_commit\", \"mid_copy\", \"before_fence\", \"remote_end_sent\", \"read_ahead\" and \"none\".")));
 	fp = (SgFaultPoint) i;
 	for (i = 0; i < lengthof(sg_fault_actions); i++)
 		if (strcmp(action, sg_fault_actions[i]) == 0)

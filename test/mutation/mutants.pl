@@ -274,6 +274,27 @@
 		tests => [ 'tap:089_remote_upsert.pl' ],
 	},
 	{
+		name => 'read_ahead_positions_unchecked',
+		breaks => 'remote source: the next batch takes the read sent ahead without comparing its positions with the ones it locked (a position moved meanwhile is ignored: events skipped)',
+		edits => [ [ 'src/source.c',
+			"		memcmp(w->read_ahead_pos, pos, sizeof(int64) * nparts) == 0)
+",
+			"		(memcmp(w->read_ahead_pos, pos, sizeof(int64) * nparts) == 0 || true))
+" ] ],
+		tests => [ 'tap:092_remote_overlap.pl' ],
+	},
+	{
+		name => 'sink_end_not_confirmed',
+		breaks => 'remote sink: the batch commits here without waiting for the remote PREPARE TRANSACTION (or COMMIT) it sent, so a batch the sink rejected is recorded as prepared and lost',
+		edits => [ [ 'src/sink.c',
+			"		RemoteFinish(r);
+		WorkerFault(w, w->def.two_phase && w->def.guarantee == SG_EXACTLY_ONCE ?
+",
+			"		WorkerFault(w, w->def.two_phase && w->def.guarantee == SG_EXACTLY_ONCE ?
+" ] ],
+		tests => [ 'tap:088_remote_policies.pl' ],
+	},
+	{
 		name => 'durable_flush_past_page_header',
 		breaks => 'durability before remote work: the WAL flush asks for the insert position of an empty page (past its header), which fails',
 		edits => [ [ 'src/horizon.c',
