@@ -327,8 +327,31 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 				 errhint("Valid actions are \"kill\", \"error\", \"exit\" and \"hold\".")));
 	fa = (SgFaultAction) i;
 
+	/*
+	 * Arming locks the pipeline row, so a fault is armed between batches.
+	 * Disarming ('none') only reads it: a worker held inside its
+	 * batch holds the row, and releasing it must not wait for that batch.
+	 */
 	SgEnterCatalog(&save);
-	row = PipelineLock(name, save.userid, false);
+	if (fp != SG_FAULT_NONE)
+		row = PipelineLock(name, save.userid, false);
+	else
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1] = {CStringGetTextDatum(name)};
+		bool		isnull;
+
+		SgCheckName("pipeline", name);
+		if (SPI_execute_with_args("SELECT id, workers FROM streamguard.pipeline WHERE name OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "pipeline lookup failed");
+		if (SPI_processed != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("pipeline \"%s\" does not exist", name)));
+		row.id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		row.workers = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	}
 	SgLeaveCatalog(&save);
 	/* every worker of the pipeline (the supervisor creates their slots) */
 	for (i = 0; i < row.workers; i++)
