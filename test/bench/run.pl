@@ -1673,9 +1673,10 @@ sub main_rows
 	return (
 		row($R1, $S5{copy}, $S5{copy}, undef, 'baseline'),
 		row($R1, $S5{copyb}, $S5{copy}, undef, 'reference'),
-		(map { row($R1, $S5{$_}, $S5{copy}, undef, 'no target') } qw(2pc off alo amo)),
+		row($R1, $S5{'2pc'}, $S5{copy}, 0.8, '≥ 0.80 × COPY'),
+		(map { row($R1, $S5{$_}, $S5{copy}, undef, 'no target') } qw(off alo amo)),
 		row($R2, $S6{local}, $S6{local}, undef, 'baseline'),
-		row($R2, $S6{rem},   $S6{local}, undef, 'no target'))
+		row($R2, $S6{rem},   $S6{local}, 0.6, '≥ 0.60 × local source'))
 	  if $b eq 'remote';
 	my $poll_target = '≥ 0.70 × raw bound (drain target applied to poll)';
 	return (
