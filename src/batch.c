@@ -221,7 +221,6 @@ BatchRun(SgWorker *w, bool isolate)
 				t3;
 	MemoryContext oldcxt;
 	int			nparts;
-	StringInfo	sink_data = NULL;
 	char	   *gid = NULL;
 	bool		advance_in_fetch;
 	int64		batch_id;
@@ -229,6 +228,7 @@ BatchRun(SgWorker *w, bool isolate)
 	MemoryContextReset(w->batch_cxt);
 	w->batch_skipped = w->batch_dead = 0;
 	w->sink_resolved = false;
+	w->sink_end_pending = false;
 
 	/* a control call is waiting for the pipeline row: step aside */
 	if (w->slot->fence_requested)
@@ -350,9 +350,8 @@ BatchRun(SgWorker *w, bool isolate)
 		else
 		{
 			oldcxt = MemoryContextSwitchTo(w->batch_cxt);
-			sink_data = SinkRunSelect(w, store, n, &rows_out);
+			gid = SinkWrite(w, store, n, &rows_out, first, last, nparts);
 			MemoryContextSwitchTo(oldcxt);
-			gid = SinkWrite(w, sink_data, first, last, nparts);
 		}
 		if (gid)
 			SinkRecordPrepared(w, gid);
@@ -373,6 +372,9 @@ BatchRun(SgWorker *w, bool isolate)
 	else
 		sg_count_batch(w, 0, 0, rows_out);	/* the batch counted with the positions */
 	batch_id = sg_log_batch(w, fetched, rows_out, first, last, nparts, t0, t1, t2);
+	/* the remote end, sent by SinkWrite, ran meanwhile: confirmed now */
+	if (w->def.sink_server)
+		SinkConfirm(w);
 	WorkerFault(w, SG_FAULT_BEFORE_COMMIT);
 	WorkerCommit();
 	if (w->window)

@@ -67,7 +67,9 @@ typedef enum SgFaultPoint
 	SG_FAULT_AFTER_LOCAL_COMMIT,	/* local committed, no COMMIT PREPARED yet */
 	SG_FAULT_AFTER_REMOTE_COMMIT,	/* remote committed, local not (offsets) */
 	SG_FAULT_MID_COPY,			/* rows copied to the remote, not committed */
-	SG_FAULT_BEFORE_FENCE		/* a batch about to take the fence */
+	SG_FAULT_BEFORE_FENCE,		/* a batch about to take the fence */
+	SG_FAULT_REMOTE_END_SENT,	/* remote PREPARE / COMMIT sent, not confirmed */
+	SG_FAULT_READ_AHEAD			/* remote source: next batch's read in flight */
 } SgFaultPoint;
 
 typedef enum SgFaultAction

@@ -275,7 +275,7 @@ sg_redrive_dead_letters(PG_FUNCTION_ARGS)
 static const char *const sg_fault_points[] = {
 	"none", "mid_batch", "before_commit", "between_commits", "after_commit",
 	"after_prepare", "after_local_commit", "after_remote_commit", "mid_copy",
-	"before_fence"
+	"before_fence", "remote_end_sent", "read_ahead"
 };
 static const char *const sg_fault_actions[] = {"kill", "error", "exit", "hold"};
 
@@ -315,7 +315,7 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid fault point \"%s\"", point),
-				 errhint("Valid points are \"mid_batch\", \"before_commit\", \"between_commits\", \"after_commit\", \"after_prepare\", \"after_local_commit\", \"after_remote_commit\", \"mid_copy\", \"before_fence\" and \"none\".")));
+				 errhint("Valid points are \"mid_batch\", \"before_commit\", \"between_commits\", \"after_commit\", \"after_prepare\", \"after_local_commit\", \"after_remote_commit\", \"mid_copy\", \"before_fence\", \"remote_end_sent\", \"read_ahead\" and \"none\".")));
 	fp = (SgFaultPoint) i;
 	for (i = 0; i < lengthof(sg_fault_actions); i++)
 		if (strcmp(action, sg_fault_actions[i]) == 0)
@@ -327,8 +327,31 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 				 errhint("Valid actions are \"kill\", \"error\", \"exit\" and \"hold\".")));
 	fa = (SgFaultAction) i;
 
+	/*
+	 * Arming locks the pipeline row, so a fault is armed between batches.
+	 * Disarming ('none') only reads it: a worker held inside its
+	 * batch holds the row, and releasing it must not wait for that batch.
+	 */
 	SgEnterCatalog(&save);
-	row = PipelineLock(name, save.userid, false);
+	if (fp != SG_FAULT_NONE)
+		row = PipelineLock(name, save.userid, false);
+	else
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1] = {CStringGetTextDatum(name)};
+		bool		isnull;
+
+		SgCheckName("pipeline", name);
+		if (SPI_execute_with_args("SELECT id, workers FROM streamguard.pipeline WHERE name OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "pipeline lookup failed");
+		if (SPI_processed != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("pipeline \"%s\" does not exist", name)));
+		row.id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		row.workers = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	}
 	SgLeaveCatalog(&save);
 	/* every worker of the pipeline (the supervisor creates their slots) */
 	for (i = 0; i < row.workers; i++)

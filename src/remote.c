@@ -127,13 +127,16 @@ typedef struct SgConn
 	int			xact_level;		/* nest level of the (sub)transaction it
 								 * belongs to */
 	char		server_name[NAMEDATALEN];	/* for log messages */
-	char	   *pending_sql;	/* sent by RemoteSend, result not read yet */
+	char	   *pending_sql;	/* sent without waiting, result not read yet */
 	TimestampTz pending_start;
-	TimestampTz pending_deadline;
+	uint64		pending_ticket; /* RemoteSendQuery's, or 0: result unwanted */
+	bool		in_copy;		/* RemoteCopyStart sent a COPY not ended yet */
+	bool		copy_ready;		/* ... and the remote is reading its rows */
 } SgConn;
 
 static dlist_head sg_conns = DLIST_STATIC_INIT(sg_conns);
 static uint32 sg_last_conn_id = 0;
+static uint64 sg_last_ticket = 0;
 static bool sg_callbacks_registered = false;
 
 /*
@@ -153,6 +156,7 @@ static uint32 sg_we_result;
 static uint32 sg_we_stale;
 
 static void sg_end_stale_session(SgRemote *r);
+static TimestampTz sg_deadline(void);
 
 typedef struct SgOption
 {
@@ -602,22 +606,35 @@ sg_await(SgRemote *r, PGconn *conn, const char *sql, bool copy_in,
 }
 
 /*
- * Read the result of the statement RemoteSend left on c, if any: raised
- * like any statement's error.
+ * Take the results of what was sent on c without waiting (RemoteSend,
+ * RemoteSendQuery, the end of a COPY): the last one, owned by the caller,
+ * or NULL when nothing is pending.  A remote error is raised like any
+ * statement's.  The wait is bounded by streamguard.remote_timeout from now,
+ * not from the send: the caller did local work in between, for as long as
+ * it needed, and what the remote does is bounded by its statement_timeout.
+ * A statement sent while a COPY is open would be taken for its rows: the
+ * connection is dropped instead.
  */
-static void
-sg_finish_pending(SgRemote *r, SgConn *c)
+static PGresult *
+sg_take_pending(SgRemote *r, SgConn *c)
 {
 	char	   *sql = c->pending_sql;
+	PGresult   *volatile res = NULL;
 
+	if (c->in_copy)
+		sg_remote_fail(r, "statement failed", "a COPY was left open");
 	if (sql == NULL)
-		return;
+		return NULL;
 	c->pending_sql = NULL;
+	c->pending_ticket = 0;
 	PG_TRY();
 	{
 		int64		rtt = r->rtt_us;
 
-		PQclear(sg_await(r, c->conn, sql, false, c->pending_start, c->pending_deadline));
+		/* what has arrived already is read without waiting */
+		if (PQconsumeInput(c->conn) == 0)
+			sg_remote_fail(r, "statement failed", NULL);
+		res = sg_await(r, c->conn, sql, false, c->pending_start, sg_deadline());
 		r->rtt_us = rtt;		/* that wait overlapped other work: no round trip */
 	}
 	PG_FINALLY();
@@ -625,23 +642,52 @@ sg_finish_pending(SgRemote *r, SgConn *c)
 		pfree(sql);
 	}
 	PG_END_TRY();
+	return res;
 }
 
-/* send one statement and wait for it (sg_await) */
-static PGresult *
-sg_exec(SgRemote *r, const char *sql, int nparams, const char *const *params,
-		bool copy_in, TimestampTz deadline)
+/* read (and drop) the result of what was sent without waiting, if anything */
+static void
+sg_finish_pending(SgRemote *r, SgConn *c)
 {
-	TimestampTz start;
+	PQclear(sg_take_pending(r, c));
+}
+
+/* the connection of r, ready for a statement; or fail */
+static SgConn *
+sg_conn_ready(SgRemote *r)
+{
 	SgConn	   *c = sg_conn_find(r->conn_id);
 
 	if (c == NULL || PQstatus(c->conn) != CONNECTION_OK)
 		sg_remote_fail(r, "not connected", "the connection was lost");
 	sg_finish_pending(r, c);
-	start = GetCurrentTimestamp();
-	if (!(copy_in ? PQsendQuery(c->conn, sql) :
-		  PQsendQueryParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0)))
+	return c;
+}
+
+/*
+ * Send one statement: with parameters through the extended protocol
+ * (results in binary when `binary`), without through the simple one, which
+ * takes several statements separated by semicolons.
+ */
+static void
+sg_send(SgRemote *r, SgConn *c, const char *sql, int nparams, const char *const *params,
+		bool simple, bool binary)
+{
+	if (!(simple ? PQsendQuery(c->conn, sql) :
+		  PQsendQueryParams(c->conn, sql, nparams, NULL, params, NULL, NULL, binary ? 1 : 0)))
 		sg_remote_fail(r, "could not send statement", NULL);
+}
+
+/* send one statement and wait for it (sg_await) */
+static PGresult *
+sg_exec(SgRemote *r, const char *sql, int nparams, const char *const *params,
+		bool copy_in, bool binary, TimestampTz deadline)
+{
+	TimestampTz start;
+	SgConn	   *c = sg_conn_ready(r);
+
+	start = GetCurrentTimestamp();
+	sg_send(r, c, sql, nparams, params, copy_in, binary);
 	return sg_await(r, c->conn, sql, copy_in, start, deadline);
 }
 
@@ -655,7 +701,7 @@ sg_deadline(void)
 static void
 sg_exec_ok(SgRemote *r, const char *sql, int nparams, const char *const *params)
 {
-	PQclear(sg_exec(r, sql, nparams, params, false, sg_deadline()));
+	PQclear(sg_exec(r, sql, nparams, params, false, false, sg_deadline()));
 }
 
 static void
@@ -667,22 +713,38 @@ sg_result_release(void *arg)
 	rr->res = NULL;
 }
 
-/*
- * Run a statement and return its result, owned by CurrentMemoryContext:
- * freed by RemoteClear, or when that context is reset or deleted (after an
- * ERROR too).  The values RemoteGetValue returns live as long.
- */
-SgRemoteResult *
-RemoteExec(SgRemote *r, const char *sql, int nparams, const char *const *params)
+/* an empty result wrapper owned by CurrentMemoryContext */
+static SgRemoteResult *
+sg_result_new(void)
 {
-	/* owner first: nothing may fail between getting the result and owning it */
 	SgRemoteResult *rr = palloc0(sizeof(SgRemoteResult));
 
 	rr->cb.func = sg_result_release;
 	rr->cb.arg = rr;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &rr->cb);
-	rr->res = sg_exec(r, sql, nparams, params, false, sg_deadline());
 	return rr;
+}
+
+/*
+ * Run a statement and return its result, owned by CurrentMemoryContext:
+ * freed by RemoteClear, or when that context is reset or deleted (after an
+ * ERROR too).  The values RemoteGetValue returns live as long.  With
+ * `binary` the values are in the types' binary format (RemoteGetLength).
+ */
+SgRemoteResult *
+RemoteExecParams(SgRemote *r, const char *sql, int nparams, const char *const *params, bool binary)
+{
+	/* owner first: nothing may fail between getting the result and owning it */
+	SgRemoteResult *rr = sg_result_new();
+
+	rr->res = sg_exec(r, sql, nparams, params, false, binary, sg_deadline());
+	return rr;
+}
+
+SgRemoteResult *
+RemoteExec(SgRemote *r, const char *sql, int nparams, const char *const *params)
+{
+	return RemoteExecParams(r, sql, nparams, params, false);
 }
 
 void
@@ -691,33 +753,75 @@ RemoteExecOk(SgRemote *r, const char *sql)
 	sg_exec_ok(r, sql, 0, NULL);
 }
 
+/* c's statement is on its way: no result read yet */
+static void
+sg_set_pending(SgRemote *r, SgConn *c, const char *sql, TimestampTz start, uint64 ticket)
+{
+	c->pending_start = start;
+	c->pending_sql = MemoryContextStrdup(TopMemoryContext, sql);
+	c->pending_ticket = ticket;
+	/* on its way now, not when the result is wanted */
+	sg_flush(r, c->conn, sg_deadline());
+}
+
 /*
  * Send a statement (no parameters) and return without waiting for its
  * result: its round trip and whatever the remote does for it (a COMMIT
  * PREPARED's flush) overlap the caller's next local work.  RemoteFinish
  * reads the result, as does the next statement sent on the connection
  * first; an error in it is raised there.  A connection closed meanwhile
- * drops it unread (the caller then cannot know whether it ran).  The
- * deadline is streamguard.remote_timeout from now.
+ * drops it unread (the caller then cannot know whether it ran).
  */
 void
 RemoteSend(SgRemote *r, const char *sql)
 {
-	SgConn	   *c = sg_conn_find(r->conn_id);
+	SgConn	   *c = sg_conn_ready(r);
+	TimestampTz start = GetCurrentTimestamp();
 
-	if (c == NULL || PQstatus(c->conn) != CONNECTION_OK)
-		sg_remote_fail(r, "not connected", "the connection was lost");
-	sg_finish_pending(r, c);
-	c->pending_start = GetCurrentTimestamp();
-	c->pending_deadline = TimestampTzPlusMilliseconds(c->pending_start, sg_remote_timeout_ms);
-	if (!PQsendQueryParams(c->conn, sql, 0, NULL, NULL, NULL, NULL, 0))
-		sg_remote_fail(r, "could not send statement", NULL);
-	c->pending_sql = MemoryContextStrdup(TopMemoryContext, sql);
-	/* on its way now, not when the result is wanted */
-	sg_flush(r, c->conn, c->pending_deadline);
+	sg_send(r, c, sql, 0, NULL, false, false);
+	sg_set_pending(r, c, sql, start, 0);
 }
 
-/* wait for the result of what RemoteSend sent, if anything */
+/*
+ * Send a statement whose result the caller wants later, without waiting
+ * (a read ahead: the remote works on it while the caller does something
+ * else).  Returns a ticket for RemoteReceive.  Anything else sent on the
+ * connection first, or its loss, drops the result unread.
+ */
+uint64
+RemoteSendQuery(SgRemote *r, const char *sql, int nparams, const char *const *params, bool binary)
+{
+	SgConn	   *c = sg_conn_ready(r);
+	TimestampTz start = GetCurrentTimestamp();
+
+	sg_send(r, c, sql, nparams, params, false, binary);
+	if (++sg_last_ticket == 0)
+		sg_last_ticket = 1;
+	sg_set_pending(r, c, sql, start, sg_last_ticket);
+	return sg_last_ticket;
+}
+
+/*
+ * The result of the statement RemoteSendQuery sent under `ticket`, owned by
+ * CurrentMemoryContext as RemoteExec's; NULL if it is not to be had any more
+ * (the connection was closed, or another statement sent meanwhile dropped
+ * it): the caller runs the statement again.
+ */
+SgRemoteResult *
+RemoteReceive(SgRemote *r, uint64 ticket)
+{
+	SgConn	   *c = sg_conn_find(r->conn_id);
+	SgRemoteResult *rr;
+
+	if (ticket == 0 || c == NULL || c->pending_sql == NULL || c->pending_ticket != ticket ||
+		PQstatus(c->conn) != CONNECTION_OK)
+		return NULL;
+	rr = sg_result_new();
+	rr->res = sg_take_pending(r, c);
+	return rr;
+}
+
+/* wait for the result of what was sent without waiting, if anything */
 void
 RemoteFinish(SgRemote *r)
 {
@@ -725,6 +829,122 @@ RemoteFinish(SgRemote *r)
 
 	if (c != NULL)
 		sg_finish_pending(r, c);
+}
+
+/* ------------------------------------------------------- streamed COPY */
+
+/*
+ * A remote transaction in one message, with its rows streamed while the
+ * caller renders them: RemoteCopyStart sends `sql` -- statements separated
+ * by semicolons, one of them a "COPY ... FROM STDIN" -- without waiting;
+ * RemoteCopyData sends rows (COPY text format) as they come; RemoteCopyEnd
+ * ends the rows, and the remote goes on with the statements after the COPY
+ * (the PREPARE TRANSACTION or COMMIT of the batch) while the caller does
+ * its own work; RemoteFinish, or RemoteReceive with the ticket RemoteCopyEnd
+ * returns, reads the last result then.  The remote stops at the first
+ * statement that fails, so the last result is the error if there is one.
+ * Nothing else may be sent on the connection in between.  Any failure
+ * after the COPY began drops the connection: half a COPY must not be taken
+ * for all of it.
+ */
+void
+RemoteCopyStart(SgRemote *r, const char *sql)
+{
+	SgConn	   *c = sg_conn_ready(r);
+	TimestampTz start = GetCurrentTimestamp();
+
+	sg_send(r, c, sql, 0, NULL, true, false);
+	sg_set_pending(r, c, sql, start, 0);
+	c->in_copy = true;
+	c->copy_ready = false;
+}
+
+/* the open COPY's connection, once the remote reads rows */
+static SgConn *
+sg_copy_ready(SgRemote *r)
+{
+	SgConn	   *c = sg_conn_find(r->conn_id);
+	PGresult   *res;
+
+	if (c == NULL || !c->in_copy || PQstatus(c->conn) != CONNECTION_OK)
+		sg_remote_fail(r, "COPY failed", "the connection was lost");
+	if (c->copy_ready)
+		return c;
+	/* the statements before the COPY: an error in one is the last result */
+	res = sg_await(r, c->conn, c->pending_sql, true, c->pending_start, sg_deadline());
+	if (PQresultStatus(res) != PGRES_COPY_IN)
+	{
+		PQclear(res);
+		sg_remote_fail(r, "COPY did not start", NULL);
+	}
+	PQclear(res);
+	c->copy_ready = true;
+	return c;
+}
+
+void
+RemoteCopyData(SgRemote *r, const char *data, size_t len)
+{
+	SgConn	   *c = sg_copy_ready(r);
+	TimestampTz deadline = sg_deadline();
+	size_t		off = 0;
+
+	PG_TRY();
+	{
+		while (off < len)
+		{
+			size_t		chunk = Min(len - off, (size_t) 65536);
+			int			rc = PQputCopyData(c->conn, data + off, (int) chunk);
+
+			if (rc < 0)
+				sg_remote_fail(r, "COPY failed", NULL);
+			if (rc > 0)
+				off += chunk;
+			/* rc == 0: libpq's buffer is full; sending makes room */
+			sg_flush(r, c->conn, deadline);
+		}
+	}
+	PG_CATCH();
+	{
+		if (r->conn_id != 0)
+			RemoteDisconnect(r);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+uint64
+RemoteCopyEnd(SgRemote *r)
+{
+	SgConn	   *c = sg_copy_ready(r);
+	TimestampTz deadline = sg_deadline();
+
+	PG_TRY();
+	{
+		for (;;)
+		{
+			int			rc = PQputCopyEnd(c->conn, NULL);
+
+			if (rc < 0)
+				sg_remote_fail(r, "COPY failed", NULL);
+			sg_flush(r, c->conn, deadline);
+			if (rc > 0)
+				break;
+		}
+	}
+	PG_CATCH();
+	{
+		if (r->conn_id != 0)
+			RemoteDisconnect(r);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	c->in_copy = false;
+	c->copy_ready = false;
+	if (++sg_last_ticket == 0)
+		sg_last_ticket = 1;
+	c->pending_ticket = sg_last_ticket;
+	return sg_last_ticket;
 }
 
 int
@@ -746,6 +966,28 @@ RemoteGetIsNull(const SgRemoteResult *res, int row, int col)
 {
 	Assert(res->res != NULL);
 	return PQgetisnull(res->res, row, col) != 0;
+}
+
+int
+RemoteGetLength(const SgRemoteResult *res, int row, int col)
+{
+	Assert(res->res != NULL);
+	return PQgetlength(res->res, row, col);
+}
+
+int
+RemoteNFields(const SgRemoteResult *res)
+{
+	Assert(res->res != NULL);
+	return PQnfields(res->res);
+}
+
+/* the remote's type of a column (built-in types have the same OID here) */
+Oid
+RemoteGetType(const SgRemoteResult *res, int col)
+{
+	Assert(res->res != NULL);
+	return PQftype(res->res, col);
 }
 
 /*
@@ -772,7 +1014,7 @@ RemoteCopyIn(SgRemote *r, const char *copy_sql, const char *data, size_t len)
 	PGconn	   *conn;
 	size_t		off = 0;
 
-	res = sg_exec(r, copy_sql, 0, NULL, true, deadline);
+	res = sg_exec(r, copy_sql, 0, NULL, true, false, deadline);
 	if (PQresultStatus(res) != PGRES_COPY_IN)
 	{
 		PQclear(res);
@@ -1028,7 +1270,7 @@ sg_end_stale_session(SgRemote *r)
 	for (;;)
 	{
 		PGresult   *res = sg_exec(r, "SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid = $1::int",
-								  1, params, false, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+								  1, params, false, false, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 																				sg_remote_timeout_ms));
 		bool		alive = PQntuples(res) > 0;
 

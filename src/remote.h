@@ -34,15 +34,26 @@ extern void RemoteConnect(SgRemote *r, const char *server_name, Oid userid);
 extern void RemoteDisconnect(SgRemote *r);
 extern bool RemoteConnected(SgRemote *r);
 extern SgRemoteResult *RemoteExec(SgRemote *r, const char *sql, int nparams, const char *const *params);
+extern SgRemoteResult *RemoteExecParams(SgRemote *r, const char *sql, int nparams,
+										const char *const *params, bool binary);
 extern void RemoteExecOk(SgRemote *r, const char *sql);
 extern void RemoteSend(SgRemote *r, const char *sql);
+extern uint64 RemoteSendQuery(SgRemote *r, const char *sql, int nparams,
+							  const char *const *params, bool binary);
+extern SgRemoteResult *RemoteReceive(SgRemote *r, uint64 ticket);
 extern void RemoteFinish(SgRemote *r);
 extern void RemoteCopyIn(SgRemote *r, const char *copy_sql, const char *data, size_t len);
+extern void RemoteCopyStart(SgRemote *r, const char *sql);
+extern void RemoteCopyData(SgRemote *r, const char *data, size_t len);
+extern uint64 RemoteCopyEnd(SgRemote *r);
 extern char *RemoteLiteral(SgRemote *r, const char *s);
 
 extern int	RemoteNTuples(const SgRemoteResult *res);
 extern char *RemoteGetValue(const SgRemoteResult *res, int row, int col);
 extern bool RemoteGetIsNull(const SgRemoteResult *res, int row, int col);
+extern int	RemoteGetLength(const SgRemoteResult *res, int row, int col);
+extern int	RemoteNFields(const SgRemoteResult *res);
+extern Oid	RemoteGetType(const SgRemoteResult *res, int col);
 extern void RemoteClear(SgRemoteResult *res);
 
 #endif							/* SG_REMOTE_H */

@@ -62,9 +62,11 @@ SinkForgetCommitted(SgWorker *w)
 	values[1] = CStringGetTextDatum(w->done_gid);
 
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared "
-							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 AND gid OPERATOR(pg_catalog.=) $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "DELETE FROM streamguard.remote_prepared "
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 AND gid OPERATOR(pg_catalog.=) $2",
+									  2, types),
+						 values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not forget a committed remote transaction");
 	SgRestoreUser(&save);
 	sg_forget_done_gid(w);
@@ -84,8 +86,10 @@ SinkRecordPrepared(SgWorker *w, const char *gid)
 	SgUserSave	save;
 
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_with_args("INSERT INTO streamguard.remote_prepared (pipeline_id, gid, server) "
-							  "VALUES ($1, $2, $3)", 3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "INSERT INTO streamguard.remote_prepared (pipeline_id, gid, server) "
+									  "VALUES ($1, $2, $3)", 3, types),
+						 values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not record the prepared remote transaction");
 	SgRestoreUser(&save);
 }
@@ -390,10 +394,26 @@ sg_copy_escape(StringInfo buf, const char *v)
 }
 
 /*
- * BEGIN the batch's remote transaction.  In offsets mode the dead letters
- * an earlier batch left on the sink (sg_sink_dead_letter) go first, once
- * every batch before this one is known to have committed here too: when
- * this batch's transaction did not have to settle anything (SinkResolve).
+ * offsets mode: whether this batch's remote transaction removes the dead
+ * letters an earlier batch left on the sink (sg_sink_dead_letter): once
+ * every batch before this one is known to have committed here too, that
+ * is when this batch's transaction did not have to settle anything
+ * (SinkResolve).
+ */
+static bool
+sg_sink_clears_dead_letters(SgWorker *w)
+{
+	if (w->sink_dead_pending && !w->sink_resolved)
+	{
+		w->sink_dead_pending = false;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * BEGIN the batch's remote transaction, one statement at a time (the
+ * isolated path); the dead letters to remove go first.
  */
 static SgRemote *
 sg_sink_begin(SgWorker *w)
@@ -408,15 +428,78 @@ sg_sink_begin(SgWorker *w)
 		w->stage_ready = true;
 	}
 	RemoteExecOk(r, "BEGIN");
-	if (w->sink_dead_pending && !w->sink_resolved)
+	if (sg_sink_clears_dead_letters(w))
 	{
 		const char *params[1] = {sg_offsets_key(w)};
 
 		RemoteClear(RemoteExec(r, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = $1",
 							   1, params));
-		w->sink_dead_pending = false;
 	}
 	return r;
+}
+
+/*
+ * offsets mode: the statement that moves the positions on the sink, with
+ * the rows, and only forward from where this batch began; *moved gets the
+ * number of partitions it must move (0: no statement, NULL returned).  If
+ * an earlier attempt of the same batch (a session we gave up on) committed
+ * after all, the offsets are already past `first`, nothing is updated, and
+ * this attempt rolls back (sg_sink_offsets_check); the positions are then
+ * taken from the sink.
+ */
+static char *
+sg_sink_offsets_sql(SgWorker *w, SgRemote *r, int64 *first, int64 *last, int nparts, int *moved)
+{
+	StringInfoData sql;
+	StringInfoData firsts;
+	char	   *key = RemoteLiteral(r, sg_offsets_key(w));
+	int			p;
+
+	*moved = 0;
+	initStringInfo(&sql);
+	initStringInfo(&firsts);
+	appendStringInfoString(&sql, "INSERT INTO public.streamguard_sink_offsets AS o (pipeline, partition, position) "
+						   "VALUES ");
+	for (p = 0; p < nparts; p++)
+	{
+		if (first[p] <= 0)
+			continue;
+		appendStringInfo(&sql, "%s(%s, %d, %lld)", *moved ? ", " : "",
+						 key, p, (long long) last[p]);
+		appendStringInfo(&firsts, " WHEN %d THEN %lld", p, (long long) first[p]);
+		(*moved)++;
+	}
+	appendStringInfo(&sql, " ON CONFLICT (pipeline, partition) DO UPDATE SET position = excluded.position "
+					 "WHERE o.position < CASE excluded.partition%s END RETURNING 1", firsts.data);
+	return *moved > 0 ? sql.data : NULL;
+}
+
+/* the offsets statement's result: all `moved` partitions moved, or roll back */
+static void
+sg_sink_offsets_check(SgWorker *w, SgRemote *r, SgRemoteResult *res, int moved)
+{
+	if (RemoteNTuples(res) != moved)
+	{
+		RemoteClear(res);
+		RemoteExecOk(r, "ROLLBACK");
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("the offsets of pipeline \"%s\" on server \"%s\" moved concurrently",
+						w->def.name, w->def.sink_server),
+				 errdetail("An earlier attempt of this batch committed on the sink; positions are taken from there.")));
+	}
+	RemoteClear(res);
+}
+
+/* offsets mode, one statement at a time (the isolated path) */
+static void
+sg_sink_offsets(SgWorker *w, SgRemote *r, int64 *first, int64 *last, int nparts)
+{
+	int			moved;
+	char	   *sql = sg_sink_offsets_sql(w, r, first, last, nparts, &moved);
+
+	if (sql)
+		sg_sink_offsets_check(w, r, RemoteExec(r, sql, 0, NULL), moved);
 }
 
 /*
@@ -444,52 +527,7 @@ sg_sink_finish(SgWorker *w, SgRemote *r, int64 *first, int64 *last, int nparts)
 	else
 	{
 		if (w->def.guarantee == SG_EXACTLY_ONCE)
-		{
-			/*
-			 * The positions go with the rows, and only forward from where
-			 * this batch began: if an earlier attempt of the same batch
-			 * (a session we gave up on) committed after all, the offsets
-			 * are already past `first`, nothing is updated, and this attempt
-			 * rolls back; the positions are then taken from the sink.
-			 */
-			StringInfoData sql;
-			int			p,
-						moved = 0;
-			char	   *key = RemoteLiteral(r, sg_offsets_key(w));
-			SgRemoteResult *res;
-			StringInfoData firsts;
-
-			initStringInfo(&sql);
-			initStringInfo(&firsts);
-			appendStringInfoString(&sql, "INSERT INTO public.streamguard_sink_offsets AS o (pipeline, partition, position) "
-								   "VALUES ");
-			for (p = 0; p < nparts; p++)
-			{
-				if (first[p] <= 0)
-					continue;
-				appendStringInfo(&sql, "%s(%s, %d, %lld)", moved ? ", " : "",
-								 key, p, (long long) last[p]);
-				appendStringInfo(&firsts, " WHEN %d THEN %lld", p, (long long) first[p]);
-				moved++;
-			}
-			appendStringInfo(&sql, " ON CONFLICT (pipeline, partition) DO UPDATE SET position = excluded.position "
-							 "WHERE o.position < CASE excluded.partition%s END RETURNING 1", firsts.data);
-			if (moved > 0)
-			{
-				res = RemoteExec(r, sql.data, 0, NULL);
-				if (RemoteNTuples(res) != moved)
-				{
-					RemoteClear(res);
-					RemoteExecOk(r, "ROLLBACK");
-					ereport(ERROR,
-							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-							 errmsg("the offsets of pipeline \"%s\" on server \"%s\" moved concurrently",
-									w->def.name, w->def.sink_server),
-							 errdetail("An earlier attempt of this batch committed on the sink; positions are taken from there.")));
-				}
-				RemoteClear(res);
-			}
-		}
+			sg_sink_offsets(w, r, first, last, nparts);
 		RemoteExecOk(r, "COMMIT");
 		WorkerFault(w, SG_FAULT_AFTER_REMOTE_COMMIT);
 	}
@@ -498,41 +536,170 @@ sg_sink_finish(SgWorker *w, SgRemote *r, int64 *first, int64 *last, int nparts)
 }
 
 /*
- * Write the batch's output rows to the sink, inside one remote transaction
- * (sg_sink_begin, sg_sink_finish).  Returns the global transaction id when
- * one was prepared.
+ * The batch's remote transaction in one message (RemoteCopyStart): BEGIN,
+ * the dead letters to forget and the two_phase marker, the COPY of the
+ * rows, the upsert, and the end -- PREPARE TRANSACTION (two_phase),
+ * COMMIT (the weaker guarantees), or in offsets mode the statement that
+ * moves the positions there, whose result decides the COMMIT (SinkConfirm).  Values are quoted literals: the
+ * simple protocol, which takes several statements, has no parameters.
+ */
+static char *
+sg_sink_sql(SgWorker *w, SgRemote *r, const char *gid, int64 *first, int64 *last, int nparts)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "BEGIN; ");
+	if (sg_sink_clears_dead_letters(w))
+		appendStringInfo(&sql, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = %s; ",
+						 RemoteLiteral(r, sg_offsets_key(w)));
+	if (gid)
+		appendStringInfo(&sql, "INSERT INTO public.streamguard_sink_marker AS m (pipeline, gid) VALUES (%s, %s) "
+						 "ON CONFLICT (pipeline) DO UPDATE SET gid = excluded.gid; ",
+						 RemoteLiteral(r, PipelineSinkKey(w->def.id)), RemoteLiteral(r, gid));
+	appendStringInfoString(&sql, w->copy_sql);
+	if (w->upsert_sql)
+		appendStringInfo(&sql, "; %s; DELETE FROM %s", w->upsert_sql, w->stage_table);
+	w->sink_moved = 0;
+	if (gid)
+		appendStringInfo(&sql, "; PREPARE TRANSACTION %s", RemoteLiteral(r, gid));
+	else if (sg_offsets_mode(w))
+	{
+		char	   *offsets = sg_sink_offsets_sql(w, r, first, last, nparts, &w->sink_moved);
+
+		if (offsets)
+			appendStringInfo(&sql, "; %s", offsets);
+	}
+	else
+		appendStringInfoString(&sql, "; COMMIT");
+	return sql.data;
+}
+
+/*
+ * Write the batch's output rows to the sink, inside one remote transaction.
+ * The fast path: the owner's SELECT runs, then the whole remote transaction
+ * goes out in one message with the rows streamed as they are rendered
+ * (SinkRunSelect), and its end is sent without waiting for it.  The caller
+ * records the batch here meanwhile (the gid, the counters, the checkpoint
+ * log) and then confirms the remote end (SinkConfirm) before its COMMIT.
+ * Nothing is made durable on the remote before this database's facts it
+ * depends on are: the source's events are durable here before the rows
+ * end (HorizonMakeDurable), as before any PREPARE or COMMIT.  Returns the
+ * global transaction id when one is being prepared.
  */
 char *
-SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts)
+SinkWrite(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, int64 *first, int64 *last, int nparts)
 {
-	SgRemote   *r = sg_sink_begin(w);
+	SgRemote   *r = WorkerRemote(w, SG_SIDE_SINK);
+	char	   *gid = NULL;
+	StringInfo	rest;
 
-	if (data->len > 0)
-		sg_sink_load(w, r, data);
-	return sg_sink_finish(w, r, first, last, nparts);
+	SinkForgetCommitted(w);		/* the last batch's COMMIT PREPARED, first */
+	if (w->upsert_sql && !w->stage_ready)
+	{
+		RemoteExecOk(r, w->stage_ddl[0]);
+		RemoteExecOk(r, w->stage_ddl[1]);
+		w->stage_ready = true;
+	}
+	if (w->def.guarantee == SG_EXACTLY_ONCE && w->def.two_phase)
+		/* one id per attempt: a retry never collides with a delayed PREPARE */
+		gid = psprintf("%s%lld:%lld", PipelineGidPrefix(w->def.id), (long long) w->def.epoch,
+					   (long long) ++w->sink_attempts);
+	w->sink_sql = sg_sink_sql(w, r, gid, first, last, nparts);
+	rest = SinkRunSelect(w, store, n, rows, r);
+	if (rest->len > 0)
+		RemoteCopyData(r, rest->data, rest->len);
+	resetStringInfo(rest);
+	WorkerFault(w, SG_FAULT_MID_COPY);
+	/* the batch's events must not be lost here once the remote has them */
+	HorizonMakeDurable();
+	w->sink_ticket = RemoteCopyEnd(r);
+	w->sink_end_pending = true;
+	WorkerFault(w, SG_FAULT_REMOTE_END_SENT);
+	return gid;
+}
+
+/*
+ * Confirm the end of the remote transaction SinkWrite sent: wait for the
+ * PREPARE TRANSACTION or COMMIT (an error fails the batch: nothing was
+ * committed here), or, in offsets mode, move the positions there and
+ * commit.  Called before the batch's local COMMIT.
+ */
+void
+SinkConfirm(SgWorker *w)
+{
+	SgRemote   *r = WorkerRemote(w, SG_SIDE_SINK);
+
+	if (!w->sink_end_pending)
+		return;
+	w->sink_end_pending = false;
+	if (sg_offsets_mode(w))
+	{
+		SgRemoteResult *res = RemoteReceive(r, w->sink_ticket);
+
+		if (res == NULL)
+			elog(ERROR, "the remote transaction of the batch was not confirmed");
+		if (w->sink_moved > 0)
+			sg_sink_offsets_check(w, r, res, w->sink_moved);
+		else
+			RemoteClear(res);
+		RemoteExecOk(r, "COMMIT");
+		WorkerFault(w, SG_FAULT_AFTER_REMOTE_COMMIT);
+	}
+	else
+	{
+		RemoteFinish(r);
+		WorkerFault(w, w->def.two_phase && w->def.guarantee == SG_EXACTLY_ONCE ?
+					SG_FAULT_AFTER_PREPARE : SG_FAULT_AFTER_REMOTE_COMMIT);
+	}
+	WorkerRemoteStatus(w, SG_SIDE_SINK, r);
 }
 
 /*
  * Run the pipeline's SELECT over the batch as the owner and render its
- * rows in COPY text format for the sink.
+ * rows in COPY text format for the sink.  With `stream` (the fast path,
+ * SinkWrite): once the SELECT has run, the batch's remote transaction is
+ * sent (w->sink_sql, RemoteCopyStart) and the rows go out in chunks as they
+ * are rendered, so that the remote parses them while we render the next
+ * ones; what is left at the end stays in the returned buffer.  The buffer
+ * is the worker's own, reused from batch to batch.
  */
+#define SG_COPY_CHUNK 16384
+
 StringInfo
-SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows)
+SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, SgRemote *stream)
 {
 	SgOwnerContext ctx;
 	SPIPlanPtr	plan;
 	int			ret;
 	uint64		i;
 	int			c;
-	StringInfo	buf = makeStringInfo();
+	StringInfo	buf;
 	TupleDesc	desc;
 	FmgrInfo   *out;
 	bool	   *varlena;
 
+	if (stream)
+	{
+		if (w->copy_buf == NULL)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			w->copy_buf = makeStringInfo();
+			enlargeStringInfo(w->copy_buf, SG_COPY_CHUNK + 8192);
+			MemoryContextSwitchTo(old);
+		}
+		buf = w->copy_buf;
+		resetStringInfo(buf);
+	}
+	else
+		buf = makeStringInfo();
 	plan = BatchOwnerEnter(w, &ctx, store, n);
 	ret = SPI_execute_plan(plan, NULL, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "the SQL of pipeline \"%s\" must return rows: %s", w->def.name, SPI_result_code_string(ret));
+	if (stream)
+		RemoteCopyStart(stream, w->sink_sql);
 	desc = SPI_tuptable->tupdesc;
 	/* each column's output function looked up once, not per value */
 	out = palloc(sizeof(FmgrInfo) * Max(desc->natts, 1));
@@ -567,6 +734,11 @@ SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows)
 			}
 		}
 		appendStringInfoChar(buf, '\n');
+		if (stream && buf->len >= SG_COPY_CHUNK)
+		{
+			RemoteCopyData(stream, buf->data, buf->len);
+			resetStringInfo(buf);
+		}
 	}
 	*rows = (int64) SPI_processed;
 	BatchLeaveOwner(&ctx);
@@ -652,7 +824,7 @@ SinkRunIsolated(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last, 
 		PG_TRY();
 		{
 			int64		nrows;
-			StringInfo	data = SinkRunSelect(w, one, 1, &nrows);
+			StringInfo	data = SinkRunSelect(w, one, 1, &nrows, NULL);
 
 			n = nrows;
 			if (data->len > 0)

@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "pgstat.h"
+#include "port/pg_bswap.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
@@ -64,10 +65,156 @@ sg_remote_lost(SgWorker *w, SgRemote *r, int p, int64 pos, int64 first)
 }
 
 /*
+ * The statement that reads a batch from the remote stream: streamguard.read
+ * of every partition, one after the other (UNION ALL runs its branches in
+ * order, and the LIMIT stops before the partitions a full batch does not
+ * reach), in one round trip.  $1 the stream, $2 the batch size, then a
+ * partition and its position per branch, in the order to read them.  Built
+ * once per worker.
+ */
+static const char *
+sg_remote_read_sql(SgWorker *w)
+{
+	StringInfoData sql;
+	int			k;
+
+	if (w->remote_read_sql)
+		return w->remote_read_sql;
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT partition, seq, key, payload, dedup_key, appended_at FROM (");
+	for (k = 0; k < w->def.remote_nparts; k++)
+		appendStringInfo(&sql, "%sSELECT * FROM streamguard.read($1, $%d::pg_catalog.int4, "
+						 "$%d::pg_catalog.int8, $2::pg_catalog.int4)",
+						 k ? " UNION ALL " : "", 3 + 2 * k, 4 + 2 * k);
+	appendStringInfoString(&sql, ") r LIMIT $2::pg_catalog.int4");
+	w->remote_read_sql = MemoryContextStrdup(TopMemoryContext, sql.data);
+	pfree(sql.data);
+	return w->remote_read_sql;
+}
+
+/* parameters of sg_remote_read_sql: partitions from `rotor` on, at `pos` */
+static const char **
+sg_remote_read_params(SgWorker *w, const int64 *pos, uint32 rotor)
+{
+	int			nparts = w->def.remote_nparts;
+	const char **params = palloc(sizeof(char *) * (2 + 2 * nparts));
+	int			k;
+
+	params[0] = w->def.remote_stream;
+	params[1] = psprintf("%d", w->def.batch_size);
+	for (k = 0; k < nparts; k++)
+	{
+		int			p = (int) ((rotor + k) % (uint32) nparts);
+
+		params[2 + 2 * k] = psprintf("%d", p);
+		params[3 + 2 * k] = psprintf("%lld", (long long) pos[p]);
+	}
+	return params;
+}
+
+/* a binary integer column of the read's result, its length checked */
+static int64
+sg_remote_int(SgRemoteResult *res, int row, int col, int len)
+{
+	const char *v = RemoteGetValue(res, row, col);
+	uint32		u32;
+	uint64		u64;
+
+	if (RemoteGetIsNull(res, row, col) || RemoteGetLength(res, row, col) != len)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("unexpected value in column %d of a remote read", col + 1)));
+	if (len == 4)
+	{
+		memcpy(&u32, v, 4);
+		return (int32) pg_ntoh32(u32);
+	}
+	memcpy(&u64, v, 8);
+	return (int64) pg_ntoh64(u64);
+}
+
+/*
+ * The rows of a read (binary results: the integers and the timestamp taken
+ * as they are, text as it is, jsonb from its text after the format's
+ * version byte) into `store`; first/last per partition as SourceFetch
+ * returns them.  Returns how many.  The columns must have the types of
+ * streamguard.event, except the payload, which may also come as text or
+ * json (their binary format is the text).
+ */
+static int
+sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store, int64 *first, int64 *last)
+{
+	static const Oid want[6] = {INT4OID, INT8OID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID};
+	int			nparts = w->def.remote_nparts;
+	int			row;
+	int			c;
+	bool		payload_jsonb;
+
+	if (RemoteNFields(res) != 6)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("a remote read returned %d columns instead of 6", RemoteNFields(res))));
+	for (c = 0; c < 6; c++)
+		if (RemoteGetType(res, c) != want[c] &&
+			!(c == 3 && (RemoteGetType(res, c) == TEXTOID || RemoteGetType(res, c) == JSONOID)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column %d of a remote read has type %u, not %u", c + 1,
+							RemoteGetType(res, c), want[c])));
+	payload_jsonb = RemoteGetType(res, 3) == JSONBOID;
+	for (row = 0; row < RemoteNTuples(res); row++)
+	{
+		Datum		v[6];
+		bool		n[6];
+		int			p;
+		const char *payload;
+
+		for (c = 0; c < 6; c++)
+			n[c] = RemoteGetIsNull(res, row, c);
+		p = (int) sg_remote_int(res, row, 0, 4);
+		if (p < 0 || p >= nparts)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("a remote read returned partition %d of %d", p, nparts)));
+		v[0] = Int32GetDatum(p);
+		v[1] = Int64GetDatum(sg_remote_int(res, row, 1, 8));
+		v[2] = n[2] ? (Datum) 0 : PointerGetDatum(cstring_to_text_with_len(RemoteGetValue(res, row, 2),
+																			RemoteGetLength(res, row, 2)));
+		payload = RemoteGetValue(res, row, 3);
+		if (payload_jsonb)
+		{
+			if (n[3] || RemoteGetLength(res, row, 3) < 1 || payload[0] != 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROTOCOL_VIOLATION),
+						 errmsg("unsupported jsonb format in a remote read")));
+			payload++;
+		}
+		v[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum(payload));
+		v[4] = n[4] ? (Datum) 0 : PointerGetDatum(cstring_to_text_with_len(RemoteGetValue(res, row, 4),
+																			RemoteGetLength(res, row, 4)));
+		v[5] = TimestampTzGetDatum((TimestampTz) sg_remote_int(res, row, 5, 8));
+		tuplestore_putvalues(store, w->event_desc, v, n);
+		if (first[p] == 0)
+			first[p] = DatumGetInt64(v[1]);
+		last[p] = DatumGetInt64(v[1]);
+	}
+	return RemoteNTuples(res);
+}
+
+/*
  * Read a batch from a stream on another streamguard server, after the
  * positions kept here (locked for this transaction).  w->remote_lost gets
  * what retention removed ahead of each position (sg_remote_lost), added
  * to remote_position.lost when the positions move (SourceAdvance).
+ *
+ * Read ahead: after a full batch, the read of the next one is sent at
+ * once, from the positions this batch moves to, and runs on the remote
+ * while this batch is processed and committed here.  The next batch takes
+ * it only if the positions it locks are exactly those (whatever moved them
+ * otherwise -- a failed batch, a control call -- the read is run again),
+ * and only if it found events (an empty one may be stale).  The remote
+ * read has no side effects, so a read ahead that is not taken is just
+ * dropped.
  */
 static int
 sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
@@ -79,13 +226,18 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	int64	   *pos = palloc0(sizeof(int64) * nparts);
 	SgUserSave	save;
 	uint64		i;
-	int			remaining = w->def.batch_size;
+	int			fetched;
 	int			k;
+	SgRemoteResult *res = NULL;
+	uint64		ticket = w->read_ahead;
 
+	w->read_ahead = 0;
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_with_args("SELECT partition, position FROM streamguard.remote_position "
-							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "SELECT partition, position FROM streamguard.remote_position "
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+									  1, types),
+						 values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "remote position lookup failed");
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -99,6 +251,8 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 
 	if (w->remote_lost == NULL)
 		w->remote_lost = MemoryContextAllocZero(TopMemoryContext, sizeof(int64) * nparts);
+	if (w->read_ahead_pos == NULL)
+		w->read_ahead_pos = MemoryContextAllocZero(TopMemoryContext, sizeof(int64) * nparts);
 	for (k = 0; k < nparts; k++)
 	{
 		first[k] = 0;
@@ -108,7 +262,6 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	for (k = 0; k < nparts; k++)
 	{
 		const char *params[2];
-		SgRemoteResult *res;
 		int			p = k;
 
 		if (pos[p] < 0)
@@ -133,51 +286,44 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 			}
 			pos[p] = Max(strtoll(RemoteGetValue(res, 0, 0), NULL, 10), 0);
 			RemoteClear(res);
+			res = NULL;
 			last[p] = pos[p];
 			sg_set_remote_position(w, p, pos[p]);
 		}
 	}
-	for (k = 0; k < nparts && remaining > 0; k++)
+
+	/* the read ahead, if it read from exactly these positions */
+	if (ticket != 0 && w->read_ahead_rotor == w->remote_rotor &&
+		memcmp(w->read_ahead_pos, pos, sizeof(int64) * nparts) == 0)
 	{
-		int			p = (int) ((w->remote_rotor + k) % (uint32) nparts);
-		const char *params[4];
-		SgRemoteResult *res;
-		int			row;
-
-		params[0] = w->def.remote_stream;
-		params[1] = psprintf("%d", p);
-		params[2] = psprintf("%lld", (long long) pos[p]);
-		params[3] = psprintf("%d", remaining);
-		res = RemoteExec(r, "SELECT partition, seq, key, payload, dedup_key, appended_at "
-						 "FROM streamguard.read($1, $2::int, $3::bigint, $4::int)", 4, params);
-		for (row = 0; row < RemoteNTuples(res); row++)
+		res = RemoteReceive(r, ticket);
+		if (res != NULL && RemoteNTuples(res) == 0)
 		{
-			Datum		v[6];
-			bool		n[6];
-			int			c;
-
-			for (c = 0; c < 6; c++)
-				n[c] = RemoteGetIsNull(res, row, c);
-			v[0] = Int32GetDatum(atoi(RemoteGetValue(res, row, 0)));
-			v[1] = Int64GetDatum(strtoll(RemoteGetValue(res, row, 1), NULL, 10));
-			v[2] = n[2] ? (Datum) 0 : CStringGetTextDatum(RemoteGetValue(res, row, 2));
-			v[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum(RemoteGetValue(res, row, 3)));
-			v[4] = n[4] ? (Datum) 0 : CStringGetTextDatum(RemoteGetValue(res, row, 4));
-			v[5] = DirectFunctionCall3(timestamptz_in, CStringGetDatum(RemoteGetValue(res, row, 5)),
-									   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
-			tuplestore_putvalues(store, w->event_desc, v, n);
-			if (first[p] == 0)
-				first[p] = DatumGetInt64(v[1]);
-			last[p] = DatumGetInt64(v[1]);
-			remaining--;
+			RemoteClear(res);
+			res = NULL;
 		}
-		RemoteClear(res);
-		if (first[p] > pos[p] + 1)
-			w->remote_lost[p] = sg_remote_lost(w, r, p, pos[p], first[p]);
 	}
+	if (res == NULL)
+		res = RemoteExecParams(r, sg_remote_read_sql(w), 2 + 2 * nparts,
+							   sg_remote_read_params(w, pos, w->remote_rotor), true);
+	fetched = sg_remote_store(w, res, store, first, last);
+	RemoteClear(res);
+	for (k = 0; k < nparts; k++)
+		if (first[k] > pos[k] + 1)
+			w->remote_lost[k] = sg_remote_lost(w, r, k, pos[k], first[k]);
 	w->remote_rotor++;
+
+	/* a full batch: the next one is likely waiting too, read it ahead */
+	if (fetched >= w->def.batch_size)
+	{
+		memcpy(w->read_ahead_pos, last, sizeof(int64) * nparts);
+		w->read_ahead_rotor = w->remote_rotor;
+		w->read_ahead = RemoteSendQuery(r, sg_remote_read_sql(w), 2 + 2 * nparts,
+										sg_remote_read_params(w, last, w->remote_rotor), true);
+		WorkerFault(w, SG_FAULT_READ_AHEAD);
+	}
 	WorkerRemoteStatus(w, SG_SIDE_SOURCE, r);
-	return w->def.batch_size - remaining;
+	return fetched;
 }
 
 /* move the positions forward: the local consumer, or the remote positions */
@@ -213,13 +359,15 @@ SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts)
 				w->remote_lost[p] = 0;
 		}
 		values[2] = PointerGetDatum(construct_array(lost, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		if (SPI_execute_with_args("UPDATE streamguard.remote_position "
-								  "SET position = ($2)[partition OPERATOR(pg_catalog.+) 1], "
-								  "lost = lost OPERATOR(pg_catalog.+) ($3)[partition OPERATOR(pg_catalog.+) 1], "
-								  "updated_at = pg_catalog.now() "
-								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
-								  "AND ($2)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>) position",
-								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		if (SPI_execute_plan(SgPlanCached(NULL,
+										  "UPDATE streamguard.remote_position "
+										  "SET position = ($2)[partition OPERATOR(pg_catalog.+) 1], "
+										  "lost = lost OPERATOR(pg_catalog.+) ($3)[partition OPERATOR(pg_catalog.+) 1], "
+										  "updated_at = pg_catalog.now() "
+										  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+										  "AND ($2)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>) position",
+										  3, types),
+							 values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "remote position update failed");
 	}
 	else

@@ -106,6 +106,17 @@ typedef struct SgWorker
 	char	   *done_gid;		/* COMMIT PREPARED done; local record to drop */
 	int64		sink_attempts;	/* remote transactions tried by this worker */
 	uint32		remote_rotor;	/* remote source: partition read first */
+	char	   *remote_read_sql;	/* remote source: its read (source.c) */
+	uint64		read_ahead;		/* remote source: ticket of the next batch's
+								 * read, sent ahead (0: none) ... */
+	int64	   *read_ahead_pos; /* ... from these positions ... */
+	uint32		read_ahead_rotor;	/* ... with this rotor */
+	StringInfo	copy_buf;		/* remote sink: rows being rendered */
+	bool		sink_end_pending;	/* remote sink: the remote transaction's end
+									 * sent, not confirmed (SinkConfirm) */
+	uint64		sink_ticket;	/* ... the ticket of its last result */
+	int			sink_moved;		/* ... offsets mode: partitions it moves */
+	char	   *sink_sql;		/* ... the message (batch memory) */
 	int64	   *remote_lost;	/* remote source: seqs retention removed ahead
 								 * of each position, found by the last fetch */
 	bool		sink_resolved;	/* SinkResolve ran in this batch's transaction */
@@ -172,8 +183,11 @@ extern void KafkaSourceClose(SgWorker *w);
 extern void SinkSetup(SgWorker *w, List *cols);
 extern bool SinkResolve(SgWorker *w, SgStreamMeta *meta);
 extern void SinkForgetCommitted(SgWorker *w);
-extern StringInfo SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows);
-extern char *SinkWrite(SgWorker *w, StringInfo data, int64 *first, int64 *last, int nparts);
+extern StringInfo SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows,
+								SgRemote *stream);
+extern char *SinkWrite(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows,
+					   int64 *first, int64 *last, int nparts);
+extern void SinkConfirm(SgWorker *w);
 extern int64 SinkRunIsolated(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 							 int nparts, char **gid);
 extern void SinkRecordPrepared(SgWorker *w, const char *gid);

@@ -274,6 +274,27 @@
 		tests => [ 'tap:089_remote_upsert.pl' ],
 	},
 	{
+		name => 'read_ahead_positions_unchecked',
+		breaks => 'remote source: the next batch takes the read sent ahead without comparing its positions with the ones it locked (a position moved meanwhile is ignored: events skipped)',
+		edits => [ [ 'src/source.c',
+			"		memcmp(w->read_ahead_pos, pos, sizeof(int64) * nparts) == 0)
+",
+			"		(memcmp(w->read_ahead_pos, pos, sizeof(int64) * nparts) == 0 || true))
+" ] ],
+		tests => [ 'tap:092_remote_overlap.pl' ],
+	},
+	{
+		name => 'sink_end_not_confirmed',
+		breaks => 'remote sink: the batch commits here without waiting for the remote PREPARE TRANSACTION (or COMMIT) it sent, so a batch the sink rejected is recorded as prepared and lost',
+		edits => [ [ 'src/sink.c',
+			"		RemoteFinish(r);
+		WorkerFault(w, w->def.two_phase && w->def.guarantee == SG_EXACTLY_ONCE ?
+",
+			"		WorkerFault(w, w->def.two_phase && w->def.guarantee == SG_EXACTLY_ONCE ?
+" ] ],
+		tests => [ 'tap:088_remote_policies.pl' ],
+	},
+	{
 		name => 'durable_flush_past_page_header',
 		breaks => 'durability before remote work: the WAL flush asks for the insert position of an empty page (past its header), which fails',
 		edits => [ [ 'src/horizon.c',
@@ -312,6 +333,38 @@
 			"\"revision = s.revision\" OP(\"+\") \"CASE WHEN s.closed THEN 1 ELSE 0 END, acc = \");",
 			"\"revision = s.revision\" OP(\"+\") \"CASE WHEN s.closed THEN 0 ELSE 0 END, acc = \");" ] ],
 		tests => [ 'regress:12_windows', 'tap:150_windows.pl' ],
+	},
+	{
+		name => 'window_emit_failure_retried_forever',
+		breaks => 'windows: a batch whose windows cannot be emitted is retried for ever (isolated, under the error policy) instead of failing the pipeline after max_attempts',
+		edits => [ [ 'src/window.c',
+			"\tfailed = w->window->applying;\n",
+			"\tfailed = w->window->applying && false;\n" ] ],
+		tests => [ 'regress:14_window_changes' ],
+	},
+	{
+		name => 'window_session_no_retraction',
+		breaks => 'windows, sessions: an emitted session merged into one that starts earlier is not retracted (on_update: its row is not deleted), so readers see it twice',
+		edits => [ [ 'src/window.c',
+			"\" FROM j WHERE j.gnew AND j.seq IS NULL AND j.ws\"",
+			"\" FROM j WHERE false AND j.seq IS NULL AND j.ws\"" ] ],
+		tests => [ 'regress:14_window_changes', 'tap:150_windows.pl' ],
+	},
+	{
+		name => 'window_session_merge_same_revision',
+		breaks => 'windows, sessions with late update: a merged session keeps the revision of the closed session it corrects, so readers cannot tell the correction from the old row',
+		edits => [ [ 'src/window.c',
+			"\"j.grev\" OP(\"+\") \"CASE WHEN j.gnew AND j.gclosed THEN 1 ELSE 0 END AS rev, \"",
+			"\"j.grev\" OP(\"+\") \"CASE WHEN j.gnew AND j.gclosed THEN 0 ELSE 0 END AS rev, \"" ] ],
+		tests => [ 'regress:14_window_changes', 'tap:150_windows.pl' ],
+	},
+	{
+		name => 'window_changelog_same_revision',
+		breaks => 'windows, changelog: every event of a window carries the same revision, so a consumer cannot take the latest',
+		edits => [ [ 'src/window.c',
+			"\"SET revision = s.revision\" OP(\"+\") \"1 WHERE s.pipeline_id\"",
+			"\"SET revision = s.revision\" OP(\"+\") \"0 WHERE s.pipeline_id\"" ] ],
+		tests => [ 'regress:14_window_changes', 'tap:150_windows.pl' ],
 	},
 	{
 		name => 'group_fence_ignores_member',

@@ -252,9 +252,10 @@ SELECT streamguard.create_pipeline('$p', 's_$p', \$\$INSERT INTO t_$p (id) SELEC
 	my $p = 'zdrop';
 	my ($sink0, undef, $pid) = held_case($p, 'exactly_once', 'before_fence');
 	# disarming needs the pipeline, so it comes first in the dropping
-	# transaction; inject_fault locks the pipeline row, so the released
-	# worker reaches its fence only after the drop committed
-	my ($ok, $secs, $err) = timed("BEGIN; SELECT streamguard.inject_fault('$p', 'none'); SELECT streamguard.drop_pipeline('$p'); COMMIT;");
+	# transaction, after the pipeline row is locked (as the drop locks it):
+	# the released worker reaches its fence only after the drop committed
+	my ($ok, $secs, $err) = timed("BEGIN; SELECT 1 FROM streamguard.pipeline WHERE name = '$p' FOR UPDATE;
+		SELECT streamguard.inject_fault('$p', 'none'); SELECT streamguard.drop_pipeline('$p'); COMMIT;");
 	ok($ok && $secs < 5, '(f) drop commits at once while the worker is held') or diag($err);
 	wait_gone($pid, '(f)');
 	is(sink("t_$p"), $sink0, '(f) the zombie wrote nothing');

@@ -18,11 +18,12 @@
 # transactions roll back.  While they run, faults are injected one after the
 # other, each waited for (the local server back, every pipeline with a live
 # worker): inject_fault kills at after_prepare / after_local_commit /
-# mid_copy / before_commit (two_phase), after_remote_commit / mid_copy /
-# before_commit (offsets), after_remote_commit / between_commits
-# (at_least_once), between_commits (at_most_once); remote restarts fast and
-# immediate; the remote stopped for a while (remote_status must show
-# connected = false with last_error); pg_terminate_backend of the remote
+# mid_copy / remote_end_sent / before_commit (two_phase),
+# after_remote_commit / mid_copy / remote_end_sent / before_commit (offsets),
+# after_remote_commit / between_commits (at_least_once), between_commits
+# (at_most_once); remote restarts fast and immediate; the remote stopped
+# for a while (remote_status must show connected = false with
+# last_error); pg_terminate_backend of the remote
 # session serving a pipeline; and a stalled remote (SIGSTOP of that backend
 # for longer than streamguard.remote_timeout, then SIGCONT).
 #
@@ -240,6 +241,8 @@ my @plan = (
 	(['2pc after_local_commit kill',  \&fault_inject, 'p_2pc', 'after_local_commit']) x 2,
 	(['2pc mid_copy kill',            \&fault_inject, 'p_2pc', 'mid_copy']) x 2,
 	(['2pc before_commit kill',       \&fault_inject, 'p_2pc', 'before_commit']) x 2,
+	(['2pc remote_end_sent kill',     \&fault_inject, 'p_2pc', 'remote_end_sent']) x 2,
+	(['off remote_end_sent kill',     \&fault_inject, 'p_off', 'remote_end_sent']) x 2,
 	(['off after_remote_commit kill', \&fault_inject, 'p_off', 'after_remote_commit']) x 2,
 	(['off mid_copy kill',            \&fault_inject, 'p_off', 'mid_copy']) x 2,
 	(['off before_commit kill',       \&fault_inject, 'p_off', 'before_commit']) x 2,
@@ -407,7 +410,11 @@ is( val($local, "SELECT rows_out FROM streamguard.pipelines WHERE pipeline = 'p_
 #    of the first transaction's offsets), then the delayed COMMIT arrives;
 #  - two_phase, the PREPARE TRANSACTION delayed: the worker gives up,
 #    resolves (nothing prepared yet), retries and commits the batch, then
-#    the delayed PREPARE arrives.
+#    the delayed PREPARE arrives.  A batch's remote transaction is one
+#    message (BEGIN, marker, COPY, PREPARE TRANSACTION) whose PREPARE runs
+#    when the rows end: the message held is the end of the COPY (CopyDone,
+#    'c' and length 4), with the offsets pipeline paused meanwhile so that
+#    the end held is the two_phase pipeline's.
 # Either way the result must still be exactly once, with nothing left
 # prepared on the remote.
 
@@ -470,10 +477,12 @@ WHERE application_name = 'sg_px' AND wait_event_type = 'Lock'}, 't', 30);
 			slurp_file($local->logfile, $off) =~ /pipeline "q_pxoff": batch failed \(attempt \d+\): ([^\n]*)/g));
 }
 
-# two_phase: the PREPARE TRANSACTION delayed
+# two_phase: the PREPARE TRANSACTION delayed (the end of the COPY it follows)
+my $copy_done = 'c\x00\x00\x00\x04';
+$local->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('q_pxoff')});
 {
 	my $off = log_offset($local);
-	proxy_hold($pxdir, 'PREPARE TRANSACTION');
+	proxy_hold($pxdir, $copy_done);
 	px_append(2001, 2100);
 	ok(proxy_held($pxdir), 'two_phase: the PREPARE TRANSACTION is held by the proxy');
 	# the worker gives up, retries in a new session and commits the batch
@@ -500,14 +509,14 @@ WHERE application_name = 'sg_px' AND wait_event_type = 'Lock'}, 't', 30);
 {
 	my $off = log_offset($local);
 	q1($local, q{SELECT streamguard.inject_fault('q_px2pc', 'after_commit', 'kill')});
-	proxy_hold($pxdir, 'PREPARE TRANSACTION');
+	proxy_hold($pxdir, $copy_done);
 	px_append(3001, 3100);
 	ok(proxy_held($pxdir), 'two_phase + crash: the PREPARE TRANSACTION is held by the proxy');
 	my $o = wait_log($local, qr/pipeline "q_px2pc": injected fault, killing the worker/, $off, 40);
 	ok(defined $o, 'two_phase + crash: the retry committed and the worker was killed after it');
 	proxy_release($pxdir);
 	ok(defined wait_crash_recovery($local, $off, 60), 'two_phase + crash: local server recovered');
-	ok(wait_pipelines_running($local, [qw(q_px2pc q_pxoff)], 60), 'two_phase + crash: pipelines run again');
+	ok(wait_pipelines_running($local, [qw(q_px2pc)], 60), 'two_phase + crash: the pipeline runs again');
 	px_append(3101, 3200);
 	wait_for_value($remote, q{SELECT count(DISTINCT id) FROM sink_px2pc WHERE id BETWEEN 3101 AND 3200}, 100, 30);
 	is(px_counts('sink_px2pc', 3001, 3200), '200/200',
@@ -518,6 +527,8 @@ WHERE application_name = 'sg_px' AND wait_event_type = 'Lock'}, 't', 30);
 		  . "; in-doubt resolution: " . join(' | ',
 			slurp_file($local->logfile, $off) =~ /pipeline "q_px2pc": ((?:committing|rolling back) in-doubt[^\n]*)/g));
 }
+$local->safe_psql('postgres', q{SELECT streamguard.resume_pipeline('q_pxoff')});
+ok(wait_pipelines_running($local, [qw(q_px2pc q_pxoff)], 60), 'delayed messages: both pipelines run again');
 diag("proxy log:\n" . (-e "$pxdir/log" ? slurp_file("$pxdir/log") : ''));
 proxy_stop($pxdir, $pxpid);
 
