@@ -100,6 +100,25 @@ typedef struct SgKafkaReport
 	rd_kafka_resp_err_t dr_err; /* the first delivery error */
 } SgKafkaReport;
 
+typedef rd_kafka_error_t *(*SgKafkaTxnCall) (rd_kafka_t *rk, int timeout_ms);
+
+/*
+ * A transactional API call made on a thread of its own (malloc'd): the
+ * backend waits for it on the latch and may give up on it; the client's
+ * destroy joins the thread first.
+ */
+typedef struct SgKafkaCall
+{
+	rd_kafka_t *rk;
+	SgKafkaTxnCall fn;
+	int			timeout_ms;
+	int			wake_fd;		/* written when done: the handle's pipe */
+	pthread_t	thread;
+	pthread_mutex_t lock;
+	bool		done;
+	rd_kafka_error_t *error;	/* its result, once done */
+} SgKafkaCall;
+
 struct SgKafka
 {
 	rd_kafka_t *rk;
@@ -110,6 +129,7 @@ struct SgKafka
 	bool		producer;
 	rd_kafka_topic_t *topics[SG_KAFKA_MAX_TOPICS];	/* a producer's topics */
 	int			ntopics;
+	struct SgKafkaCall *call;	/* a transactional call on its thread, or NULL */
 	char		server[NAMEDATALEN];
 };
 
@@ -578,7 +598,20 @@ typedef struct SgKafkaReaper
 	rd_kafka_t *rk;
 	SgKafkaReport *report;
 	bool		producer;
+	SgKafkaCall *call;			/* a call still running on the client ... */
+	int			pipe_fd[2];		/* ... which may still write to this pipe */
 } SgKafkaReaper;
+
+/* the end of a transactional call the backend gave up on: join, free */
+static void
+sg_kafka_call_end(SgKafkaCall *c)
+{
+	pthread_join(c->thread, NULL);
+	if (c->error)
+		rd_kafka_error_destroy(c->error);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
 
 /*
  * The end of a client, on a thread of its own: librdkafka's destroy joins
@@ -590,6 +623,12 @@ sg_kafka_reap(void *arg)
 {
 	SgKafkaReaper *r = (SgKafkaReaper *) arg;
 
+	if (r->call)
+	{
+		sg_kafka_call_end(r->call);
+		close(r->pipe_fd[0]);
+		close(r->pipe_fd[1]);
+	}
 	if (!r->producer)
 		(void) rd_kafka_assign(r->rk, NULL);
 	rd_kafka_destroy_flags(r->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
@@ -639,6 +678,9 @@ KafkaClose(SgKafka *k)
 		r->rk = k->rk;
 		r->report = k->report;
 		r->producer = k->producer;
+		r->call = k->call;
+		r->pipe_fd[0] = k->pipe_fd[0];
+		r->pipe_fd[1] = k->pipe_fd[1];
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		pthread_attr_init(&attr);
@@ -650,10 +692,20 @@ KafkaClose(SgKafka *k)
 		{
 			k->rk = NULL;
 			k->report = NULL;
+			if (k->call)
+			{
+				/* the reaper closes the pipe once the call is over */
+				k->call = NULL;
+				k->pipe_fd[0] = k->pipe_fd[1] = -1;
+				ReleaseExternalFD();
+				ReleaseExternalFD();
+			}
 		}
 		else
 			free(r);
 	}
+	if (k->call)
+		sg_kafka_call_end(k->call);
 	if (k->rk)
 		rd_kafka_destroy_flags(k->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 	if (k->pipe_fd[0] >= 0)
@@ -730,7 +782,8 @@ KafkaRaise(SgKafka *k, rd_kafka_resp_err_t err, const char *what)
 	KafkaLastError(k, last, sizeof(last));
 	ereport(ERROR,
 			(errcode(sg_kafka_sqlstate(err)),
-			 errmsg("Kafka server \"%s\": %s: %s", k->server, what, rd_kafka_err2str(err)),
+			 errmsg("Kafka server \"%s\": %s: %s (%s)", k->server, what, rd_kafka_err2str(err),
+					rd_kafka_err2name(err)),
 			 errdetail("Kafka error %s (%d).%s%s", rd_kafka_err2name(err), (int) err,
 					   last[0] ? " Last client report: " : "", last)));
 }
@@ -1040,29 +1093,109 @@ sg_kafka_raise_error(SgKafka *k, rd_kafka_error_t *error, const char *what)
 	KafkaLastError(k, last, sizeof(last));
 	ereport(ERROR,
 			(errcode(sg_kafka_sqlstate(err)),
-			 errmsg("Kafka server \"%s\": %s: %s", k->server, what, text),
+			 errmsg("Kafka server \"%s\": %s: %s (%s)", k->server, what, text, rd_kafka_err2name(err)),
 			 errdetail("Kafka error %s (%d)%s.%s%s", rd_kafka_err2name(err), (int) err,
 					   fatal ? ", fatal for this producer" : "",
 					   last[0] ? " Last client report: " : "", last)));
 }
 
-typedef rd_kafka_error_t *(*SgKafkaTxnCall) (rd_kafka_t *rk, int timeout_ms);
+static void *
+sg_kafka_call_main(void *arg)
+{
+	SgKafkaCall *c = (SgKafkaCall *) arg;
+	rd_kafka_error_t *error = c->fn(c->rk, c->timeout_ms);
+
+	pthread_mutex_lock(&c->lock);
+	c->error = error;
+	c->done = true;
+	pthread_mutex_unlock(&c->lock);
+	if (write(c->wake_fd, "1", 1) < 0)
+		(void) 0;				/* the waiter also looks at done every 100 ms */
+	return NULL;
+}
 
 /*
- * A blocking transactional call in steps of SG_KAFKA_STEP_MS (librdkafka
- * lets a timed-out call be made again and goes on where it was), checking
- * interrupts in between, until `deadline`.
+ * One blocking transactional call, on a thread of its own (all signals
+ * blocked) while the backend waits on the latch and the handle's pipe:
+ * librdkafka's transactional calls were seen to block far longer than
+ * their timeout (a commit after broker errors, minutes).  Past `deadline`
+ * (plus a second) or on an interrupt the backend gives up on it with an
+ * error; the thread then ends on its own and the client's destroy joins
+ * it.  Returns the call's result.
+ */
+static rd_kafka_error_t *
+sg_kafka_call(SgKafka *k, SgKafkaTxnCall fn, const char *what, TimestampTz deadline, uint32 wait_event)
+{
+	SgKafkaCall *c;
+	sigset_t	all,
+				old;
+	int			rc;
+	long		left = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+	TimestampTz give_up = TimestampTzPlusMilliseconds(deadline, 1000);
+	rd_kafka_error_t *error;
+
+	if (k->call)
+		elog(ERROR, "a Kafka transactional call is still running on this client");
+	c = malloc(sizeof(SgKafkaCall));
+	if (c == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	memset(c, 0, sizeof(SgKafkaCall));
+	c->rk = k->rk;
+	c->fn = fn;
+	c->timeout_ms = (int) Max(Min(left, INT_MAX), 1);
+	c->wake_fd = k->pipe_fd[1];
+	pthread_mutex_init(&c->lock, NULL);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&c->thread, NULL, sg_kafka_call_main, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+	{
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not start a thread for a Kafka call: %s", strerror(rc))));
+	}
+	/* from here an ERROR leaves the call to KafkaClose */
+	k->call = c;
+	for (;;)
+	{
+		bool		done;
+
+		sg_kafka_serve(k);
+		pthread_mutex_lock(&c->lock);
+		done = c->done;
+		pthread_mutex_unlock(&c->lock);
+		if (done)
+			break;
+		if (GetCurrentTimestamp() >= give_up)
+			KafkaRaise(k, RD_KAFKA_RESP_ERR__TIMED_OUT,
+					   psprintf("%s: no answer within streamguard.remote_timeout (%d ms)", what, sg_remote_timeout_ms));
+		sg_kafka_wait(k, give_up, wait_event);
+	}
+	pthread_join(c->thread, NULL);
+	error = c->error;
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	k->call = NULL;
+	return error;
+}
+
+/*
+ * A transactional call, made again while it fails with an error that
+ * says so (retriable, a timeout) until `deadline`; any other error raised
+ * with its code.
  */
 static void
-sg_kafka_txn_call(SgKafka *k, SgKafkaTxnCall call, const char *what, TimestampTz deadline)
+sg_kafka_txn_call(SgKafka *k, SgKafkaTxnCall fn, const char *what, TimestampTz deadline)
 {
 	for (;;)
 	{
 		rd_kafka_error_t *error;
 
 		sg_kafka_tick();
-		sg_kafka_serve(k);
-		error = call(k->rk, SG_KAFKA_STEP_MS);
+		error = sg_kafka_call(k, fn, what, deadline, PG_WAIT_EXTENSION);
 		if (error == NULL)
 			return;
 		if ((rd_kafka_error_is_retriable(error) || rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__TIMED_OUT) &&

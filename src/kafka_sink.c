@@ -502,7 +502,7 @@ KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
 		w->stop_error = MemoryContextStrdup(TopMemoryContext,
 											psprintf("Kafka server \"%s\" has no checkpoint of pipeline \"%s\" in topic \"%s\" although %lld batches were committed: "
 													 "the topic lost committed data (recreated, or a broker failed over without it); "
-													 "resume_pipeline to go on from here, or reset_pipeline to produce again",
+													 "to go on, drop the pipeline and create it again (reset_pipeline then sets where it starts)",
 													 w->def.sink_server, w->def.name, SG_KAFKA_CHECKPOINT_TOPIC, (long long) local));
 		return false;
 	}
@@ -517,7 +517,7 @@ KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
 	{
 		w->stop_error = MemoryContextStrdup(TopMemoryContext,
 											psprintf("Kafka server \"%s\" lost batches of pipeline \"%s\": its last checkpoint is batch %lld, %lld were committed here; "
-													 "resume_pipeline to go on from here, or reset_pipeline to produce again",
+													 "to go on, drop the pipeline and create it again (reset_pipeline then sets where it starts)",
 													 w->def.sink_server, w->def.name, (long long) c.batch, (long long) local));
 		return false;
 	}
@@ -525,8 +525,8 @@ KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
 	{
 		w->stop_error = MemoryContextStrdup(TopMemoryContext,
 											psprintf("Kafka server \"%s\" holds batch %lld of pipeline \"%s\" but this database committed only %lld: "
-													 "the database went back in time (restored from a backup?); the messages of the missing batches are in the topic, "
-													 "reset_pipeline to the positions you trust, then resume_pipeline",
+													 "the database went back in time (restored from a backup?) and the messages of the missing batches are in the topic; "
+													 "to go on, drop the pipeline and create it again (reset_pipeline then sets where it starts)",
 													 w->def.sink_server, (long long) c.batch, w->def.name, (long long) local));
 		return false;
 	}
