@@ -1041,6 +1041,9 @@ KafkaProducerOpen(const char *server, Oid userid, const char *transactional_id)
 	fixed[n++] = "true";
 	fixed[n++] = "acks";
 	fixed[n++] = "all";
+	/* a batch is produced at once and then waited for: no lingering */
+	fixed[n++] = "linger.ms";
+	fixed[n++] = "0";
 	fixed[n++] = "message.timeout.ms";
 	fixed[n++] = psprintf("%d", msg_timeout);
 	if (transactional_id)
