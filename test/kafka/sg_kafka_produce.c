@@ -5,16 +5,18 @@
  *		PostgreSQL doing what a Kafka sink pipeline does, without its
  *		guarantees.
  *
- * Usage: sg_kafka_produce BOOTSTRAP TOPIC CONNINFO STREAM NPARTS TOTAL BATCH
+ * Usage: sg_kafka_produce BOOTSTRAP TOPIC CONNINFO STREAM NPARTS TOTAL BATCH [end]
  *
  * Reads the events of STREAM (partitions 0 .. NPARTS-1, BATCH events per
  * streamguard.read call, partition after partition in turn) and produces
  * each as a message of TOPIC: key the event's key, value its payload as
  * JSON text, partition the event's partition, with an idempotent producer
- * (acks=all).  Stops after TOTAL events, waits until every message is
- * acknowledged (rd_kafka_flush), and prints the seconds from the first read
- * to the end of the flush.  No transaction, no positions kept: the cheapest
- * way to move the same rows.  Built by "make kafka-tools" (never
+ * (acks=all, linger.ms=0 as the pipeline's).  After each read it waits
+ * until every message is acknowledged (rd_kafka_flush) — what a client
+ * that then records its progress has to do — or, with "end", only once
+ * after the last.  Stops after TOTAL events and prints the seconds from the
+ * first read to the end of the last flush.  No transaction, no positions
+ * kept.  Built by "make kafka-tools" (never
  * installed); used by test/bench/kafka/run.pl.
  *
  *-------------------------------------------------------------------------
@@ -64,11 +66,14 @@ main(int argc, char **argv)
 	int			idle = 0;
 	double		t0;
 
-	if (argc != 8)
+	int			flush_each;
+
+	if (argc != 8 && !(argc == 9 && strcmp(argv[8], "end") == 0))
 	{
-		fprintf(stderr, "usage: sg_kafka_produce BOOTSTRAP TOPIC CONNINFO STREAM NPARTS TOTAL BATCH\n");
+		fprintf(stderr, "usage: sg_kafka_produce BOOTSTRAP TOPIC CONNINFO STREAM NPARTS TOTAL BATCH [end]\n");
 		return 2;
 	}
+	flush_each = argc == 8;
 	nparts = atoi(argv[5]);
 	total = atol(argv[6]);
 	batch = atol(argv[7]);
@@ -77,7 +82,8 @@ main(int argc, char **argv)
 	conf = rd_kafka_conf_new();
 	if (rd_kafka_conf_set(conf, "bootstrap.servers", argv[1], err, sizeof(err)) ||
 		rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)) ||
-		rd_kafka_conf_set(conf, "acks", "all", err, sizeof(err)))
+		rd_kafka_conf_set(conf, "acks", "all", err, sizeof(err)) ||
+		rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err)))
 	{
 		fprintf(stderr, "sg_kafka_produce: %s\n", err);
 		return 1;
@@ -147,6 +153,11 @@ main(int argc, char **argv)
 			done++;
 		}
 		PQclear(res);
+		if (flush_each && n > 0 && rd_kafka_flush(rk, 600000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		{
+			fprintf(stderr, "sg_kafka_produce: flush timed out\n");
+			return 1;
+		}
 		rd_kafka_poll(rk, 0);
 		idle = n == 0 ? idle + 1 : 0;
 		if (idle > 10 * nparts)

@@ -264,13 +264,15 @@ sub topic_messages
 	return $sum;
 }
 
+# plain: a flush per batch read; plain_end: one flush after the last
 sub run_plain_producer
 {
+	my ($how) = @_;
 	my $t = 'sink' . ++$topic;
 	broker("topic $t 4");
 	sql('CHECKPOINT');
 	my $out = run("$tooldir/sg_kafka_produce", $boot, $t, "host=$work port=$port dbname=bench", 'benchsrc', 4, $n,
-		$knob{BENCH_BATCH});
+		$knob{BENCH_BATCH}, $how eq 'plain_end' ? ('end') : ());
 	my ($s) = $out =~ /^([0-9.]+)$/m or die "sg_kafka_produce: $out";
 	my $got = topic_messages($t);
 	die "plain producer: $got messages, not $n\n" unless $got == $n;
@@ -298,16 +300,21 @@ sub run_sink_pipeline
 		FROM streamguard.pipeline_batches WHERE pipeline = '$name'});
 	my $got = topic_messages($t);
 	die "pipeline $name: $got messages in the topic, not $n\n" unless $got == $n;
+	# where a batch's time goes: fetch, the SELECT and Kafka, the local commit(s)
+	say_ts("  $guarantee, per batch (avg ms): " . sql(qq{SELECT 'fetch ' || round(avg(fetch_ms)::numeric, 1)
+		|| ', select + Kafka ' || round(avg(process_ms)::numeric, 1) || ', local commit ' || round(avg(commit_ms)::numeric, 1)
+		FROM streamguard.pipeline_batches WHERE pipeline = '$name'}));
 	sql("SELECT streamguard.drop_pipeline('$name')");
 	return $s;
 }
 
+my @sink_contenders = qw(plain exactly_once at_least_once plain_end);
 for my $r (1 .. $knob{BENCH_REPEAT})
 {
-	my $first = $r % @contenders;
-	for my $c (@contenders[$first .. $#contenders, 0 .. $first - 1])
+	my $first = $r % @sink_contenders;
+	for my $c (@sink_contenders[$first .. $#sink_contenders, 0 .. $first - 1])
 	{
-		my $s = $c eq 'plain' ? run_plain_producer() : run_sink_pipeline($c);
+		my $s = $c =~ /^plain/ ? run_plain_producer($c) : run_sink_pipeline($c);
 		push @{ $ssecs{$c} }, $s;
 		say_ts(sprintf("sink repeat %d: %-13s %.2f s, %.0f messages/s", $r, $c, $s, $n / $s));
 	}
@@ -315,7 +322,7 @@ for my $r (1 .. $knob{BENCH_REPEAT})
 ($load_end) = split ' ', run('cat', '/proc/loadavg');
 print "\nPostgreSQL to Kafka\n";
 print "\n| contender | messages/s (median) | throughput / plain (median of same-repeat ratios) |\n|---|---|---|\n";
-for my $c (@contenders)
+for my $c (@sink_contenders)
 {
 	my @ratio = map { $ssecs{plain}[$_] / $ssecs{$c}[$_] } 0 .. $#{ $ssecs{plain} };
 	printf "| %s | %.0f | **%.2f** |\n", $c, median(map { $n / $_ } @{ $ssecs{$c} }), median(@ratio);
