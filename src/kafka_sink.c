@@ -379,9 +379,12 @@ sg_checkpoint_parse(const char *json, SgCheckpoint *c)
 
 /*
  * The last committed checkpoint of ours, read_committed, or NULL (none in
- * the topic).  Reads the tail of partition 0 of the checkpoint topic,
- * further back each round (64, 512, ... messages) until it finds one of
- * ours or reaches the partition's start.
+ * the topic): partition 0 of the checkpoint topic read from its start to
+ * its end, in one assignment (librdkafka 2.0.2 aborts the process on an
+ * assertion when a partition is assigned again while its earlier
+ * assignment is still being stopped).  On a compacted topic that is about
+ * one record per pipeline; each message read moves the deadline
+ * (streamguard.remote_timeout without progress fails the batch).
  */
 static char *
 sg_read_checkpoint(SgWorker *w, SgKafkaSink *s)
@@ -394,18 +397,14 @@ sg_read_checkpoint(SgWorker *w, SgKafkaSink *s)
 	{
 		int64		lo;
 		int64		hi = KafkaPartitionEnd(k, SG_KAFKA_CHECKPOINT_TOPIC, 0, KafkaDeadline(), &lo);
-		int64		window = 64;
-		int64		start = hi;
 
-		while (found == NULL && start > lo)
+		if (hi > lo)
 		{
 			SgKafkaStart st;
 			TimestampTz deadline = KafkaDeadline();
-			int64		upto = start;
 
-			start = Max(lo, hi - window);
 			st.partition = 0;
-			st.offset = start;
+			st.offset = lo;
 			KafkaAssign(k, SG_KAFKA_CHECKPOINT_TOPIC, &st, 1);
 			for (;;)
 			{
@@ -413,12 +412,12 @@ sg_read_checkpoint(SgWorker *w, SgKafkaSink *s)
 				int64		pos;
 
 				KafkaPositions(k, SG_KAFKA_CHECKPOINT_TOPIC, 1, &pos);
-				if (pos >= upto)
+				if (pos >= hi)
 					break;
 				if (GetCurrentTimestamp() >= deadline)
 					KafkaRaise(k, RD_KAFKA_RESP_ERR__TIMED_OUT,
 							   psprintf("reading the checkpoints of pipeline \"%s\" (topic \"%s\", offsets %lld to %lld) within streamguard.remote_timeout",
-										w->def.name, SG_KAFKA_CHECKPOINT_TOPIC, (long long) start, (long long) upto));
+										w->def.name, SG_KAFKA_CHECKPOINT_TOPIC, (long long) lo, (long long) hi));
 				m = KafkaPoll(k, 100, sg_we_produce);
 				if (m == NULL)
 					continue;
@@ -428,7 +427,8 @@ sg_read_checkpoint(SgWorker *w, SgKafkaSink *s)
 						continue;
 					KafkaRaise(k, m->err, psprintf("reading the checkpoints of pipeline \"%s\"", w->def.name));
 				}
-				if (m->offset >= upto)
+				deadline = KafkaDeadline();
+				if (m->offset >= hi)
 					break;
 				if (m->key && m->key_len == strlen(s->txn_id) &&
 					memcmp(m->key, s->txn_id, m->key_len) == 0 && m->payload)
@@ -439,7 +439,6 @@ sg_read_checkpoint(SgWorker *w, SgKafkaSink *s)
 				}
 				KafkaMessageDone(k);
 			}
-			window *= 8;
 		}
 	}
 	PG_FINALLY();
