@@ -2,7 +2,7 @@
  *
  * kafka.c
  *		Kafka clients through librdkafka: the streamguard_kafka
- *		foreign-data wrapper's option validator, consumers built from a
+ *		foreign-data wrapper's option validator, consumers and producers built from a
  *		foreign server and a user mapping, and interruptible, time-bounded
  *		waits on them.
  *
@@ -38,7 +38,15 @@
  *	 latch is set) and poll the queue without blocking.  The few calls that
  *	 can only block (metadata, end offsets) are made with short timeouts in
  *	 a loop that checks interrupts and a deadline of
- *	 streamguard.remote_timeout.
+ *	 streamguard.remote_timeout.  A producer's transactional calls
+ *	 (init_transactions, commit_transaction), which were seen to block far
+ *	 past their timeout, run on a thread of their own (signals blocked)
+ *	 while the backend waits on the latch; an abandoned one is joined by
+ *	 the client's destroy.
+ *
+ * - Producers (the Kafka sink): idempotent always, transactional for
+ *	 exactly_once; their main queue (delivery reports, logs, errors) is the
+ *	 one whose pipe we wait on, served by rd_kafka_poll on our thread.
  *
  * - Messages belong to the handle: KafkaPoll keeps the one it returns
  *	 until KafkaMessageDone, the next poll or KafkaClose, so an ERROR while

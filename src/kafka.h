@@ -2,8 +2,9 @@
  *
  * kafka.h
  *		Kafka clients through librdkafka (kafka.c): the streamguard_kafka
- *		foreign-data wrapper's validator, consumers built from a foreign
- *		server and a user mapping, interruptible and time-bounded waits.
+ *		foreign-data wrapper's validator, consumers and producers built from
+ *		a foreign server and a user mapping, interruptible and time-bounded
+ *		waits.
  *
  * Callers hold an SgKafka, a handle allocated in TopMemoryContext.  What
  * librdkafka's own threads report (logs, errors) lands in a malloc'd area
