@@ -2,9 +2,9 @@
  *
  * kafka.c
  *		Kafka clients through librdkafka: the streamguard_kafka
- *		foreign-data wrapper's option validator, consumers and producers built from a
- *		foreign server and a user mapping, and interruptible, time-bounded
- *		waits on them.
+ *		foreign-data wrapper's option validator, consumers and producers
+ *		built from a foreign server and a user mapping, and interruptible,
+ *		time-bounded waits on them.
  *
  * A Kafka cluster is declared the way remote PostgreSQL servers are:
  *	CREATE SERVER k FOREIGN DATA WRAPPER streamguard_kafka
