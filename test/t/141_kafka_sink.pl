@@ -243,14 +243,17 @@ check_topic($next, 'after the broker came back');
 # before Kafka's commit, leaves messages the audit consumer counts although
 # a real broker would hide them, and the batch is produced again.  So here,
 # on a topic of its own: nothing lost, and at most one batch (300) more per
-# kill; a real broker would show none.
+# kill; a real broker would show none.  Pipeline ks is paused meanwhile:
+# each kill restarts every backend, and ks killed inside its Kafka
+# transaction would show the same artifact in topic out.
 $kafka->cmd('topic out_open 4');
+$node->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('ks')});
 $node->safe_psql('postgres', q{
 SELECT streamguard.create_pipeline('kso', 'src', $$SELECT key, payload AS value, partition FROM batch$$,
 	batch_size => 300, sink_server => 'kafka', sink_table => 'out_open');
 });
 drained('kso', $next, 'exactly_once, second pipeline');
-my $fo = fault_context($node, ['kso', 'ks']);
+my $fo = fault_context($node, ['kso']);
 for my $round (1 .. 2)
 {
 	ok(kill_at($fo, 'kso', 'mid_copy', 700) > 0, "round $round: worker killed at mid_copy, pipeline back");
@@ -272,7 +275,7 @@ SELECT streamguard.create_pipeline('kal', 'src', $$SELECT key, payload AS value,
 	guarantee => 'at_least_once', batch_size => 300, sink_server => 'kafka', sink_table => 'out_alo');
 });
 drained('kal', $next, 'at_least_once');
-my $fa = fault_context($node, ['kal', 'ks']);
+my $fa = fault_context($node, ['kal']);
 for my $point (qw(between_commits mid_copy after_remote_commit between_commits))
 {
 	ok(kill_at($fa, 'kal', $point, 700) > 0, "at_least_once: worker killed at $point, pipeline back");
@@ -283,8 +286,9 @@ my ($alo_total, $alo_distinct) = split /\|/, $node->safe_psql('postgres',
 	q{SELECT count(*), count(DISTINCT (value::jsonb->>'i')::int) FROM audit});
 is($alo_distinct, $next, 'at_least_once: nothing lost');
 cmp_ok($alo_total, '>', $alo_distinct, "at_least_once: duplicates after the kills between the commits ($alo_total messages for $alo_distinct events)");
-drained('ks', $next, 'exactly_once alongside');
-check_topic($next, 'exactly_once alongside the at_least_once kills');
+$node->safe_psql('postgres', q{SELECT streamguard.resume_pipeline('ks')});
+drained('ks', $next, 'exactly_once resumed');
+check_topic($next, 'exactly_once resumed after the other pipelines\' kills');
 
 # ------------------------------------------------------ lost or ahead checkpoints
 
