@@ -326,6 +326,12 @@ RETURNS SETOF streamguard.event
 AS 'MODULE_PATHNAME', 'sg_read'
 LANGUAGE C VOLATILE ROWS 1000;
 
+-- where read() starts for events appended at or after a time
+CREATE FUNCTION streamguard.seq_at_time(stream text, partition int, at timestamptz)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'sg_seq_at_time'
+LANGUAGE C VOLATILE;
+
 CREATE FUNCTION streamguard.drop_consumer(stream text, consumer text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_drop_consumer'
@@ -890,6 +896,7 @@ CREATE TABLE streamguard.window_def (
 	windows_closed bigint NOT NULL DEFAULT 0,
 	late_events bigint NOT NULL DEFAULT 0,
 	corrections bigint NOT NULL DEFAULT 0,
+	superseded bigint NOT NULL DEFAULT 0,	-- sessions merged into one starting elsewhere
 	CHECK ((kind = 'hopping') = (slide IS NOT NULL)),
 	CHECK (cardinality(agg_names) = cardinality(agg_funcs)),
 	CHECK ((target IS NULL) <> (target_stream IS NULL)),
@@ -992,7 +999,8 @@ SELECT p.name AS pipeline,
 		WHERE s.pipeline_id = w.pipeline_id AND NOT s.closed) AS open_windows,
 	   w.windows_closed,
 	   w.late_events,
-	   w.corrections
+	   w.corrections,
+	   w.superseded
 FROM streamguard.window_def w
 JOIN streamguard.pipeline p ON p.id = w.pipeline_id
 WHERE streamguard._is_member(p.owner);
@@ -1088,6 +1096,7 @@ WITH m(name, type, help) AS (VALUES
 	('streamguard_window_closed_total', 'counter', 'Windows closed and emitted.'),
 	('streamguard_window_late_events_total', 'counter', 'Events that came after their window closed.'),
 	('streamguard_window_corrections_total', 'counter', 'Correction rows emitted for closed windows (late => update).'),
+	('streamguard_window_superseded_total', 'counter', 'Emitted sessions merged into a session that starts earlier (retracted, or their rows deleted).'),
 	('streamguard_kafka_lag_messages', 'gauge', 'Messages of the Kafka partition after the pipeline''s stored offset.')
 ),
 -- group members: consumer and member names may hold any character, escaped for a label
@@ -1196,6 +1205,8 @@ s(name, labels, value) AS (
 	UNION ALL SELECT 'streamguard_window_late_events_total', format('pipeline="%s"', pipeline), late_events::text
 	FROM streamguard.windows
 	UNION ALL SELECT 'streamguard_window_corrections_total', format('pipeline="%s"', pipeline), corrections::text
+	FROM streamguard.windows
+	UNION ALL SELECT 'streamguard_window_superseded_total', format('pipeline="%s"', pipeline), superseded::text
 	FROM streamguard.windows
 	UNION ALL SELECT 'streamguard_kafka_lag_messages',
 		format('pipeline="%s",topic="%s",partition="%s"', pipeline, replace(replace(replace(topic, '\', '\\'), '"', '\"'), E'\n', '\n'), partition), lag::text

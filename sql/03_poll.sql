@@ -41,6 +41,15 @@ SELECT count(*) FROM streamguard.poll('q', 'c', 100);
 SELECT * FROM streamguard.append('q', '{"late": 1}', partition => 1);
 SELECT partition, seq, payload FROM streamguard.poll('q', 'c', 100);
 
+-- seq_at_time: where read() starts for a time, without a consumer
+SELECT p, streamguard.seq_at_time('q', p, '-infinity') FROM generate_series(0, 1) p;
+SELECT p, streamguard.seq_at_time('q', p, now() + interval '1 hour') = sp.readable_horizon
+FROM generate_series(0, 1) p JOIN streamguard.stream_partitions sp ON sp.stream = 'q' AND sp.partition = p;
+SELECT streamguard.seq_at_time('q', 1, e.appended_at) = e.seq, e.payload
+FROM streamguard.read('q', 1, 0, 100) e WHERE e.payload ? 'late';
+SELECT payload FROM streamguard.read('q', 1,
+	streamguard.seq_at_time('q', 1, (SELECT appended_at FROM streamguard.read('q', 1, 0, 100) WHERE payload ? 'late')) - 1, 100);
+
 -- bad input
 SELECT try($$SELECT * FROM streamguard.poll('q', '', 1)$$);
 SELECT try($$SELECT * FROM streamguard.poll('q', NULL, 1)$$);
@@ -56,6 +65,11 @@ SELECT try($$SELECT streamguard.seek('q', 'c', 0, 1000)$$);
 SELECT try($$SELECT streamguard.seek('q', 'c', NULL, 1)$$);
 SELECT try($$SELECT streamguard.seek('q', 'c', NULL::timestamptz)$$);
 SELECT try($$SELECT streamguard.seek('nope', 'c', 0, 1)$$);
+SELECT try($$SELECT streamguard.seq_at_time('q', NULL, now())$$);
+SELECT try($$SELECT streamguard.seq_at_time('q', 0, NULL)$$);
+SELECT try($$SELECT streamguard.seq_at_time(NULL, 0, now())$$);
+SELECT try($$SELECT streamguard.seq_at_time('q', 2, now())$$);
+SELECT try($$SELECT streamguard.seq_at_time('nope', 0, now())$$);
 SELECT try($$SELECT streamguard.drop_consumer('q', 'never')$$);
 SELECT try($$SELECT streamguard.drop_consumer('q', NULL)$$);
 

@@ -24,6 +24,7 @@ SELECT try($$SELECT streamguard.append('private', '{}')$$);
 SELECT try($$SELECT streamguard.append_batch('private', ARRAY['{}']::jsonb[])$$);
 SELECT try($$SELECT * FROM streamguard.poll('private', 'x')$$);
 SELECT try($$SELECT streamguard.seek('private', 'x', 0, 1)$$);
+SELECT try($$SELECT streamguard.seq_at_time('private', 0, now())$$);
 SELECT try($$SELECT streamguard.drop_stream('private')$$);
 SELECT try($$SELECT streamguard.grant_stream('private', 'sg_stranger')$$);
 SELECT try($$SELECT streamguard.create_stream('mine')$$);

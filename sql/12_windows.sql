@@ -322,7 +322,6 @@ SELECT try($$SELECT streamguard.create_window_pipeline('w', 'w_in', NULL, '10 s'
 SELECT try($$SELECT streamguard.create_window_pipeline('w', 'w_in', 'per_minute', '10 s', target_stream => 'w_10s')$$);
 SELECT try($$SELECT streamguard.create_window_pipeline('w', 'w_in', NULL, '10 s', target_stream => 'w_in')$$);
 SELECT try($$SELECT streamguard.create_window_pipeline('w', 'w_in', NULL, '10 s', target_stream => 'nowhere')$$);
-SELECT try($$SELECT streamguard.create_window_pipeline('w', 'w_in', NULL, '10 s', target_stream => 'w_10s', emit => 'on_update')$$);
 SELECT streamguard.create_window_pipeline('ten_seconds', 'w_in', NULL, '10 s', target_stream => 'w_10s',
   aggregates => '{"clicks": "count(*)"}', event_time => $$payload->>'ts'$$);
 SELECT streamguard.create_window_pipeline('one_minute', 'w_10s', 'per_minute', '1 minute',

@@ -725,6 +725,19 @@ sg_is_kafka_source(int32 id)
 	return strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0;
 }
 
+/* is the pipeline a window pipeline?  SPI connected, in the catalog */
+static bool
+sg_is_window_pipeline(int32 id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(id)};
+
+	if (SPI_execute_with_args("SELECT 1 FROM streamguard.window_def WHERE pipeline_id = $1",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "window lookup failed");
+	return SPI_processed > 0;
+}
+
 /*
  * reset_pipeline(name, seq, from_time, partition): deliberate replay.
  * Neither seq nor from_time: back to the beginning of the retained stream.
@@ -751,6 +764,20 @@ sg_reset_pipeline(PG_FUNCTION_ARGS)
 				 errmsg("seq must be at least 1, got %lld", (long long) PG_GETARG_INT64(1))));
 	SgEnterCatalog(&save);
 	row = PipelineLock(name, caller, true);
+
+	/*
+	 * A window pipeline's state holds what it has read: replayed events
+	 * would be counted a second time in the windows that are still open
+	 * (or kept for corrections), and only be late for the closed ones.
+	 */
+	if (sg_is_window_pipeline(row.id))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("reset_pipeline is not supported for window pipeline \"%s\"", name),
+				 errdetail("Replayed events would be counted a second time in the windows that hold them, "
+						   "and be late for the windows already closed."),
+				 errhint("To compute the windows again, drop the pipeline, empty its target and create it "
+						 "again with start_from => 'beginning'.")));
 	if (row.stream == NULL)
 	{
 		/*

@@ -3,7 +3,7 @@
  * seek.c
  *		Moving and dropping consumers: seek(), seek_time(), drop_consumer(),
  *		and the same for pipelines (reset_pipeline) through ConsumerSeekSeq
- *		and ConsumerSeekTime.
+ *		and ConsumerSeekTime; seq_at_time() for readers without a consumer.
  *
  * A seek writes the consumer's position rows in the caller's transaction,
  * creating the rows of every partition first so that a consumer is never
@@ -24,6 +24,7 @@
 PG_FUNCTION_INFO_V1(sg_seek);
 PG_FUNCTION_INFO_V1(sg_seek_time);
 PG_FUNCTION_INFO_V1(sg_drop_consumer);
+PG_FUNCTION_INFO_V1(sg_seq_at_time);
 
 static void
 sg_set_position(SgStreamMeta *meta, const char *consumer, int partition, int64 position)
@@ -97,13 +98,37 @@ ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 s
 }
 
 /*
+ * The first retained seq of `partition` appended at or after `from`, below
+ * the readable horizon; the horizon itself when there is none.  The events
+ * are searched with a snapshot taken after the horizon was read, like a
+ * poll, whatever the caller's snapshot: every event below the horizon is
+ * then visible, and one at or above it may still commit, so the answer
+ * never goes past the horizon.  Events at or above it may be older than
+ * `from`; none at or after `from` is ever below the answer.  Runs as the
+ * data owner, SPI connected.
+ */
+static int64
+sg_seq_for_time(SgStreamMeta *meta, int partition, TimestampTz from, int32 min_seg, int32 cur_seg)
+{
+	int64		horizon = HorizonReadable(HorizonStream(meta->ref.slot), partition, NULL, NULL);
+	int64		target = -1;
+	Snapshot	snap = SgFreshSnapshot();
+	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, INT8OID};
+	Datum		values[3] = {Int32GetDatum(partition), TimestampTzGetDatum(from), Int64GetDatum(horizon)};
+	Datum		d;
+
+	if (StreamSegmentProbe(meta->stream_id, min_seg, cur_seg,
+						   "SELECT pg_catalog.min(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
+						   "AND appended_at OPERATOR(pg_catalog.>=) $2 AND seq OPERATOR(pg_catalog.<) $3",
+						   3, types, values, snap, &d))
+		target = DatumGetInt64(d);
+	UnregisterSnapshot(snap);
+	return target < 0 ? horizon : target;
+}
+
+/*
  * Position a consumer, in every partition, at the first retained event
- * appended at or after `from`.  The events are searched below the
- * readable horizon with a snapshot taken after it was read, like a poll,
- * whatever the caller's snapshot: every event below the horizon is then
- * visible, and one at or above it may still commit, so the position never
- * goes past horizon - 1.  Events at or above the horizon are delivered even
- * if older than `from`; none at or after `from` is skipped.
+ * appended at or after `from` (sg_seq_for_time).
  */
 void
 ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from)
@@ -116,24 +141,7 @@ ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from)
 	StreamSegmentRange(meta, &min_seg, &cur_seg);
 	sg_seek_prepare(meta, consumer);
 	for (p = 0; p < meta->nparts; p++)
-	{
-		int64		horizon = HorizonReadable(HorizonStream(meta->ref.slot), p, NULL, NULL);
-		int64		target = -1;
-		Snapshot	snap = SgFreshSnapshot();
-		Oid			types[3] = {INT4OID, TIMESTAMPTZOID, INT8OID};
-		Datum		values[3] = {Int32GetDatum(p), TimestampTzGetDatum(from), Int64GetDatum(horizon)};
-		Datum		d;
-
-		if (StreamSegmentProbe(meta->stream_id, min_seg, cur_seg,
-							   "SELECT pg_catalog.min(seq) FROM %s WHERE partition OPERATOR(pg_catalog.=) $1 "
-							   "AND appended_at OPERATOR(pg_catalog.>=) $2 AND seq OPERATOR(pg_catalog.<) $3",
-							   3, types, values, snap, &d))
-			target = DatumGetInt64(d);
-		UnregisterSnapshot(snap);
-		if (target < 0)
-			target = horizon;
-		sg_set_position(meta, consumer, p, target - 1);
-	}
+		sg_set_position(meta, consumer, p, sg_seq_for_time(meta, p, from, min_seg, cur_seg) - 1);
 }
 
 /*
@@ -201,6 +209,49 @@ sg_seek_time(PG_FUNCTION_ARGS)
 	ConsumerSeekTime(meta, consumer, from);
 	SgLeaveCatalog(&save);
 	PG_RETURN_VOID();
+}
+
+/*
+ * seq_at_time(stream, partition, at) -> bigint
+ *
+ * Where a reader without a consumer (read()) starts to get the events of
+ * `partition` appended at or after `at`: the first such retained seq below
+ * the readable horizon, or the horizon when none is there yet.  Kafka's
+ * offsetsForTimes.
+ */
+Datum
+sg_seq_at_time(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	int32		partition;
+	TimestampTz at;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+	int32		min_seg,
+				cur_seg;
+	int64		seq;
+
+	StreamguardCheckLoaded();
+	SgCheckPrimary("seq_at_time");
+	name = SgTextArg(fcinfo, 0, "stream name");
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", PG_ARGISNULL(1) ? "partition" : "at")));
+	partition = PG_GETARG_INT32(1);
+	at = PG_GETARG_TIMESTAMPTZ(2);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	meta = StreamLookup(name, SG_PRIV_READ);
+	StreamCheckPartition(meta, partition);
+	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamSegmentRange(meta, &min_seg, &cur_seg);
+	SgBecomeDataOwner(&save, false);
+	seq = sg_seq_for_time(meta, partition, at, min_seg, cur_seg);
+	SgRestoreUser(&save);
+	SPI_finish();
+	PG_RETURN_INT64(seq);
 }
 
 /*

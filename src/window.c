@@ -21,14 +21,19 @@
  *	2. merges the rows into streamguard.window_state with one upsert (one
  *	   accumulator per aggregate; sessions are merged in SQL, gaps and
  *	   islands); corrected windows come out of it and are emitted again
- *	   with the next revision;
+ *	   with the next revision, and emitted sessions merged into one that
+ *	   starts elsewhere are retracted (on_update: their rows deleted);
+ *	   with on_update, every window the batch changed is then upserted
+ *	   into the target (or appended to the target stream: a changelog),
+ *	   before closing, so that a window closing now has its last figures;
  *	3. moves the watermark and closes every window that ends at or before
  *	   it: its state row is deleted (late 'update': marked closed, deleted
  *	   keep_closed later) with RETURNING, and those rows are inserted into
  *	   the target table as the owner, or appended to the target stream;
  *	4. records the watermark and counters in streamguard.window_def.
  * The positions advance in the same transaction (batch.c), so a crash
- * anywhere either keeps all of it or none of it.
+ * anywhere either keeps all of it or none of it.  An error in these steps
+ * is no event's: after max_attempts the pipeline fails (WindowApplyFailed).
 
  * APPEND TIME.  appended_at is read from the clock after the append's seq
  * was taken under the partition's lock (append.c).  So once a reader has
@@ -254,36 +259,77 @@ sg_build_statements(SgWindow *win)
 	{
 		/*
 		 * Sessions: the batch's events, each a session [t, t + gap) of its
-		 * own, and the open sessions of the same keys (taken out), merged
-		 * where they overlap (gaps and islands), then put back.  Lateness is
-		 * judged on the merged session, as Flink does: an event whose own
-		 * session would be over by the watermark ($2) is on time when it
-		 * joins an open one.  The events of merged sessions that end by the
-		 * watermark are late: not put back, their (part, seq) returned.
+		 * own, and the sessions in the state that overlap one of them (taken
+		 * out: open ones, and with late 'update' closed ones kept
+		 * keep_closed; the sessions in the state are disjoint, so one that
+		 * overlaps none of the events cannot join an island with them),
+		 * merged where they overlap (gaps and islands), then put back.
+		 * Lateness is judged on the merged session, as Flink does: an event
+		 * whose own session would be over by the watermark ($2) is on time
+		 * when it joins a session still open, and with late 'update' it
+		 * corrects a closed one it joins.  An island of new events only that
+		 * ends by $3 (the watermark, or keep_closed before it with late
+		 * 'update') is late: not put back.
+		 *
+		 * The statement returns what the caller emits, by `what`:
+		 *	0: a late event (part, seq);
+		 *	1: a session that was emitted and is now part of a session that
+		 *	   starts elsewhere: superseded, with its last figures (on_update:
+		 *	   all were emitted; on_close: the closed ones, and open ones with
+		 *	   a revision, which took in a closed session of their start and
+		 *	   so carry its emitted row);
+		 *	2: a changed session that is closed already: its corrected row.
+		 * A merged session's revision is above those of the sessions it took
+		 * in, so that a reader taking the highest revision per (window_start,
+		 * key) sees it over the row it replaces.
 		 */
 		appendStringInfoString(&buf,
 							   "WITH n AS (SELECT r.k, r.ws, r.we, 1::pg_catalog.int8 AS events, ");
 		sg_acc_from_rows(win, &buf);
 		appendStringInfoString(&buf,
-							   " AS acc, r.part, r.seq FROM window_rows r GROUP BY r.k, r.ws, r.we, r.seq, r.part), "
+							   " AS acc, false AS closed, 0::pg_catalog.int4 AS revision, r.part, r.seq "
+							   "FROM window_rows r GROUP BY r.k, r.ws, r.we, r.seq, r.part), "
 							   "o AS (DELETE FROM streamguard.window_state s "
-							   "WHERE s.pipeline_id" OP("=") "$1 AND NOT s.closed "
-							   "AND EXISTS (SELECT 1 FROM window_rows r WHERE r.k IS NOT DISTINCT FROM s.key) "
+							   "WHERE s.pipeline_id" OP("=") "$1 "
+							   "AND EXISTS (SELECT 1 FROM window_rows r WHERE r.k IS NOT DISTINCT FROM s.key "
+							   "AND r.ws" OP("<") "s.window_end AND r.we" OP(">") "s.window_start) "
 							   "RETURNING s.key AS k, s.window_start AS ws, s.window_end AS we, s.events, s.acc, "
-							   "NULL::pg_catalog.int4 AS part, NULL::pg_catalog.int8 AS seq), "
+							   "s.closed, s.revision, NULL::pg_catalog.int4 AS part, NULL::pg_catalog.int8 AS seq), "
 							   "a AS (SELECT * FROM n UNION ALL SELECT * FROM o), "
 							   "m AS (SELECT a.*, CASE WHEN a.ws" OP("<") "pg_catalog.max(a.we) OVER "
 							   "(PARTITION BY a.k ORDER BY a.ws, a.we ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
 							   "THEN 0 ELSE 1 END AS brk FROM a), "
 							   "i AS (SELECT m.*, pg_catalog.sum(m.brk) OVER (PARTITION BY m.k ORDER BY m.ws, m.we "
 							   "ROWS UNBOUNDED PRECEDING) AS isl FROM m), "
-							   "j AS (SELECT i.*, pg_catalog.max(i.we) OVER (PARTITION BY i.k, i.isl) AS isl_end FROM i), "
-							   "ins AS (INSERT INTO streamguard.window_state "
-							   "(pipeline_id, window_start, window_end, key, events, acc) "
-							   "SELECT $1, pg_catalog.min(j.ws), pg_catalog.max(j.we), j.k, pg_catalog.sum(j.events), ");
+							   "j AS (SELECT i.*, pg_catalog.min(i.ws) OVER w AS gws, pg_catalog.max(i.we) OVER w AS gwe, "
+							   "pg_catalog.bool_or(i.seq IS NOT NULL) OVER w AS gnew, "
+							   "pg_catalog.bool_or(i.seq IS NULL) OVER w AS gold, "
+							   "pg_catalog.bool_or(i.closed) OVER w AS gclosed, "
+							   "coalesce(pg_catalog.max(i.revision) FILTER (WHERE i.seq IS NULL) OVER w, 0) AS grev "
+							   "FROM i WINDOW w AS (PARTITION BY i.k, i.isl)), "
+							   "g AS (SELECT j.k, j.gws AS ws, j.gwe AS we, j.gnew, j.gclosed, "
+							   "j.grev" OP("+") "CASE WHEN j.gnew AND j.gclosed THEN 1 ELSE 0 END AS rev, "
+							   "pg_catalog.sum(j.events) AS events, ");
 		sg_acc_merge_many(win, &buf, "j");
-		appendStringInfoString(&buf, " FROM j WHERE j.isl_end" OP(">") "$2 GROUP BY j.k, j.isl) "
-							   "SELECT j.part, j.seq FROM j WHERE j.isl_end" OP("<=") "$2 AND j.seq IS NOT NULL");
+		appendStringInfoString(&buf, " AS acc FROM j WHERE j.gold OR j.gwe" OP(">") "$3 "
+							   "GROUP BY j.k, j.isl, j.gws, j.gwe, j.gnew, j.gold, j.gclosed, j.grev), "
+							   "ins AS (INSERT INTO streamguard.window_state "
+							   "(pipeline_id, window_start, window_end, key, events, acc, closed, revision) "
+							   "SELECT $1, g.ws, g.we, g.k, g.events, g.acc, "
+							   "CASE WHEN g.gnew THEN g.we" OP("<=") "$2 ELSE g.gclosed END, g.rev FROM g) "
+							   "SELECT 0::pg_catalog.int4, j.part, j.seq, NULL::pg_catalog.timestamptz, "
+							   "NULL::pg_catalog.timestamptz, NULL::pg_catalog.text, NULL::pg_catalog.int4, NULL::pg_catalog.bool");
+		for (i = 0; i < win->naggs; i++)
+			appendStringInfoString(&buf, ", NULL::pg_catalog.numeric");
+		appendStringInfoString(&buf, " FROM j WHERE NOT (j.gold OR j.gwe" OP(">") "$3) ");
+		appendStringInfo(&buf, "UNION ALL SELECT 1, NULL, NULL, j.ws, j.we, j.k, j.revision" OP("+") "%d, true",
+						 win->changelog ? 0 : 1);
+		sg_finals(win, &buf);
+		appendStringInfo(&buf, " FROM j WHERE j.gnew AND j.seq IS NULL AND j.ws" OP("<>") "j.gws%s ",
+						 win->emit == SG_EMIT_ON_CLOSE ? " AND (j.closed OR j.revision" OP(">") "0)" : "");
+		appendStringInfoString(&buf, "UNION ALL SELECT 2, NULL, NULL, g.ws, g.we, g.k, g.rev, false");
+		sg_finals(win, &buf);
+		appendStringInfoString(&buf, " FROM g WHERE g.gnew AND g.we" OP("<=") "$2 ORDER BY 1, 5, 4, 6");
 	}
 	win->merge_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
 
@@ -299,6 +345,8 @@ sg_build_statements(SgWindow *win)
 							   "RETURNING window_start, window_end, key");
 	if (win->revisions)
 		appendStringInfoString(&buf, ", revision");
+	if (win->retractions)
+		appendStringInfoString(&buf, ", false");
 	sg_finals(win, &buf);
 	appendStringInfoString(&buf, ") SELECT * FROM d ORDER BY window_end, window_start, key");
 	win->close_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
@@ -307,12 +355,45 @@ sg_build_statements(SgWindow *win)
 	initStringInfo(&cols);
 	appendStringInfoString(&cols, win->revisions ? "window_start, window_end, key, revision" :
 						   "window_start, window_end, key");
+	if (win->retractions)
+		appendStringInfoString(&cols, ", retracted");
 	for (i = 0; i < win->naggs; i++)
 		appendStringInfo(&cols, ", %s", quote_identifier(win->agg_names[i]));
 	resetStringInfo(&buf);
 	appendStringInfo(&buf, "INSERT INTO %s (%s) SELECT * FROM batch", win->target ? win->target : "-", cols.data);
 	win->emit_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
 	if (win->emit == SG_EMIT_ON_UPDATE)
+	{
+		/*
+		 * The windows the batch changed, as they are now (all of them: the
+		 * ones that close in this batch too, before they are closed).  A
+		 * changelog numbers each window's events: revision is the next to
+		 * give.
+		 */
+		resetStringInfo(&buf);
+		if (win->changelog)
+			appendStringInfoString(&buf, "WITH u AS (UPDATE streamguard.window_state s "
+								   "SET revision = s.revision" OP("+") "1 WHERE s.pipeline_id" OP("=") "$1 ");
+		else
+		{
+			appendStringInfoString(&buf, "SELECT window_start, window_end, key");
+			sg_finals(win, &buf);
+			appendStringInfoString(&buf, " FROM streamguard.window_state s WHERE s.pipeline_id" OP("=") "$1 ");
+		}
+		appendStringInfoString(&buf, "AND EXISTS (SELECT 1 FROM window_rows r WHERE r.k IS NOT DISTINCT FROM s.key "
+							   "AND r.ws" OP("<") "s.window_end AND r.we" OP(">") "s.window_start)");
+		if (win->changelog)
+		{
+			appendStringInfoString(&buf, " RETURNING s.window_start, s.window_end, s.key, "
+								   "s.revision" OP("-") "1");
+			if (win->retractions)
+				appendStringInfoString(&buf, ", false");
+			sg_finals(win, &buf);
+			appendStringInfoString(&buf, ") SELECT * FROM u ORDER BY 2, 1, 3");
+		}
+		win->changed_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
+	}
+	if (win->emit == SG_EMIT_ON_UPDATE && win->target)
 	{
 		resetStringInfo(&buf);
 		appendStringInfo(&buf, "INSERT INTO %s (%s) SELECT * FROM batch "
@@ -322,6 +403,11 @@ sg_build_statements(SgWindow *win)
 			appendStringInfo(&buf, ", %s = excluded.%s", quote_identifier(win->agg_names[i]),
 							 quote_identifier(win->agg_names[i]));
 		win->update_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
+		/* sessions: the rows of sessions merged into one that starts elsewhere */
+		resetStringInfo(&buf);
+		appendStringInfo(&buf, "DELETE FROM %s t USING batch b WHERE t.window_start" OP("=") "b.window_start "
+						 "AND t.key IS NOT DISTINCT FROM b.key", win->target);
+		win->delete_sql = MemoryContextStrdup(TopMemoryContext, buf.data);
 	}
 	pfree(buf.data);
 	pfree(cols.data);
@@ -334,7 +420,7 @@ sg_build_statements(SgWindow *win)
 static TupleDesc
 sg_emit_desc(SgWindow *win)
 {
-	int			first = win->revisions ? 5 : 4;
+	int			first = 4 + (win->revisions ? 1 : 0) + (win->retractions ? 1 : 0);
 	TupleDesc	desc = CreateTemplateTupleDesc(first - 1 + win->naggs);
 	int			i;
 
@@ -343,6 +429,8 @@ sg_emit_desc(SgWindow *win)
 	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
 	if (win->revisions)
 		TupleDescInitEntry(desc, 4, "revision", INT4OID, -1, 0);
+	if (win->retractions)
+		TupleDescInitEntry(desc, first - 1, "retracted", BOOLOID, -1, 0);
 	for (i = 0; i < win->naggs; i++)
 		TupleDescInitEntry(desc, first + i, win->agg_names[i], NUMERICOID, -1, 0);
 	return BlessTupleDesc(desc);
@@ -418,7 +506,9 @@ WindowLoad(SgWorker *w)
 		win->idle_us = sg_interval_usecs(t, d, 10, &isnull);
 		win->late = (SgWindowLate) SgParseWord(&SgWindowLateWords, SPI_getvalue(t, d, 11));
 		win->keep_closed_us = sg_interval_usecs(t, d, 13, &isnull);
-		win->revisions = win->late == SG_LATE_UPDATE && win->emit == SG_EMIT_ON_CLOSE;
+		win->changelog = win->emit == SG_EMIT_ON_UPDATE && win->target_stream != NULL;
+		win->revisions = (win->late == SG_LATE_UPDATE && win->emit == SG_EMIT_ON_CLOSE) || win->changelog;
+		win->retractions = win->revisions && win->kind == SG_WINDOW_SESSION;
 		sg_build_statements(win);
 		MemoryContextSwitchTo(old);
 	}
@@ -794,6 +884,28 @@ sg_dead_letter_late(SgWorker *w, Tuplestorestate *store, int32 *parts, int64 *se
 }
 
 /*
+ * Run one of the owner's statements over relation "batch" (`rows`, of
+ * sg_emit_desc) as the owner.  Storage owner on entry and exit.  Returns
+ * the rows it processed.
+ */
+static int64
+sg_run_as_owner(SgWorker *w, SgUserSave *save, const char *sql, int expect, Tuplestorestate *rows,
+				TupleDesc edesc, int64 n)
+{
+	SgOwnerContext ctx;
+	int64		done;
+
+	SgRestoreUser(save);
+	BatchEnterOwner(&ctx, w->def.owner, w->def.search_path, w->def.batch_timeout_ms, rows, edesc, n);
+	if (SPI_execute(sql, false, 0) != expect)
+		elog(ERROR, "could not emit the windows of pipeline \"%s\"", w->def.name);
+	done = (int64) SPI_processed;
+	BatchLeaveOwner(&ctx);
+	SgBecomeDataOwner(save, true);
+	return done;
+}
+
+/*
  * Emit windows (relation "batch": `rows`, of sg_emit_desc): appended to the
  * target stream, or inserted into the target table as the owner.  Storage
  * owner on entry and exit.  Returns the rows emitted.
@@ -802,21 +914,121 @@ static int64
 sg_emit(SgWorker *w, SgUserSave *save, Tuplestorestate *rows, TupleDesc edesc, int64 n)
 {
 	SgWindow   *win = w->window;
-	SgOwnerContext ctx;
-	int64		emitted;
 
 	if (n == 0)
 		return 0;
 	if (win->target_stream)
 		return sg_append_windows(w, rows, edesc, n);
-	SgRestoreUser(save);
-	BatchEnterOwner(&ctx, w->def.owner, w->def.search_path, w->def.batch_timeout_ms, rows, edesc, n);
-	if (SPI_execute(win->emit_sql, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not emit the closed windows of pipeline \"%s\"", w->def.name);
-	emitted = (int64) SPI_processed;
-	BatchLeaveOwner(&ctx);
-	SgBecomeDataOwner(save, true);
-	return emitted;
+	return sg_run_as_owner(w, save, win->emit_sql, SPI_OK_INSERT, rows, edesc, n);
+}
+
+/*
+ * Sessions: merge the batch's rows (`wrows`) into the state (the merge
+ * statement, see sg_build_statements), set its late events aside (added to
+ * late_parts/late_seqs, *late counts them), and emit what the merge
+ * changed in sessions that were emitted already: the superseded sessions
+ * (on_close: a row marked retracted; on_update: their rows deleted from the
+ * target table, or a retracted event in the changelog) and the corrected
+ * closed ones (on_close).  Returns the corrections; *superseded the
+ * superseded sessions.
+ */
+static int64
+sg_merge_sessions(SgWorker *w, SgUserSave *save, Tuplestorestate *wrows, TupleDesc wdesc, int64 nwrows,
+				  TimestampTz closed_wm, int32 *late_parts, int64 *late_seqs, int64 *late,
+				  int64 *emitted, int64 *superseded)
+{
+	SgWindow   *win = w->window;
+	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[3];
+	Tuplestorestate *out;
+	Tuplestorestate *emit_rows;
+	TupleDesc	mdesc;
+	TupleDesc	edesc;
+	TupleTableSlot *ms;
+	MemoryContext old;
+	int64		nemit = 0;
+	int64		nretract = 0;
+	int64		ncorr = 0;
+	int			ncols;
+	bool		isnull;
+	int			i;
+
+	values[0] = Int32GetDatum(w->def.id);
+	values[1] = TimestampTzGetDatum(closed_wm);
+	/* the state of closed sessions is kept keep_closed past their end */
+	values[2] = TimestampTzGetDatum(win->late == SG_LATE_UPDATE && closed_wm != DT_NOBEGIN ?
+									closed_wm - win->keep_closed_us : closed_wm);
+
+	old = MemoryContextSwitchTo(w->batch_cxt);
+	out = tuplestore_begin_heap(false, false, work_mem);
+	emit_rows = tuplestore_begin_heap(false, false, work_mem);
+	mdesc = CreateTemplateTupleDesc(8 + win->naggs);
+	TupleDescInitEntry(mdesc, 1, "what", INT4OID, -1, 0);
+	TupleDescInitEntry(mdesc, 2, "part", INT4OID, -1, 0);
+	TupleDescInitEntry(mdesc, 3, "seq", INT8OID, -1, 0);
+	TupleDescInitEntry(mdesc, 4, "window_start", TIMESTAMPTZOID, -1, 0);
+	TupleDescInitEntry(mdesc, 5, "window_end", TIMESTAMPTZOID, -1, 0);
+	TupleDescInitEntry(mdesc, 6, "key", TEXTOID, -1, 0);
+	TupleDescInitEntry(mdesc, 7, "revision", INT4OID, -1, 0);
+	TupleDescInitEntry(mdesc, 8, "retracted", BOOLOID, -1, 0);
+	for (i = 0; i < win->naggs; i++)
+		TupleDescInitEntry(mdesc, 9 + i, win->agg_names[i], NUMERICOID, -1, 0);
+	edesc = sg_emit_desc(win);
+	MemoryContextSwitchTo(old);
+
+	(void) sg_exec_with_rel(win->merge_sql, &win->merge_plan, "window_rows", wrows, wdesc, nwrows,
+							3, types, values, out);
+
+	ncols = edesc->natts;
+	ms = MakeSingleTupleTableSlot(mdesc, &TTSOpsMinimalTuple);
+	tuplestore_rescan(out);
+	while (tuplestore_gettupleslot(out, true, false, ms))
+	{
+		int32		what = DatumGetInt32(slot_getattr(ms, 1, &isnull));
+		Datum	   *ev;
+		bool	   *en;
+		int			c = 0;
+
+		if (what == 0)
+		{
+			late_parts[*late] = DatumGetInt32(slot_getattr(ms, 2, &isnull));
+			late_seqs[(*late)++] = DatumGetInt64(slot_getattr(ms, 3, &isnull));
+			continue;
+		}
+		if (what == 1)
+			nretract++;
+		else
+		{
+			ncorr++;
+			if (win->emit != SG_EMIT_ON_CLOSE)
+				continue;		/* on_update writes every changed window */
+		}
+		/* the row as emitted: window_start, window_end, key, [revision, retracted], aggregates */
+		ev = palloc(sizeof(Datum) * ncols);
+		en = palloc(sizeof(bool) * ncols);
+		for (i = 4; i <= 8 + win->naggs; i++)
+		{
+			if ((i == 7 && !win->revisions) || (i == 8 && !win->retractions))
+				continue;
+			ev[c] = slot_getattr(ms, i, &en[c]);
+			c++;
+		}
+		tuplestore_putvalues(emit_rows, edesc, ev, en);
+		pfree(ev);
+		pfree(en);
+		nemit++;
+	}
+	ExecDropSingleTupleTableSlot(ms);
+
+	if (nemit > 0)
+	{
+		if (win->emit == SG_EMIT_ON_CLOSE || win->changelog)
+			*emitted += sg_emit(w, save, emit_rows, edesc, nemit);
+		else
+			(void) sg_run_as_owner(w, save, win->delete_sql, SPI_OK_DELETE, emit_rows, edesc, nemit);
+	}
+	*superseded = nretract;
+	return ncorr;
 }
 
 /*
@@ -838,6 +1050,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	int			nparts = 0;
 	int64		late = 0;
 	int64		corrections = 0;
+	int64		superseded = 0;
 	TimestampTz prev_wm;
 	int64		emitted = 0;
 	int64		nclosed = 0;
@@ -852,6 +1065,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	uint64		i;
 
 	values[0] = Int32GetDatum(w->def.id);
+	win->applying = true;		/* cleared on the way out; see WindowApplyFailed */
 	SgBecomeDataOwner(&save, true);
 
 	/* what is recorded: the watermark so far, and per partition (event time) */
@@ -978,7 +1192,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	}
 
 	/* 2. merge into the state; late 'update': the corrected windows out */
-	if (nwrows > 0)
+	if (nwrows > 0 && win->kind != SG_WINDOW_SESSION)
 	{
 		Tuplestorestate *corr = NULL;
 		int64		ncorr;
@@ -989,33 +1203,9 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 			corr = tuplestore_begin_heap(false, false, work_mem);
 			MemoryContextSwitchTo(old);
 		}
-		if (win->kind == SG_WINDOW_SESSION)
-		{
-			old = MemoryContextSwitchTo(w->batch_cxt);
-			corr = tuplestore_begin_heap(false, false, work_mem);	/* late events */
-			MemoryContextSwitchTo(old);
-		}
 		values[1] = TimestampTzGetDatum(closed_wm);
 		ncorr = sg_exec_with_rel(win->merge_sql, &win->merge_plan, "window_rows", wrows, wdesc, nwrows,
 								 2, types, values, corr);
-		if (win->kind == SG_WINDOW_SESSION)
-		{
-			TupleDesc	ldesc = CreateTemplateTupleDesc(2);
-			TupleTableSlot *ls;
-
-			TupleDescInitEntry(ldesc, 1, "part", INT4OID, -1, 0);
-			TupleDescInitEntry(ldesc, 2, "seq", INT8OID, -1, 0);
-			ls = MakeSingleTupleTableSlot(ldesc, &TTSOpsMinimalTuple);
-			tuplestore_rescan(corr);
-			while (tuplestore_gettupleslot(corr, true, false, ls))
-			{
-				late_parts[late] = DatumGetInt32(slot_getattr(ls, 1, &isnull));
-				late_seqs[late++] = DatumGetInt64(slot_getattr(ls, 2, &isnull));
-			}
-			ExecDropSingleTupleTableSlot(ls);
-			corr = NULL;
-			ncorr = 0;
-		}
 		if (corr && ncorr > 0 && win->emit == SG_EMIT_ON_CLOSE)
 		{
 			TupleDesc	edesc;
@@ -1027,6 +1217,37 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		}
 		if (corr)
 			corrections = ncorr;
+	}
+	else if (nwrows > 0)
+	{
+		int64		nsuper = 0;
+
+		corrections = sg_merge_sessions(w, &save, wrows, wdesc, nwrows, closed_wm,
+										late_parts, late_seqs, &late, &emitted, &nsuper);
+		superseded = nsuper;
+	}
+
+	/*
+	 * on_update: every window the batch changed, as it is now -- before
+	 * closing, so that a window that closes in this batch has its last
+	 * figures written too
+	 */
+	if (win->emit == SG_EMIT_ON_UPDATE && nwrows > 0)
+	{
+		Tuplestorestate *changed;
+		TupleDesc	edesc;
+		int64		nchanged;
+
+		old = MemoryContextSwitchTo(w->batch_cxt);
+		changed = tuplestore_begin_heap(false, false, work_mem);
+		edesc = sg_emit_desc(win);
+		MemoryContextSwitchTo(old);
+		nchanged = sg_exec_with_rel(win->changed_sql, &win->changed_plan, "window_rows", wrows, wdesc, nwrows,
+									1, types, values, changed);
+		if (nchanged > 0 && win->changelog)
+			emitted += sg_append_windows(w, changed, edesc, nchanged);
+		else if (nchanged > 0)
+			emitted += sg_run_as_owner(w, &save, win->update_sql, SPI_OK_INSERT, changed, edesc, nchanged);
 	}
 
 	/* late events to the dead letters, as they are in the batch */
@@ -1119,11 +1340,11 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 			values[1] = TimestampTzGetDatum(wm);
 		}
 	}
-	if (wm != 0 || late > 0 || corrections > 0)
+	if (wm != 0 || late > 0 || corrections > 0 || superseded > 0)
 	{
-		Oid			utypes[5] = {INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT8OID};
-		Datum		uvalues[5];
-		char		unulls[5] = {' ', ' ', ' ', ' ', ' '};
+		Oid			utypes[6] = {INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT8OID, INT8OID};
+		Datum		uvalues[6];
+		char		unulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
 		uvalues[0] = values[0];
 		uvalues[1] = TimestampTzGetDatum(closed_wm);
@@ -1131,50 +1352,17 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		uvalues[2] = Int64GetDatum(nclosed);
 		uvalues[3] = Int64GetDatum(late);
 		uvalues[4] = Int64GetDatum(corrections);
-		if (nclosed > 0 || late > 0 || corrections > 0 || closed_wm != prev_wm)
+		uvalues[5] = Int64GetDatum(superseded);
+		if (nclosed > 0 || late > 0 || corrections > 0 || superseded > 0 || closed_wm != prev_wm)
 			if (SPI_execute_plan(SgPlanCached(NULL, "UPDATE streamguard.window_def SET "
 											  "watermark = coalesce($2, watermark), "
 											  "windows_closed = windows_closed OPERATOR(pg_catalog.+) $3, "
 											  "late_events = late_events OPERATOR(pg_catalog.+) $4, "
-											  "corrections = corrections OPERATOR(pg_catalog.+) $5 "
-											  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1", 5, utypes),
+											  "corrections = corrections OPERATOR(pg_catalog.+) $5, "
+											  "superseded = superseded OPERATOR(pg_catalog.+) $6 "
+											  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1", 6, utypes),
 								 uvalues, unulls, false, 0) != SPI_OK_UPDATE)
 				elog(ERROR, "could not record the watermark of pipeline \"%s\"", w->def.name);
-	}
-
-	/* on_update: every window the batch changed, as it is now */
-	if (win->emit == SG_EMIT_ON_UPDATE && nwrows > 0)
-	{
-		Tuplestorestate *changed;
-		TupleDesc	edesc;
-		StringInfoData q;
-		int64		nchanged;
-
-		old = MemoryContextSwitchTo(w->batch_cxt);
-		changed = tuplestore_begin_heap(false, false, work_mem);
-		edesc = sg_emit_desc(win);
-		MemoryContextSwitchTo(old);
-		initStringInfo(&q);
-		appendStringInfoString(&q, "SELECT window_start, window_end, key");
-		sg_finals(win, &q);
-		appendStringInfoString(&q, " FROM streamguard.window_state s WHERE s.pipeline_id" OP("=") "$1 "
-							   "AND EXISTS (SELECT 1 FROM window_rows r WHERE r.k IS NOT DISTINCT FROM s.key "
-							   "AND r.ws" OP("<") "s.window_end AND r.we" OP(">") "s.window_start)");
-		nchanged = sg_exec_with_rel(q.data, &win->changed_plan, "window_rows", wrows, wdesc, nwrows, 1, types,
-									values, changed);
-		if (nchanged > 0)
-		{
-			SgOwnerContext ctx;
-
-			SgRestoreUser(&save);
-			BatchEnterOwner(&ctx, w->def.owner, w->def.search_path, w->def.batch_timeout_ms,
-							changed, edesc, nchanged);
-			if (SPI_execute(win->update_sql, false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "could not emit the windows of pipeline \"%s\"", w->def.name);
-			emitted += (int64) SPI_processed;
-			BatchLeaveOwner(&ctx);
-			SgBecomeDataOwner(&save, true);
-		}
 	}
 
 	/*
@@ -1198,7 +1386,29 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	else if (min_end != 0 && (win->next_close == 0 || min_end < win->next_close))
 		win->next_close = min_end;
 	SgRestoreUser(&save);
+	win->applying = false;
 	return emitted;
+}
+
+/*
+ * After a failed batch: whether it failed in WindowApply -- keeping the
+ * state or emitting the windows (the target table dropped, a privilege
+ * revoked, a constraint of the target), not in an event's evaluation.
+ * Such an error is no event's: isolating the events cannot help and no
+ * error policy may skip past it (the windows would be lost), so the
+ * worker retries it max_attempts times and then stops the pipeline
+ * (worker.c).  Clears the mark.
+ */
+bool
+WindowApplyFailed(SgWorker *w)
+{
+	bool		failed;
+
+	if (w->window == NULL)
+		return false;
+	failed = w->window->applying;
+	w->window->applying = false;
+	return failed;
 }
 
 /*

@@ -93,13 +93,18 @@ typedef struct SgWindow
 	int64		idle_us;		/* -1: partitions never count as idle */
 	SgWindowLate late;
 	int64		keep_closed_us; /* late 'update': how long closed state is kept */
-	bool		revisions;		/* emitted rows carry a revision (late 'update') */
+	bool		revisions;		/* emitted rows carry a revision (late 'update'
+								 * with on_close, or a changelog) */
+	bool		retractions;	/* ... and a retracted flag (sessions) */
+	bool		changelog;		/* on_update into a target stream */
 
 	/* generated statements (TopMemoryContext) */
 	char	   *merge_sql;
 	char	   *close_sql;
 	char	   *emit_sql;		/* run as the owner */
 	char	   *update_sql;		/* on_update: run as the owner */
+	char	   *delete_sql;		/* on_update sessions: superseded rows, as the owner */
+	char	   *changed_sql;	/* on_update: the windows the batch changed */
 	SPIPlanPtr	merge_plan;		/* prepared at first use */
 	SPIPlanPtr	close_plan;
 	SPIPlanPtr	changed_plan;
@@ -123,6 +128,7 @@ typedef struct SgWindow
 	TupleDesc	rows_desc;
 	int64		nrows;
 	TimestampTz next_close;		/* earliest end of an open window, 0: none */
+	bool		applying;		/* in WindowApply: an error there is not an event's */
 } SgWindow;
 
 /* window.c */
@@ -132,5 +138,6 @@ extern int64 WindowEval(struct SgWorker *w, Tuplestorestate *store, int64 n);
 extern int64 WindowApply(struct SgWorker *w, Tuplestorestate *store, int fetched);
 extern void WindowCommitted(struct SgWorker *w);
 extern long WindowWaitMs(struct SgWorker *w, long wait_ms);
+extern bool WindowApplyFailed(struct SgWorker *w);
 
 #endif							/* SG_WINDOW_H */

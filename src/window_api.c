@@ -17,9 +17,11 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -31,6 +33,8 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "pipeline.h"
@@ -154,14 +158,68 @@ sg_check_agg_name(const char *name)
 }
 
 /*
+ * With emit => 'on_update' rows are upserted by (window_start, key): a NULL
+ * key (NULL keys form one group) must find its row again.  True when the
+ * target's key column is NOT NULL, or a unique index on exactly these two
+ * columns, without a predicate, treats NULLs as equal (NULLS NOT DISTINCT).
+ */
+static bool
+sg_target_upserts_null_keys(Oid relid)
+{
+	AttrNumber	ws = get_attnum(relid, "window_start");
+	AttrNumber	k = get_attnum(relid, "key");
+	HeapTuple	tup;
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+	bool		ok = false;
+
+	if (ws == InvalidAttrNumber || k == InvalidAttrNumber)
+		return true;			/* the statement check reports it */
+	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid), Int16GetDatum(k));
+	if (HeapTupleIsValid(tup))
+	{
+		ok = ((Form_pg_attribute) GETSTRUCT(tup))->attnotnull;
+		ReleaseSysCache(tup);
+	}
+	if (ok)
+		return true;
+	rel = table_open(relid, AccessShareLock);
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		Form_pg_index idx;
+
+		tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		idx = (Form_pg_index) GETSTRUCT(tup);
+		if (idx->indisunique && idx->indisvalid && idx->indnullsnotdistinct && idx->indnkeyatts == 2 &&
+			heap_attisnull(tup, Anum_pg_index_indpred, NULL) &&
+			((idx->indkey.values[0] == ws && idx->indkey.values[1] == k) ||
+			 (idx->indkey.values[0] == k && idx->indkey.values[1] == ws)))
+			ok = true;
+		ReleaseSysCache(tup);
+		if (ok)
+			break;
+	}
+	list_free(indexes);
+	table_close(rel, AccessShareLock);
+	return ok;
+}
+
+/*
  * The target table, resolved now as the caller: its schema-qualified,
  * quoted name, and a check, by planning the statements that will write it
  * (privileges, columns, types, and for on_update the unique index they
  * need), while the definition is at hand.  SPI connected.
  */
 static char *
-sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool revisions, int naggs, Datum *names)
+sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool session, bool revisions, int naggs,
+				Datum *names)
 {
+	bool		retractions = revisions && session;
+	bool		deletes = emit == SG_EMIT_ON_UPDATE && session;
 	List	   *qn = stringToQualifiedNameList(target);
 	Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(qn), NoLock, false);
 	char		kind = get_rel_relkind(relid);
@@ -177,15 +235,17 @@ sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool revisions
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("window target \"%s\" is not a table", target)));
 	if (pg_class_aclcheck(relid, owner, ACL_INSERT) != ACLCHECK_OK ||
-		(emit == SG_EMIT_ON_UPDATE && pg_class_aclcheck(relid, owner, ACL_UPDATE) != ACLCHECK_OK))
+		(emit == SG_EMIT_ON_UPDATE && pg_class_aclcheck(relid, owner, ACL_UPDATE) != ACLCHECK_OK) ||
+		(deletes && pg_class_aclcheck(relid, owner, ACL_DELETE) != ACLCHECK_OK))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for table %s", get_rel_name(relid)),
 				 errdetail("A window pipeline inserts%s its windows' rows as its owner.",
+						   deletes ? ", updates and deletes" :
 						   emit == SG_EMIT_ON_UPDATE ? " and updates" : "")));
 	qual = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
 
-	desc = CreateTemplateTupleDesc(3 + (revisions ? 1 : 0) + naggs);
+	desc = CreateTemplateTupleDesc(3 + (revisions ? 1 : 0) + (retractions ? 1 : 0) + naggs);
 	TupleDescInitEntry(desc, 1, "window_start", TIMESTAMPTZOID, -1, 0);
 	TupleDescInitEntry(desc, 2, "window_end", TIMESTAMPTZOID, -1, 0);
 	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
@@ -196,11 +256,16 @@ sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool revisions
 		TupleDescInitEntry(desc, 4, "revision", INT4OID, -1, 0);
 		appendStringInfoString(&cols, ", revision");
 	}
+	if (retractions)
+	{
+		TupleDescInitEntry(desc, 5, "retracted", BOOLOID, -1, 0);
+		appendStringInfoString(&cols, ", retracted");
+	}
 	for (i = 0; i < naggs; i++)
 	{
 		char	   *n = TextDatumGetCString(names[i]);
 
-		TupleDescInitEntry(desc, 4 + (revisions ? 1 : 0) + i, n, NUMERICOID, -1, 0);
+		TupleDescInitEntry(desc, 4 + (revisions ? 1 : 0) + (retractions ? 1 : 0) + i, n, NUMERICOID, -1, 0);
 		appendStringInfo(&cols, ", %s", quote_identifier(n));
 	}
 	desc = BlessTupleDesc(desc);
@@ -212,6 +277,22 @@ sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool revisions
 	PipelineRegisterBatch(store, desc, 0);
 	if (SPI_execute(sql.data, false, 0) < 0)
 		elog(ERROR, "could not check the window target");
+	if (emit == SG_EMIT_ON_UPDATE && !sg_target_upserts_null_keys(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				 errmsg("window target \"%s\" would get a new row for a NULL key at every update", target),
+				 errdetail("With emit => 'on_update' rows are upserted by (window_start, key), and its unique index "
+						   "treats NULL keys as distinct."),
+				 errhint("Declare the key column NOT NULL, or the index UNIQUE NULLS NOT DISTINCT (window_start, key).")));
+	if (deletes)
+	{
+		/* merged sessions: the rows of the sessions they took in are deleted */
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "EXPLAIN (COSTS OFF) DELETE FROM %s t USING batch b "
+						 "WHERE t.window_start = b.window_start AND t.key IS NOT DISTINCT FROM b.key", qual);
+		if (SPI_execute(sql.data, false, 0) < 0)
+			elog(ERROR, "could not check the window target");
+	}
 	SPI_unregister_relation("batch");
 	tuplestore_end(store);
 	return qual;
@@ -299,11 +380,6 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("allowed_lateness, idle_timeout and late are for event time"),
 				 errdetail("An append-time window closes when the readable horizon of every partition has passed its end: no event is ever late.")));
-	if (late == SG_LATE_UPDATE && kind == SG_WINDOW_SESSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("late => 'update' is not supported for session windows"),
-				 errdetail("A late event can merge closed sessions; their rows could not be corrected one by one.")));
 	if ((late == SG_LATE_UPDATE) != !PG_ARGISNULL(WA_KEEP_CLOSED))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -311,16 +387,6 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 				 errdetail("It says how long a closed window's state is kept for late events to correct it.")));
 	if (late == SG_LATE_UPDATE)
 		(void) sg_window_interval(fcinfo, WA_KEEP_CLOSED, "keep_closed", false);
-	if (emit == SG_EMIT_ON_UPDATE && target_stream)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("emit => 'on_update' is for a target table"),
-				 errdetail("Windows are appended to a stream once, when they close.")));
-	if (emit == SG_EMIT_ON_UPDATE && kind == SG_WINDOW_SESSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("emit => 'on_update' is not supported for session windows"),
-				 errdetail("Sessions merge, so a session's start moves and its row could not be updated in place.")));
 	if (PG_ARGISNULL(WA_BATCH_SIZE))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -379,8 +445,8 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (target)
-		qual_target = sg_check_target(target, owner, emit, late == SG_LATE_UPDATE && emit == SG_EMIT_ON_CLOSE,
-									  naggs, names);
+		qual_target = sg_check_target(target, owner, emit, kind == SG_WINDOW_SESSION,
+									  late == SG_LATE_UPDATE && emit == SG_EMIT_ON_CLOSE, naggs, names);
 	else
 	{
 		/* the owner appends the windows: it must be allowed to, now and at run time */

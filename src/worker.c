@@ -20,6 +20,8 @@
  * own subtransaction and a failing one is handled by the error policy —
  * stop (state failed, nothing skipped), skip (counted) or dead_letter
  * (stored with its error, in the same transaction that moves past it).
+ * A window pipeline's failure to keep or emit its windows is no event's:
+ * after max_attempts attempts it stops the pipeline (window.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -341,6 +343,7 @@ PipelineWorkerMain(Datum arg)
 		{
 			long		backoff;
 			bool		present;
+			bool		window_failed = WindowApplyFailed(w);
 
 			/* DROP EXTENSION takes the pipelines with it */
 			StartTransactionCommand();
@@ -356,6 +359,17 @@ PipelineWorkerMain(Datum arg)
 			ereport(LOG,
 					(errmsg("streamguard pipeline \"%s\": batch failed (attempt %d): %s",
 							w->def.name, attempts, edata->message)));
+			if (window_failed && !WorkerTransientError(edata) && attempts >= w->def.max_attempts)
+			{
+				/* the windows' state or emission: stop, skip nothing (window.c) */
+				char	   *msg = psprintf("could not emit the windows after %d attempts: %s",
+										   attempts, edata->message);
+
+				ereport(LOG,
+						(errmsg("streamguard pipeline \"%s\" failed and stopped: %s", w->def.name, msg)));
+				sg_note_error(w, msg, true);
+				sg_clean_exit(w);
+			}
 			sg_note_error(w, edata->message, false);
 			if (!WorkerTransientError(edata) && attempts >= w->def.max_attempts)
 				isolate = true;

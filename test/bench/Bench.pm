@@ -459,7 +459,8 @@ sub pgbench
 	my $out = slurp($log);
 	if (!defined $rc || $rc != 0)
 	{
-		my @err = grep { /error|abort/i } (split /\n/, $out)[ 1 .. 1e6 ];
+		my @lines = split /\n/, $out;
+		my @err = grep { /error|abort/i } @lines[ 1 .. $#lines ];
 		log_msg("pgbench $name failed: ", join(' ', grep { defined } @err[ 0 .. 2 ]));
 		return;
 	}

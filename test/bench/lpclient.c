@@ -1,12 +1,15 @@
 /*
  * lpclient: the consumer of the long-poll benchmark (test/bench/run.pl,
  * BENCH_ONLY=longpoll).  One libpq connection polls a stream with
- * streamguard.poll in autocommit (each poll commits the consumer's position)
- * in one of three ways, and writes one line per event received:
+ * streamguard.poll, each poll in its own transaction (BEGIN; poll; COMMIT)
+ * in one of four ways, and writes one line per event received:
  *     <payload id> <receive time, microseconds since the epoch>
  *
  *   wait    poll(stream, consumer, 100, wait => '1 s'): the server sleeps
  *           until events are readable
+ *   async   the same, the session's transactions committing with
+ *           synchronous_commit = off (the consumer's own COMMIT does not
+ *           wait for its WAL flush)
  *   sleep   poll(stream, consumer, 100); when it returns nothing, sleep
  *           the given milliseconds and poll again
  *   notify  LISTEN <channel>; poll; when it returns nothing, wait on the
@@ -105,6 +108,7 @@ main(int argc, char **argv)
 	long		polls = 0,
 				events = 0;
 	int			stopping = 0;
+	int			waits;
 
 	if (argc != 9)
 	{
@@ -117,7 +121,8 @@ main(int argc, char **argv)
 	sleep_ms = atoi(argv[5]);
 	idle_s = atoi(argv[6]);
 	stop_file = argv[7];
-	if (strcmp(mode, "wait") != 0 && strcmp(mode, "sleep") != 0 && strcmp(mode, "notify") != 0)
+	waits = strcmp(mode, "wait") == 0 || strcmp(mode, "async") == 0;
+	if (!waits && strcmp(mode, "sleep") != 0 && strcmp(mode, "notify") != 0)
 	{
 		fprintf(stderr, "lpclient: unknown mode \"%s\"\n", mode);
 		return 2;
@@ -138,7 +143,14 @@ main(int argc, char **argv)
 			die("LISTEN");
 		PQclear(res);
 	}
-	sql = strcmp(mode, "wait") == 0
+	if (strcmp(mode, "async") == 0)
+	{
+		res = PQexec(conn, "SET synchronous_commit = off");
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			die("SET");
+		PQclear(res);
+	}
+	sql = waits
 		? "SELECT payload->>'id' FROM streamguard.poll($1, $2, 100, wait => '1 s')"
 		: "SELECT payload->>'id' FROM streamguard.poll($1, $2, 100)";
 

@@ -1237,12 +1237,19 @@ sub start_report
 #    - poll, sleeping BENCH_LAT_POLL_MS when it returns nothing;
 #    - LISTEN/NOTIFY + poll: the producers NOTIFY in the append's
 #      transaction, the client waits on its socket when a poll is empty.
-#    Latency = the client's clock when the poll's result arrived (before its
-#    COMMIT) - the commit timestamp of the event's append (same machine, same clock).  Before the
-#    producers start, BENCH_LP_IDLE idle seconds: the CPU time of the client
-#    and of its backend over them.
+#    - poll(wait => '1 s') with the consumer's transactions committing
+#      asynchronously (synchronous_commit = off in its session);
+#    Latency, on two clocks: the client's clock when the poll's result
+#    arrived (before its COMMIT) - (a) the commit timestamp of the event's
+#    append, which the server takes before it flushes the commit record, so
+#    this includes the producer's WAL flush; (b) the time the producer's
+#    COMMIT returned (pgbench -l), when the event is visible.  Same machine,
+#    same clock.  Before the producers start, BENCH_LP_IDLE idle seconds: the
+#    CPU time of the client and of its backend over them.
 # ---------------------------------------------------------------------------
-my %S9 = (wait => 'poll(wait => 1 s)', sleep => 'poll, sleep when empty', notify => 'LISTEN/NOTIFY + poll');
+my %S9 = (wait => 'poll(wait => 1 s)', async => 'poll(wait => 1 s), consumer commits asynchronously',
+	sleep => 'poll, sleep when empty', notify => 'LISTEN/NOTIFY + poll');
+my @LP_MODES = qw(wait async sleep notify);
 my (%LP, $LP_CLIENT);
 
 sub lp_client
@@ -1263,7 +1270,7 @@ sub bench_longpoll
 {
 	my ($r) = @_;
 	sql(slurp("$SQL/setup_latency.sql")) unless $LAT_SETUP++;
-	for my $m (rotated($r - 1, qw(wait sleep notify)))
+	for my $m (rotated($r - 1, @LP_MODES))
 	{
 		if (!$have{sg}) { lp_fail($m, 'PENDING'); next; }
 		if (!lp_client()) { lp_fail($m, 'ERR', 'lpclient did not build'); next; }
@@ -1273,9 +1280,11 @@ sub bench_longpoll
 		unlink $stop;
 		my $pid = spawn([ $LP_CLIENT, 'dbname=bench', $m, $st, 'c', $K{BENCH_LAT_POLL_MS}, $K{BENCH_LP_IDLE}, $stop, $out ], $log);
 		sleep $K{BENCH_LP_IDLE} + 1.5;
-		my $res = pgbench("lp_prod_${m}_r$r", $m eq 'notify' ? 'longpoll_notify.sql' : 'latency_sg.sql', { stream => $st },
+		my $plog = "$WORK/lp_pg_${m}_r$r";
+		unlink glob("$plog.*");
+		my $res = pgbench("lp_prod_${m}_r$r", $m eq 'notify' ? 'longpoll_notify.sql' : 'longpoll_sg.sql', { stream => $st, n => 0 },
 			-c => $K{BENCH_LAT_CLIENTS}, -j => ($K{BENCH_LAT_CLIENTS} < 2 ? 1 : 2),
-			-R => $K{BENCH_LAT_RATE}, -T => $K{BENCH_LP_SECONDS});
+			-R => $K{BENCH_LAT_RATE}, -T => $K{BENCH_LP_SECONDS}, -l => "--log-prefix=$plog");
 		spurt($stop, '');
 		my $rc = reap($pid, 30);
 		my $cl = slurp($log);
@@ -1286,26 +1295,48 @@ sub bench_longpoll
 			next;
 		}
 		my ($ic, $ib, $polls) = $cl =~ /idle_client_ms=(-?\d+) idle_backend_ms=(-?\d+) polls=(\d+)/;
-		my ($ok, $o, $e) = sql_try("DROP TABLE IF EXISTS lp_recv; CREATE TABLE lp_recv (id bigint, at_us bigint);
+		# pgbench -l: client, transaction number, latency, script, end (s, us)
+		my $done = "$WORK/lp_done.txt";
+		my $dtext = '';
+		for my $f (glob("$plog.*"))
+		{
+			for my $l (split /\n/, slurp($f))
+			{
+				my ($c, $n, undef, undef, $sec, $us) = split / /, $l;
+				$dtext .= sprintf("%d %d\n", $c * 1000000000 + $n, $sec * 1000000 + $us) if defined $us;
+			}
+		}
+		spurt($done, $dtext);
+		unlink glob("$plog.*");
+		my ($ok, $o, $e) = sql_try("DROP TABLE IF EXISTS lp_recv, lp_done; CREATE TABLE lp_recv (id bigint, at_us bigint);
+			CREATE TABLE lp_done (id bigint, at_us bigint);
 			COPY lp_recv FROM " . q_lit($out) . " (DELIMITER ' ');
+			COPY lp_done FROM " . q_lit($done) . " (DELIMITER ' ');
 			WITH e AS (SELECT * FROM bench_sg_events('$st')),
-			     j AS (SELECT (r.at_us - extract(epoch FROM e.ev_commit) * 1e6) / 1000.0 AS ms FROM lp_recv r JOIN e ON e.ev_id = r.id)
+			     j AS (SELECT (r.at_us - extract(epoch FROM e.ev_commit) * 1e6) / 1000.0 AS ms,
+			                  (r.at_us - d.at_us) / 1000.0 AS ms_ret
+			           FROM lp_recv r JOIN e ON e.ev_id = r.id LEFT JOIN lp_done d ON d.id = r.id)
 			SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM lp_recv), (SELECT count(DISTINCT id) FROM lp_recv),
 			       round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 3),
 			       round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 3),
-			       round(max(ms)::numeric, 3), count(*) FROM j;");
+			       round(max(ms)::numeric, 3), count(*),
+			       round((percentile_cont(0.5) WITHIN GROUP (ORDER BY ms_ret))::numeric, 3),
+			       round((percentile_cont(0.99) WITHIN GROUP (ORDER BY ms_ret))::numeric, 3),
+			       count(ms_ret) FROM j;");
 		if (!$ok || $o !~ /\|/)
 		{
 			lp_fail($m, 'ERR', 'statistics: ' . error_line($e));
 			drop_stream($st);
 			next;
 		}
-		my ($n_ev, $n_recv, $n_recv_d, $p50, $p99, $mx) = split /\|/, (split /\n/, $o)[-1];
-		my %v = (p50 => $p50, p99 => $p99, max => $mx, appended => $n_ev, lost => $n_ev - $n_recv_d,
+		my ($n_ev, $n_recv, $n_recv_d, $p50, $p99, $mx, undef, $p50r, $p99r, $n_ret) = split /\|/, (split /\n/, $o)[-1];
+		note_to(\%LAT_NOTE, "lp $m", "pgbench logged the end of $n_ret of $n_recv events received")
+		  if $n_ret < $n_recv;
+		my %v = (p50 => $p50, p99 => $p99, max => $mx, p50r => $p50r, p99r => $p99r, appended => $n_ev, lost => $n_ev - $n_recv_d,
 			dup => $n_recv - $n_recv_d, polls => $polls, idle_client => sprintf('%.1f', $ic / $K{BENCH_LP_IDLE}),
 			idle_backend => sprintf('%.1f', $ib / $K{BENCH_LP_IDLE}));
 		push @{ $LP{"$m|$_"} }, $v{$_} for keys %v;
-		sql_try('DROP TABLE lp_recv');
+		sql_try('DROP TABLE lp_recv, lp_done');
 		drop_stream($st);
 	}
 	return;
@@ -1314,10 +1345,10 @@ sub bench_longpoll
 sub longpoll_report
 {
 	my @out = ("\n## Long-poll, append commit → poll returned in the client\n\n",
-		"$K{BENCH_LAT_CLIENTS} producer clients offer $K{BENCH_LAT_RATE} events/s (one per transaction) for $K{BENCH_LP_SECONDS} s per contender and repeat; one libpq client polls (100 events per poll, each in its own transaction: BEGIN; poll; COMMIT). Latency = client clock when the poll's result arrived (before the COMMIT) − commit timestamp of the append. Idle CPU: ms of CPU per second over the $K{BENCH_LP_IDLE} s before the producers start, of the client and of its server backend. p50/p99 are medians over the repeats, max the maximum, counts summed.\n\n",
-		"| contender | p50 ms | p99 ms | max ms | appended | lost | duplicates | polls | idle CPU client ms/s | idle CPU backend ms/s | target | met? |\n",
-		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
-	for my $m (qw(wait sleep notify))
+		"$K{BENCH_LAT_CLIENTS} producer clients offer $K{BENCH_LAT_RATE} events/s (one per transaction) for $K{BENCH_LP_SECONDS} s per contender and repeat; one libpq client polls (100 events per poll, each in its own transaction: BEGIN; poll; COMMIT). Latency = client clock when the poll's result arrived (before the COMMIT) − (a) the commit timestamp of the append, which the server takes before flushing the commit record to disk, so (a) includes the producer's WAL flush; (b) the time the producer's COMMIT returned (pgbench's log), from when the event is visible. Idle CPU: ms of CPU per second over the $K{BENCH_LP_IDLE} s before the producers start, of the client and of its server backend. p50/p99 are medians over the repeats, max the maximum, counts summed.\n\n",
+		"| contender | p50 ms (a) | p99 ms (a) | max ms (a) | p50 ms (b) | p99 ms (b) | appended | lost | duplicates | polls | idle CPU client ms/s | idle CPU backend ms/s | target | met? (a) | met? (b) |\n",
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n");
+	for my $m (@LP_MODES)
 	{
 		my @vals = @{ $LP{"$m|p50"} // [] };
 		my $f = sub { my ($k, $how) = @_; my @n = num_list(@{ $LP{"$m|$k"} // [] });
@@ -1326,18 +1357,24 @@ sub longpoll_report
 			return sprintf('%.2f', (sort { $b <=> $a } @n)[0]) if $how eq 'max';
 			my $s = 0; $s += $_ for @n; return $s; };
 		my ($p50, $p99, $mx) = ($f->('p50', 'median'), $f->('p99', 'median'), $f->('max', 'max'));
+		my ($p50r, $p99r) = ($f->('p50r', 'median'), $f->('p99r', 'median'));
 		my ($ic, $ib) = ($f->('idle_client', 'median'), $f->('idle_backend', 'median'));
-		my ($tgt, $met) = ('reference', '—');
+		my ($tgt, $met, $metr) = ('reference', '—', '—');
 		my ($lost, $dup) = ($f->('lost', 'sum'), $f->('dup', 'sum'));
 		if ($m eq 'wait')
 		{
+			my $judge = sub {
+				my ($a50, $a99) = @_;
+				return 'no (failed)' unless defined $a50 && defined $a99;
+				return ($a50 <= 1 && $a99 <= 10 && ($ic // 99) <= 1 && ($ib // 99) <= 1 && ($lost // 1) == 0 && ($dup // 1) == 0)
+				  ? 'yes' : '**no**';
+			};
 			$tgt = 'p50 ≤ 1 ms, p99 ≤ 10 ms, idle CPU ≈ 0';
-			$met = !defined $p50 ? 'no (failed)'
-			  : ($p50 <= 1 && $p99 <= 10 && ($ic // 99) <= 1 && ($ib // 99) <= 1 && ($lost // 1) == 0 && ($dup // 1) == 0) ? 'yes' : '**no**';
+			($met, $metr) = ($judge->($p50, $p99), $judge->($p50r, $p99r));
 		}
 		$p50 //= (grep { $_ eq 'PENDING' } @vals) ? 'pending' : @vals ? 'error' : 'not run';
-		push @out, '| ' . join(' | ', $S9{$m}, $p50, $p99 // '—', $mx // '—', fmt($f->('appended', 'sum')), $lost // '—', $dup // '—',
-			fmt($f->('polls', 'sum')), $ic // '—', $ib // '—', $tgt, $met) . " |\n";
+		push @out, '| ' . join(' | ', $S9{$m}, $p50, $p99 // '—', $mx // '—', $p50r // '—', $p99r // '—', fmt($f->('appended', 'sum')),
+			$lost // '—', $dup // '—', fmt($f->('polls', 'sum')), $ic // '—', $ib // '—', $tgt, $met, $metr) . " |\n";
 	}
 	my @notes = map { "$_: $LAT_NOTE{$_}" } grep { /^lp / } sort keys %LAT_NOTE;
 	push @out, "\nNotes: " . join('; ', @notes) . "\n" if @notes;
@@ -1905,7 +1942,7 @@ sub latency_rows
 sub longpoll_rows
 {
 	my @rows;
-	for my $m (qw(wait sleep notify))
+	for my $m (@LP_MODES)
 	{
 		my ($p50, $p99) = map { median($LP{"$m|$_"} // [], '%.2f') } qw(p50 p99);
 		my ($max) = sort { $b <=> $a } num_list(@{ $LP{"$m|max"} // [] });

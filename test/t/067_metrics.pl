@@ -151,6 +151,7 @@ is(value($samples, 'streamguard_window_open', 'pipeline="m_win"'),
 	$node->safe_psql('postgres', q{SELECT open_windows FROM streamguard.windows WHERE pipeline = 'm_win'}),
 	'open windows as in the windows view');
 is(value($samples, 'streamguard_window_closed_total', 'pipeline="m_win"'), '0', 'no window closed yet');
+is(value($samples, 'streamguard_window_superseded_total', 'pipeline="m_win"'), '0', 'no session superseded');
 is($types->{streamguard_kafka_lag_messages}, 'gauge', 'the Kafka lag metric is declared (no Kafka pipeline here)');
 
 # ------------------------------------------------------ visibility

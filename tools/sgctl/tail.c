@@ -34,7 +34,6 @@
 #include "sgctl.h"
 
 #define READ_CHUNK 1000
-#define SEEK_CHUNK 10000
 
 typedef enum
 {
@@ -62,7 +61,7 @@ typedef struct Tail
 	/* without a consumer: per partition */
 	int			nparts;
 	int64_t    *after;
-	bool	   *seeking;		/* --from time: still looking for the start */
+	bool	   *seeking;		/* --from time: start not looked up yet */
 } Tail;
 
 /* the output line of an event e, $5 = payload only */
@@ -215,40 +214,29 @@ set_partitions(Tail *t, int n, bool initial)
 	return true;
 }
 
-/* --from time without a consumer: skip partition p's events before it */
+/*
+ * --from time without a consumer: partition p starts at its first event
+ * appended at or after the time, which the server finds (seq_at_time)
+ * without reading the events before it.
+ */
 static bool
-seek_time(Tail *t, int p, bool *done)
+seek_time(Tail *t, int p)
 {
-	char		pbuf[16],
-				abuf[32],
-				cbuf[16];
-	const char *params[5];
+	char		pbuf[16];
+	const char *params[3];
 	PGresult   *res;
 
-	*done = false;
 	snprintf(pbuf, sizeof(pbuf), "%d", p);
-	snprintf(abuf, sizeof(abuf), "%lld", (long long) t->after[p]);
-	snprintf(cbuf, sizeof(cbuf), "%d", SEEK_CHUNK);
 	params[0] = t->stream;
 	params[1] = pbuf;
-	params[2] = abuf;
-	params[3] = cbuf;
-	params[4] = t->from_time;
+	params[2] = t->from_time;
 	res = SgExecOk(t->conn,
-				   "SELECT pg_catalog.max(e.seq), pg_catalog.min(e.seq) FILTER (WHERE e.appended_at >= $5::pg_catalog.timestamptz) "
-				   "FROM streamguard.read($1, $2::pg_catalog.int4, $3::pg_catalog.int8, $4::pg_catalog.int4) e",
-				   5, params);
+				   "SELECT streamguard.seq_at_time($1, $2::pg_catalog.int4, $3::pg_catalog.timestamptz)",
+				   3, params);
 	if (res == NULL)
 		return false;
-	if (!PQgetisnull(res, 0, 1))
-	{
-		t->after[p] = strtoll(PQgetvalue(res, 0, 1), NULL, 10) - 1;
-		t->seeking[p] = false;
-	}
-	else if (!PQgetisnull(res, 0, 0))
-		t->after[p] = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	else
-		*done = true;			/* read everything there is, none late enough */
+	t->after[p] = strtoll(PQgetvalue(res, 0, 0), NULL, 10) - 1;
+	t->seeking[p] = false;
 	PQclear(res);
 	return true;
 }
@@ -278,17 +266,8 @@ tail_read(Tail *t)
 			int64_t		want = READ_CHUNK;
 			int			rows;
 
-			while (t->seeking[p] && !sg_interrupted)
-			{
-				bool		done;
-
-				if (!seek_time(t, p, &done))
-					return sg_interrupted ? SG_EXIT_OK : SG_EXIT_FAIL;
-				if (done)
-					break;
-			}
-			if (t->seeking[p])
-				continue;
+			if (t->seeking[p] && !seek_time(t, p))
+				return sg_interrupted ? SG_EXIT_OK : SG_EXIT_FAIL;
 			if (t->max > 0 && t->max - t->printed < want)
 				want = t->max - t->printed;
 			if (want <= 0)

@@ -1,8 +1,10 @@
--- 9. long-poll benchmark, LISTEN/NOTIFY contender: the latency producer's
--- event plus a NOTIFY in the same transaction (-D stream=<name>).
+-- 9. long-poll benchmark, LISTEN/NOTIFY contender: the producer of
+-- longpoll_sg.sql plus a NOTIFY in the append's transaction
+-- (-D stream=<name> -D n=0).
+\set n :n + 1
 \set k random(1, 1000000)
 \set a random(1, 10000)
 BEGIN;
-SELECT streamguard.append(:stream, jsonb_build_object('id', nextval('bench_lat_id'), 'amount', CAST(:a AS int), 'currency', 'EUR'), 'k' || CAST(:k AS text));
+SELECT streamguard.append(:stream, jsonb_build_object('id', CAST(:client_id AS bigint) * 1000000000 + :n, 'amount', CAST(:a AS int), 'currency', 'EUR'), 'k' || CAST(:k AS text));
 NOTIFY lp_bench;
 END;
