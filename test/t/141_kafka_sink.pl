@@ -228,6 +228,22 @@ ok(wait_for_value($node, qq{SELECT last_error ~ 'Kafka server "kafka"' AND last_
   or diag(pipelines_report($node));
 is($node->safe_psql('postgres', q{SELECT connected FROM streamguard.remote_status WHERE pipeline = 'ks'}), 'f',
 	'remote_status: not connected');
+# SIGTERM while the producer waits for a broker that is not there
+my $pid = $node->safe_psql('postgres', q{SELECT worker_pid FROM streamguard.pipelines WHERE pipeline = 'ks'});
+if ($pid =~ /^\d+$/)
+{
+	$t0 = time;
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+	ok(wait_for_value($node, "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0', 20),
+		'SIGTERM ends the worker while the broker is down');
+	cmp_ok(time - $t0, '<', 20, 'at once');
+}
+else
+{
+	pass('no worker at that moment (between backoffs)');
+	pass('no worker at that moment');
+}
+ok(wait_pipelines_running($node, ['ks'], 60), 'a new worker takes over');
 $t0 = time;
 $node->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('ks')});
 cmp_ok(time - $t0, '<', 20, 'pause_pipeline returns while the broker is down');
