@@ -643,10 +643,126 @@ sg_headers(Jsonb *jb)
 }
 
 /*
+ * The SELECT's rows go straight into the producer: a DestReceiver, so
+ * that no row is materialized in SPI_tuptable (each message is copied
+ * into librdkafka's queue as it comes).
+ */
+typedef struct SgKafkaDest
+{
+	DestReceiver pub;
+	SgWorker   *w;
+	SgKafka    *producer;
+	SgKafkaCols cols;
+	FmgrInfo	out_key;
+	FmgrInfo	out_value;
+	Oid			key_type;
+	Oid			value_type;
+	Oid			partition_type;
+	MemoryContext row_cxt;		/* reset after each row */
+	uint64		rows;
+} SgKafkaDest;
+
+static void
+sg_dest_startup(DestReceiver *self, int operation, TupleDesc desc)
+{
+	SgKafkaDest *d = (SgKafkaDest *) self;
+	Oid			fn;
+	bool		varlena;
+
+	sg_shape(desc, &d->cols);
+	d->value_type = TupleDescAttr(desc, d->cols.value)->atttypid;
+	getTypeOutputInfo(d->value_type, &fn, &varlena);
+	fmgr_info(fn, &d->out_value);
+	d->key_type = InvalidOid;
+	if (d->cols.key >= 0)
+	{
+		d->key_type = TupleDescAttr(desc, d->cols.key)->atttypid;
+		getTypeOutputInfo(d->key_type, &fn, &varlena);
+		fmgr_info(fn, &d->out_key);
+	}
+	d->partition_type = d->cols.partition >= 0 ? TupleDescAttr(desc, d->cols.partition)->atttypid : InvalidOid;
+	d->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "streamguard kafka row", ALLOCSET_SMALL_SIZES);
+}
+
+static bool
+sg_dest_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	SgKafkaDest *d = (SgKafkaDest *) self;
+	MemoryContext old = MemoryContextSwitchTo(d->row_cxt);
+	bool		isnull;
+	Datum		v;
+	const char *key = NULL;
+	const char *value = NULL;
+	size_t		key_len = 0,
+				value_len = 0;
+	int32		partition = -1;
+	rd_kafka_headers_t *hdrs = NULL;
+
+	if (d->cols.key >= 0)
+	{
+		v = slot_getattr(slot, d->cols.key + 1, &isnull);
+		if (!isnull)
+			key = sg_bytes(v, d->key_type, &d->out_key, &key_len);
+	}
+	v = slot_getattr(slot, d->cols.value + 1, &isnull);
+	if (!isnull)
+		value = sg_bytes(v, d->value_type, &d->out_value, &value_len);
+	if (d->cols.partition >= 0)
+	{
+		v = slot_getattr(slot, d->cols.partition + 1, &isnull);
+		if (!isnull)
+		{
+			int64		p;
+
+			switch (d->partition_type)
+			{
+				case INT2OID:
+					p = DatumGetInt16(v);
+					break;
+				case INT4OID:
+					p = DatumGetInt32(v);
+					break;
+				default:
+					p = DatumGetInt64(v);
+					break;
+			}
+			if (p < 0 || p > PG_INT32_MAX)
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("partition %lld of a Kafka sink's message is out of range", (long long) p)));
+			partition = (int32) p;
+		}
+	}
+	if (d->cols.headers >= 0)
+	{
+		v = slot_getattr(slot, d->cols.headers + 1, &isnull);
+		if (!isnull)
+			hdrs = sg_headers(DatumGetJsonbP(v));
+	}
+	KafkaProduce(d->producer, d->w->def.sink_table, partition, key, key_len, value, value_len, hdrs,
+				 sg_we_produce);
+	d->rows++;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(d->row_cxt);
+	return true;
+}
+
+static void
+sg_dest_shutdown(DestReceiver *self)
+{
+}
+
+static void
+sg_dest_destroy(DestReceiver *self)
+{
+}
+
+/*
  * The batch to Kafka, in T1 (fenced, positions moved unless
- * at_least_once): run the SELECT as the owner, produce each row, then
- * commit the Kafka transaction with the checkpoint (exactly_once) or wait
- * for every acknowledgement (at_least_once).  Returns the rows produced.
+ * at_least_once): run the SELECT as the owner, its rows produced as they
+ * come, then commit the Kafka transaction with the checkpoint
+ * (exactly_once) or wait for every acknowledgement (at_least_once).
+ * Returns the rows produced.
  */
 int64
 KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n, int nparts,
@@ -655,17 +771,10 @@ KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n,
 	SgKafkaSink *s = sg_sink(w);
 	SgOwnerContext ctx;
 	SPIPlanPtr	plan;
-	SPITupleTable *tt;
-	TupleDesc	desc;
-	SgKafkaCols cols;
-	FmgrInfo	out_key,
-				out_value;
-	Oid			key_type = InvalidOid,
-				value_type;
-	uint64		i;
+	SPIExecuteOptions opts;
+	SgKafkaDest dest;
 	int64		rows;
 	int			ret;
-	const char *topic = w->def.sink_table;
 
 	/* nothing leaves the server before the events it comes from are durable */
 	HorizonMakeDurable();
@@ -675,83 +784,22 @@ KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n,
 		KafkaDeliveryReset(s->producer);
 
 	pgstat_report_activity(STATE_RUNNING, "produce to Kafka");
+	memset(&dest, 0, sizeof(dest));
+	dest.pub.receiveSlot = sg_dest_receive;
+	dest.pub.rStartup = sg_dest_startup;
+	dest.pub.rShutdown = sg_dest_shutdown;
+	dest.pub.rDestroy = sg_dest_destroy;
+	dest.pub.mydest = DestTuplestore;	/* anything but DestNone: a SELECT */
+	dest.w = w;
+	dest.producer = s->producer;
+	memset(&opts, 0, sizeof(opts));
+	opts.read_only = true;
+	opts.dest = &dest.pub;
 	plan = BatchOwnerEnter(w, &ctx, store, n);
-	ret = SPI_execute_plan(plan, NULL, NULL, true, 0);
+	ret = SPI_execute_plan_extended(plan, &opts);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "the SQL of pipeline \"%s\" must return rows: %s", w->def.name, SPI_result_code_string(ret));
-	tt = SPI_tuptable;
-	desc = tt->tupdesc;
-	sg_shape(desc, &cols);
-	value_type = TupleDescAttr(desc, cols.value)->atttypid;
-	{
-		Oid			fn;
-		bool		varlena;
-
-		getTypeOutputInfo(value_type, &fn, &varlena);
-		fmgr_info(fn, &out_value);
-		if (cols.key >= 0)
-		{
-			key_type = TupleDescAttr(desc, cols.key)->atttypid;
-			getTypeOutputInfo(key_type, &fn, &varlena);
-			fmgr_info(fn, &out_key);
-		}
-	}
-	for (i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	t = tt->vals[i];
-		bool		isnull;
-		Datum		d;
-		const char *key = NULL;
-		const char *value = NULL;
-		size_t		key_len = 0,
-					value_len = 0;
-		int32		partition = -1;
-		rd_kafka_headers_t *hdrs = NULL;
-
-		if (cols.key >= 0)
-		{
-			d = heap_getattr(t, cols.key + 1, desc, &isnull);
-			if (!isnull)
-				key = sg_bytes(d, key_type, &out_key, &key_len);
-		}
-		d = heap_getattr(t, cols.value + 1, desc, &isnull);
-		if (!isnull)
-			value = sg_bytes(d, value_type, &out_value, &value_len);
-		if (cols.partition >= 0)
-		{
-			d = heap_getattr(t, cols.partition + 1, desc, &isnull);
-			if (!isnull)
-			{
-				int64		v;
-
-				switch (TupleDescAttr(desc, cols.partition)->atttypid)
-				{
-					case INT2OID:
-						v = DatumGetInt16(d);
-						break;
-					case INT4OID:
-						v = DatumGetInt32(d);
-						break;
-					default:
-						v = DatumGetInt64(d);
-						break;
-				}
-				if (v < 0 || v > PG_INT32_MAX)
-					ereport(ERROR,
-							(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-							 errmsg("partition %lld of a Kafka sink's message is out of range", (long long) v)));
-				partition = (int32) v;
-			}
-		}
-		if (cols.headers >= 0)
-		{
-			d = heap_getattr(t, cols.headers + 1, desc, &isnull);
-			if (!isnull)
-				hdrs = sg_headers(DatumGetJsonbP(d));
-		}
-		KafkaProduce(s->producer, topic, partition, key, key_len, value, value_len, hdrs, sg_we_produce);
-	}
-	rows = (int64) SPI_processed;
+	rows = (int64) dest.rows;
 	BatchLeaveOwner(&ctx);
 
 	if (s->transactional)
