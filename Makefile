@@ -58,7 +58,7 @@ uninstall-sgctl:
 	rm -f '$(DESTDIR)$(bindir)/sgctl'
 # The Kafka test broker (librdkafka's mock cluster) the TAP tests start;
 # built by installcheck, never installed.  See docs/kafka.md.
-KAFKA_TOOLS = test/kafka/sg_mock_broker test/kafka/sg_kafka_drain
+KAFKA_TOOLS = test/kafka/sg_mock_broker test/kafka/sg_kafka_drain test/kafka/sg_kafka_produce
 EXTRA_CLEAN += $(KAFKA_TOOLS)
 
 test/kafka/%: test/kafka/%.c

@@ -15,7 +15,9 @@
  *					A crash between loses the batch.
  * With a remote sink the rows go to the sink inside T1 (sink.c): the
  * remote transaction is prepared before the local COMMIT and committed
- * after it (two_phase), or committed with the positions (offsets).
+ * after it (two_phase), or committed with the positions (offsets).  With
+ * a Kafka sink (kafka_sink.c) the Kafka transaction, holding the rows and
+ * a checkpoint, commits inside T1, before the local COMMIT.
  *
  *-------------------------------------------------------------------------
  */
@@ -268,7 +270,7 @@ BatchRun(SgWorker *w, bool isolate)
 	/* what a crash may have left between this database and the sink */
 	if (w->def.sink_server && w->need_resolve)
 	{
-		if (!SinkResolve(w, meta))
+		if (!(w->def.sink_kafka ? KafkaSinkResolve(w, meta, nparts) : SinkResolve(w, meta)))
 		{
 			/* failed with the records dropped, in one transaction */
 			WorkerRecordError(w, w->stop_error, true);
@@ -291,6 +293,9 @@ BatchRun(SgWorker *w, bool isolate)
 	advance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE;
 	if (w->window)
 		WindowBeforeFetch(w, meta);
+	/* a Kafka sink's checkpoint says where the batch began */
+	if (w->def.sink_kafka && w->def.guarantee == SG_EXACTLY_ONCE)
+		KafkaSinkNoteFrom(w, meta, nparts);
 	fetched = SourceFetch(w, meta, store, first, last, advance_in_fetch);
 	if (fetched < 0)
 	{
@@ -343,7 +348,24 @@ BatchRun(SgWorker *w, bool isolate)
 	}
 
 	pgstat_report_activity(STATE_RUNNING, "process");
-	if (w->def.sink_server)
+	if (w->def.sink_kafka)
+	{
+		/*
+		 * No event-by-event isolation into Kafka: a batch that failed
+		 * max_attempts times (not for a transient reason) stops the
+		 * pipeline, whatever the error policy.
+		 */
+		if (isolate)
+		{
+			WorkerAbort();
+			w->stop_error = MemoryContextStrdup(TopMemoryContext,
+												psprintf("a batch to Kafka failed %d times, last: %s",
+														 w->def.max_attempts, w->last_error ? w->last_error : "unknown error"));
+			return SG_BATCH_STOPPED;
+		}
+		rows_out = KafkaSinkWrite(w, meta, store, n, nparts, fetched);
+	}
+	else if (w->def.sink_server)
 	{
 		if (isolate)
 			rows_out = SinkRunIsolated(w, store, first, last, nparts, &gid);

@@ -2,9 +2,9 @@
  *
  * kafka.c
  *		Kafka clients through librdkafka: the streamguard_kafka
- *		foreign-data wrapper's option validator, consumers built from a
- *		foreign server and a user mapping, and interruptible, time-bounded
- *		waits on them.
+ *		foreign-data wrapper's option validator, consumers and producers
+ *		built from a foreign server and a user mapping, and interruptible,
+ *		time-bounded waits on them.
  *
  * A Kafka cluster is declared the way remote PostgreSQL servers are:
  *	CREATE SERVER k FOREIGN DATA WRAPPER streamguard_kafka
@@ -38,7 +38,15 @@
  *	 latch is set) and poll the queue without blocking.  The few calls that
  *	 can only block (metadata, end offsets) are made with short timeouts in
  *	 a loop that checks interrupts and a deadline of
- *	 streamguard.remote_timeout.
+ *	 streamguard.remote_timeout.  A producer's transactional calls
+ *	 (init_transactions, commit_transaction), which were seen to block far
+ *	 past their timeout, run on a thread of their own (signals blocked)
+ *	 while the backend waits on the latch; an abandoned one is joined by
+ *	 the client's destroy.
+ *
+ * - Producers (the Kafka sink): idempotent always, transactional for
+ *	 exactly_once; their main queue (delivery reports, logs, errors) is the
+ *	 one whose pipe we wait on, served by rd_kafka_poll on our thread.
  *
  * - Messages belong to the handle: KafkaPoll keeps the one it returns
  *	 until KafkaMessageDone, the next poll or KafkaClose, so an ERROR while
@@ -84,6 +92,8 @@ PG_FUNCTION_INFO_V1(sg_kafka_validator);
 #define SG_KAFKA_WRAPPER "streamguard_kafka"
 /* one blocking librdkafka call at most this long between interrupt checks */
 #define SG_KAFKA_STEP_MS 200
+/* topic handles a producer keeps (the sink's topic and its checkpoints) */
+#define SG_KAFKA_MAX_TOPICS 4
 
 /* what librdkafka's threads report: malloc'd, never palloc'd */
 typedef struct SgKafkaReport
@@ -92,7 +102,30 @@ typedef struct SgKafkaReport
 	rd_kafka_resp_err_t err;	/* last error reported (0: none) */
 	char		message[256];	/* its text, one line */
 	uint64		count;			/* errors reported or logged so far */
+	/* a producer's delivery reports (served on the backend's thread) */
+	uint64		delivered;		/* messages acknowledged */
+	uint64		failed;			/* messages that could not be delivered */
+	rd_kafka_resp_err_t dr_err; /* the first delivery error */
 } SgKafkaReport;
+
+typedef rd_kafka_error_t *(*SgKafkaTxnCall) (rd_kafka_t *rk, int timeout_ms);
+
+/*
+ * A transactional API call made on a thread of its own (malloc'd): the
+ * backend waits for it on the latch and may give up on it; the client's
+ * destroy joins the thread first.
+ */
+typedef struct SgKafkaCall
+{
+	rd_kafka_t *rk;
+	SgKafkaTxnCall fn;
+	int			timeout_ms;
+	int			wake_fd;		/* written when done: the handle's pipe */
+	pthread_t	thread;
+	pthread_mutex_t lock;
+	bool		done;
+	rd_kafka_error_t *error;	/* its result, once done */
+} SgKafkaCall;
 
 struct SgKafka
 {
@@ -101,6 +134,10 @@ struct SgKafka
 	int			pipe_fd[2];		/* [0] we wait on, [1] librdkafka writes */
 	SgKafkaReport *report;
 	rd_kafka_message_t *current;	/* returned by KafkaPoll, not done */
+	bool		producer;
+	rd_kafka_topic_t *topics[SG_KAFKA_MAX_TOPICS];	/* a producer's topics */
+	int			ntopics;
+	struct SgKafkaCall *call;	/* a transactional call on its thread, or NULL */
 	char		server[NAMEDATALEN];
 };
 
@@ -305,6 +342,28 @@ sg_kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *bu
 		sg_kafka_note((SgKafkaReport *) rd_kafka_opaque(rk), RD_KAFKA_RESP_ERR_UNKNOWN, buf, true);
 }
 
+/*
+ * A producer's delivery report.  Served by rd_kafka_poll on the backend's
+ * thread, but kept as plain as the others: counters under the mutex.
+ */
+static void
+sg_kafka_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	SgKafkaReport *rep = (SgKafkaReport *) opaque;
+
+	if (rep == NULL)
+		return;
+	pthread_mutex_lock(&rep->lock);
+	if (m->err)
+	{
+		if (rep->failed++ == 0)
+			rep->dr_err = m->err;
+	}
+	else
+		rep->delivered++;
+	pthread_mutex_unlock(&rep->lock);
+}
+
 void
 KafkaLastError(SgKafka *k, char *buf, size_t len)
 {
@@ -369,13 +428,16 @@ sg_kafka_mapping_options(Oid userid, Oid serverid)
 }
 
 /*
- * A consumer for `server` as `userid` (USAGE on the server checked, its
- * user mapping's credentials), in a transaction.  Read committed, no
- * automatic offset commits or stores, no offset reset: an offset that is
- * out of range is an error, never a silent jump.
+ * A client of `type` for `server` as `userid` (USAGE on the server
+ * checked, its user mapping's credentials), in a transaction, with the
+ * properties `fixed` (name, value pairs, NULL-terminated) set after the
+ * server's options: what the guarantees rest on.  `group_id` is used when
+ * the server sets none.  The queue we wait on is the consumer queue of a
+ * consumer, the main queue (delivery reports, logs, errors) of a producer.
  */
-SgKafka *
-KafkaConsumerOpen(const char *server, Oid userid, const char *group_id)
+static SgKafka *
+sg_kafka_open(const char *server, Oid userid, rd_kafka_type_t type, const char *group_id,
+			  const char *const *fixed)
 {
 	ForeignServer *fs = GetForeignServerByName(server, false);
 	AclResult	aclresult;
@@ -413,6 +475,12 @@ KafkaConsumerOpen(const char *server, Oid userid, const char *group_id)
 			has_bootstrap = true;
 		if (strcmp(prop, "reconnect.backoff.max.ms") == 0)
 			has_backoff = true;
+		/* consumer properties mean nothing to a producer (it would warn) */
+		if (type == RD_KAFKA_PRODUCER &&
+			(strncmp(prop, "fetch.", 6) == 0 || strcmp(prop, "max.partition.fetch.bytes") == 0 ||
+			 strncmp(prop, "queued.", 7) == 0 || strcmp(prop, "check.crcs") == 0 ||
+			 strcmp(prop, "group.id") == 0))
+			continue;
 		sg_kafka_set(conf, prop, defGetString(def));
 	}
 	if (!has_bootstrap)
@@ -422,18 +490,14 @@ KafkaConsumerOpen(const char *server, Oid userid, const char *group_id)
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 				 errmsg("server \"%s\" has no option \"bootstrap.servers\"", server)));
 	}
-	if (!has_group)
+	if (!has_group && type == RD_KAFKA_CONSUMER)
 		sg_kafka_set(conf, "group.id", group_id);
 	/* an unreachable broker is retried often enough to notice it in time */
 	if (!has_backoff)
 		sg_kafka_set(conf, "reconnect.backoff.max.ms", "1000");
 	/* what the guarantees rest on: not options */
-	sg_kafka_set(conf, "isolation.level", "read_committed");
-	sg_kafka_set(conf, "enable.auto.commit", "false");
-	sg_kafka_set(conf, "enable.auto.offset.store", "false");
-	sg_kafka_set(conf, "auto.offset.reset", "error");
-	sg_kafka_set(conf, "enable.partition.eof", "false");
-	sg_kafka_set(conf, "allow.auto.create.topics", "false");
+	for (; fixed && fixed[0]; fixed += 2)
+		sg_kafka_set(conf, fixed[0], fixed[1]);
 	sg_kafka_set(conf, "log.queue", "true");
 
 	k = MemoryContextAllocZero(TopMemoryContext, sizeof(SgKafka));
@@ -451,6 +515,8 @@ KafkaConsumerOpen(const char *server, Oid userid, const char *group_id)
 	rd_kafka_conf_set_opaque(conf, k->report);
 	rd_kafka_conf_set_error_cb(conf, sg_kafka_error_cb);
 	rd_kafka_conf_set_log_cb(conf, sg_kafka_log_cb);
+	if (type == RD_KAFKA_PRODUCER)
+		rd_kafka_conf_set_dr_msg_cb(conf, sg_kafka_dr_cb);
 
 	if (!AcquireExternalFD())
 	{
@@ -486,7 +552,7 @@ KafkaConsumerOpen(const char *server, Oid userid, const char *group_id)
 	/* librdkafka's threads start with every signal blocked */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+	rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rk == NULL)
 	{
@@ -499,12 +565,39 @@ KafkaConsumerOpen(const char *server, Oid userid, const char *group_id)
 				 errdetail("librdkafka: %s", errstr)));
 	}
 	k->rk = rk;
-	/* logs and errors, too, are served by our polls of the consumer queue */
-	rd_kafka_poll_set_consumer(rk);
+	k->producer = type == RD_KAFKA_PRODUCER;
+	if (type == RD_KAFKA_CONSUMER)
+	{
+		/* logs and errors, too, are served by our polls of the consumer queue */
+		rd_kafka_poll_set_consumer(rk);
+		k->queue = rd_kafka_queue_get_consumer(rk);
+	}
+	else
+		k->queue = rd_kafka_queue_get_main(rk);
 	(void) rd_kafka_set_log_queue(rk, NULL);
-	k->queue = rd_kafka_queue_get_consumer(rk);
 	rd_kafka_queue_io_event_enable(k->queue, k->pipe_fd[1], "1", 1);
 	return k;
+}
+
+/*
+ * A consumer: read committed, no automatic offset commits or stores, no
+ * offset reset: an offset that is out of range is an error, never a silent
+ * jump.
+ */
+SgKafka *
+KafkaConsumerOpen(const char *server, Oid userid, const char *group_id)
+{
+	static const char *const fixed[] = {
+		"isolation.level", "read_committed",
+		"enable.auto.commit", "false",
+		"enable.auto.offset.store", "false",
+		"auto.offset.reset", "error",
+		"enable.partition.eof", "false",
+		"allow.auto.create.topics", "false",
+		NULL
+	};
+
+	return sg_kafka_open(server, userid, RD_KAFKA_CONSUMER, group_id, fixed);
 }
 
 /* what the reaper thread needs: malloc'd */
@@ -512,7 +605,21 @@ typedef struct SgKafkaReaper
 {
 	rd_kafka_t *rk;
 	SgKafkaReport *report;
+	bool		producer;
+	SgKafkaCall *call;			/* a call still running on the client ... */
+	int			pipe_fd[2];		/* ... which may still write to this pipe */
 } SgKafkaReaper;
+
+/* the end of a transactional call the backend gave up on: join, free */
+static void
+sg_kafka_call_end(SgKafkaCall *c)
+{
+	pthread_join(c->thread, NULL);
+	if (c->error)
+		rd_kafka_error_destroy(c->error);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
 
 /*
  * The end of a client, on a thread of its own: librdkafka's destroy joins
@@ -524,7 +631,14 @@ sg_kafka_reap(void *arg)
 {
 	SgKafkaReaper *r = (SgKafkaReaper *) arg;
 
-	(void) rd_kafka_assign(r->rk, NULL);
+	if (r->call)
+	{
+		sg_kafka_call_end(r->call);
+		close(r->pipe_fd[0]);
+		close(r->pipe_fd[1]);
+	}
+	if (!r->producer)
+		(void) rd_kafka_assign(r->rk, NULL);
 	rd_kafka_destroy_flags(r->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 	pthread_mutex_destroy(&r->report->lock);
 	free(r->report);
@@ -548,6 +662,12 @@ KafkaClose(SgKafka *k)
 	if (k->current)
 		rd_kafka_message_destroy(k->current);
 	k->current = NULL;
+	/* topic handles left behind would hold up librdkafka's destroy */
+	while (k->ntopics > 0)
+	{
+		k->ntopics--;
+		rd_kafka_topic_destroy(k->topics[k->ntopics]);
+	}
 	if (k->queue)
 	{
 		rd_kafka_queue_io_event_enable(k->queue, -1, NULL, 0);
@@ -565,6 +685,10 @@ KafkaClose(SgKafka *k)
 
 		r->rk = k->rk;
 		r->report = k->report;
+		r->producer = k->producer;
+		r->call = k->call;
+		r->pipe_fd[0] = k->pipe_fd[0];
+		r->pipe_fd[1] = k->pipe_fd[1];
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		pthread_attr_init(&attr);
@@ -576,10 +700,20 @@ KafkaClose(SgKafka *k)
 		{
 			k->rk = NULL;
 			k->report = NULL;
+			if (k->call)
+			{
+				/* the reaper closes the pipe once the call is over */
+				k->call = NULL;
+				k->pipe_fd[0] = k->pipe_fd[1] = -1;
+				ReleaseExternalFD();
+				ReleaseExternalFD();
+			}
 		}
 		else
 			free(r);
 	}
+	if (k->call)
+		sg_kafka_call_end(k->call);
 	if (k->rk)
 		rd_kafka_destroy_flags(k->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 	if (k->pipe_fd[0] >= 0)
@@ -632,8 +766,13 @@ sg_kafka_sqlstate(rd_kafka_resp_err_t err)
 		case RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET:
 			return ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
 		case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-		case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
 			return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+		case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
+		case RD_KAFKA_RESP_ERR__FENCED:
+		case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
+		case RD_KAFKA_RESP_ERR_CONCURRENT_TRANSACTIONS:
+			/* another incarnation took over: retried with a new producer */
+			return ERRCODE_T_R_SERIALIZATION_FAILURE;
 		default:
 			return ERRCODE_CONNECTION_FAILURE;
 	}
@@ -651,7 +790,8 @@ KafkaRaise(SgKafka *k, rd_kafka_resp_err_t err, const char *what)
 	KafkaLastError(k, last, sizeof(last));
 	ereport(ERROR,
 			(errcode(sg_kafka_sqlstate(err)),
-			 errmsg("Kafka server \"%s\": %s: %s", k->server, what, rd_kafka_err2str(err)),
+			 errmsg("Kafka server \"%s\": %s: %s (%s)", k->server, what, rd_kafka_err2str(err),
+					rd_kafka_err2name(err)),
 			 errdetail("Kafka error %s (%d).%s%s", rd_kafka_err2name(err), (int) err,
 					   last[0] ? " Last client report: " : "", last)));
 }
@@ -887,4 +1027,369 @@ KafkaMessageDone(SgKafka *k)
 	if (k->current)
 		rd_kafka_message_destroy(k->current);
 	k->current = NULL;
+}
+
+/* ------------------------------------------------------------ producers */
+
+/*
+ * A producer for `server` as `userid`: idempotent always (no duplicates
+ * or reordering from its own retries), transactional with
+ * `transactional_id` when not NULL.  Messages not acknowledged within
+ * streamguard.remote_timeout fail (a delivery error, or an abortable
+ * transaction error).
+ */
+SgKafka *
+KafkaProducerOpen(const char *server, Oid userid, const char *transactional_id)
+{
+	const char *fixed[16];
+	int			n = 0;
+	int			msg_timeout = Max(sg_remote_timeout_ms, 1000);
+
+	fixed[n++] = "enable.idempotence";
+	fixed[n++] = "true";
+	fixed[n++] = "acks";
+	fixed[n++] = "all";
+	/* a batch is produced at once and then waited for: no lingering */
+	fixed[n++] = "linger.ms";
+	fixed[n++] = "0";
+	fixed[n++] = "message.timeout.ms";
+	fixed[n++] = psprintf("%d", msg_timeout);
+	if (transactional_id)
+	{
+		fixed[n++] = "transactional.id";
+		fixed[n++] = transactional_id;
+		fixed[n++] = "transaction.timeout.ms";
+		fixed[n++] = psprintf("%d", Max(msg_timeout, 60000));
+	}
+	fixed[n] = NULL;
+	return sg_kafka_open(server, userid, RD_KAFKA_PRODUCER, NULL, fixed);
+}
+
+/* serve the producer's main queue: delivery reports, logs, errors */
+static void
+sg_kafka_serve(SgKafka *k)
+{
+	sg_kafka_drain_pipe(k);
+	(void) rd_kafka_poll(k->rk, 0);
+}
+
+/* wait for the producer's queue, the latch, or `deadline` (at most 100 ms) */
+static void
+sg_kafka_wait(SgKafka *k, TimestampTz deadline, uint32 wait_event)
+{
+	long		left = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+	int			rc;
+
+	if (left <= 0)
+		return;
+	rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						   k->pipe_fd[0], Min(left, 100), wait_event);
+	if (rc & WL_LATCH_SET)
+	{
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* raise a transactional API error: its code, its text, what we were doing */
+static void
+sg_kafka_raise_error(SgKafka *k, rd_kafka_error_t *error, const char *what)
+{
+	rd_kafka_resp_err_t err = rd_kafka_error_code(error);
+	char	   *text = pstrdup(rd_kafka_error_string(error));
+	bool		fatal = rd_kafka_error_is_fatal(error);
+	char		last[256];
+
+	rd_kafka_error_destroy(error);
+	KafkaLastError(k, last, sizeof(last));
+	ereport(ERROR,
+			(errcode(sg_kafka_sqlstate(err)),
+			 errmsg("Kafka server \"%s\": %s: %s (%s)", k->server, what, text, rd_kafka_err2name(err)),
+			 errdetail("Kafka error %s (%d)%s.%s%s", rd_kafka_err2name(err), (int) err,
+					   fatal ? ", fatal for this producer" : "",
+					   last[0] ? " Last client report: " : "", last)));
+}
+
+static void *
+sg_kafka_call_main(void *arg)
+{
+	SgKafkaCall *c = (SgKafkaCall *) arg;
+	rd_kafka_error_t *error = c->fn(c->rk, c->timeout_ms);
+
+	pthread_mutex_lock(&c->lock);
+	c->error = error;
+	c->done = true;
+	pthread_mutex_unlock(&c->lock);
+	if (write(c->wake_fd, "1", 1) < 0)
+		(void) 0;				/* the waiter also looks at done every 100 ms */
+	return NULL;
+}
+
+/*
+ * One blocking transactional call, on a thread of its own (all signals
+ * blocked) while the backend waits on the latch and the handle's pipe:
+ * librdkafka's transactional calls were seen to block far longer than
+ * their timeout (a commit after broker errors, minutes).  Past `deadline`
+ * (plus a second) or on an interrupt the backend gives up on it with an
+ * error; the thread then ends on its own and the client's destroy joins
+ * it.  Returns the call's result.
+ */
+static rd_kafka_error_t *
+sg_kafka_call(SgKafka *k, SgKafkaTxnCall fn, const char *what, TimestampTz deadline, uint32 wait_event)
+{
+	SgKafkaCall *c;
+	sigset_t	all,
+				old;
+	int			rc;
+	long		left = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+	TimestampTz give_up = TimestampTzPlusMilliseconds(deadline, 1000);
+	rd_kafka_error_t *error;
+
+	if (k->call)
+		elog(ERROR, "a Kafka transactional call is still running on this client");
+	c = malloc(sizeof(SgKafkaCall));
+	if (c == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	memset(c, 0, sizeof(SgKafkaCall));
+	c->rk = k->rk;
+	c->fn = fn;
+	c->timeout_ms = (int) Max(Min(left, INT_MAX), 1);
+	c->wake_fd = k->pipe_fd[1];
+	pthread_mutex_init(&c->lock, NULL);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&c->thread, NULL, sg_kafka_call_main, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+	{
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not start a thread for a Kafka call: %s", strerror(rc))));
+	}
+	/* from here an ERROR leaves the call to KafkaClose */
+	k->call = c;
+	for (;;)
+	{
+		bool		done;
+
+		sg_kafka_serve(k);
+		pthread_mutex_lock(&c->lock);
+		done = c->done;
+		pthread_mutex_unlock(&c->lock);
+		if (done)
+			break;
+		if (GetCurrentTimestamp() >= give_up)
+			KafkaRaise(k, RD_KAFKA_RESP_ERR__TIMED_OUT,
+					   psprintf("%s: no answer within streamguard.remote_timeout (%d ms)", what, sg_remote_timeout_ms));
+		sg_kafka_wait(k, give_up, wait_event);
+	}
+	pthread_join(c->thread, NULL);
+	error = c->error;
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	k->call = NULL;
+	return error;
+}
+
+/*
+ * A transactional call, made again while it fails with an error that
+ * says so (retriable, a timeout) until `deadline`; any other error raised
+ * with its code.
+ */
+static void
+sg_kafka_txn_call(SgKafka *k, SgKafkaTxnCall fn, const char *what, TimestampTz deadline)
+{
+	for (;;)
+	{
+		rd_kafka_error_t *error;
+
+		sg_kafka_tick();
+		error = sg_kafka_call(k, fn, what, deadline, PG_WAIT_EXTENSION);
+		if (error == NULL)
+			return;
+		if ((rd_kafka_error_is_retriable(error) || rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__TIMED_OUT) &&
+			!rd_kafka_error_is_fatal(error) && !rd_kafka_error_txn_requires_abort(error) &&
+			GetCurrentTimestamp() < deadline)
+		{
+			rd_kafka_error_destroy(error);
+			continue;
+		}
+		sg_kafka_raise_error(k, error, what);
+	}
+}
+
+static rd_kafka_error_t *
+sg_kafka_init_call(rd_kafka_t *rk, int timeout_ms)
+{
+	return rd_kafka_init_transactions(rk, timeout_ms);
+}
+
+static rd_kafka_error_t *
+sg_kafka_commit_call(rd_kafka_t *rk, int timeout_ms)
+{
+	return rd_kafka_commit_transaction(rk, timeout_ms);
+}
+
+/*
+ * init_transactions: the producer gets its id and a new epoch from the
+ * transaction coordinator, which aborts what an earlier producer with the
+ * same transactional.id left open and fences that producer
+ * (PRODUCER_FENCED) from now on.
+ */
+void
+KafkaTxnInit(SgKafka *k, TimestampTz deadline)
+{
+	sg_kafka_txn_call(k, sg_kafka_init_call, "initializing the transactional producer", deadline);
+}
+
+void
+KafkaTxnBegin(SgKafka *k)
+{
+	rd_kafka_error_t *error = rd_kafka_begin_transaction(k->rk);
+
+	if (error)
+		sg_kafka_raise_error(k, error, "beginning a transaction");
+	KafkaDeliveryReset(k);
+}
+
+/* flush and commit the transaction: every message of it, or none */
+void
+KafkaTxnCommit(SgKafka *k, TimestampTz deadline)
+{
+	sg_kafka_txn_call(k, sg_kafka_commit_call, "committing the transaction", deadline);
+}
+
+/* forget the delivery reports counted so far */
+void
+KafkaDeliveryReset(SgKafka *k)
+{
+	pthread_mutex_lock(&k->report->lock);
+	k->report->delivered = k->report->failed = 0;
+	k->report->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
+	pthread_mutex_unlock(&k->report->lock);
+}
+
+static rd_kafka_topic_t *
+sg_kafka_topic(SgKafka *k, const char *topic)
+{
+	int			i;
+	rd_kafka_topic_t *rkt;
+
+	for (i = 0; i < k->ntopics; i++)
+		if (strcmp(rd_kafka_topic_name(k->topics[i]), topic) == 0)
+			return k->topics[i];
+	if (k->ntopics == SG_KAFKA_MAX_TOPICS)
+		elog(ERROR, "too many Kafka topics for one producer");
+	rkt = rd_kafka_topic_new(k->rk, topic, NULL);
+	if (rkt == NULL)
+		KafkaRaise(k, rd_kafka_last_error(), psprintf("topic \"%s\"", topic));
+	k->topics[k->ntopics++] = rkt;
+	return rkt;
+}
+
+/*
+ * Queue one message (copied): partition -1 lets the partitioner choose
+ * from the key.  `headers` (or NULL) belong to the message from here on.
+ * A full queue is waited out (delivery reports served meanwhile), up to
+ * streamguard.remote_timeout.
+ */
+void
+KafkaProduce(SgKafka *k, const char *topic, int32 partition, const char *key, size_t key_len,
+			 const char *value, size_t value_len, rd_kafka_headers_t *headers, uint32 wait_event)
+{
+	rd_kafka_topic_t *rkt;
+	TimestampTz deadline = 0;
+
+	PG_TRY();
+	{
+		rkt = sg_kafka_topic(k, topic);
+	}
+	PG_CATCH();
+	{
+		if (headers)
+			rd_kafka_headers_destroy(headers);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	for (;;)
+	{
+		rd_kafka_resp_err_t err;
+
+		err = rd_kafka_producev(k->rk,
+								RD_KAFKA_V_RKT(rkt),
+								RD_KAFKA_V_PARTITION(partition < 0 ? RD_KAFKA_PARTITION_UA : partition),
+								RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+								RD_KAFKA_V_KEY(key, key ? key_len : 0),
+								RD_KAFKA_V_VALUE((void *) value, value ? value_len : 0),
+								RD_KAFKA_V_HEADERS(headers),
+								RD_KAFKA_V_END);
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+			return;
+		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+		{
+			if (headers)
+				rd_kafka_headers_destroy(headers);
+			KafkaRaise(k, err, psprintf("producing to partition %d of topic \"%s\"", (int) partition, topic));
+		}
+		if (deadline == 0)
+			deadline = KafkaDeadline();
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			if (headers)
+				rd_kafka_headers_destroy(headers);
+			KafkaRaise(k, err, psprintf("producing to topic \"%s\": the queue stayed full for streamguard.remote_timeout (%d ms)",
+										topic, sg_remote_timeout_ms));
+		}
+		sg_kafka_serve(k);
+		PG_TRY();
+		{
+			sg_kafka_wait(k, deadline, wait_event);
+		}
+		PG_CATCH();
+		{
+			if (headers)
+				rd_kafka_headers_destroy(headers);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+}
+
+/*
+ * Wait until every message queued is acknowledged or failed (bounded:
+ * message.timeout.ms is streamguard.remote_timeout); raise the first
+ * delivery error since KafkaDeliveryReset.  Returns the messages
+ * acknowledged since then.
+ */
+uint64
+KafkaFlush(SgKafka *k, uint32 wait_event)
+{
+	/* message.timeout.ms, plus time for the last reports to be served */
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   2 * (int64) Max(sg_remote_timeout_ms, 1000) + 5000);
+	uint64		failed,
+				delivered;
+	rd_kafka_resp_err_t err;
+
+	for (;;)
+	{
+		sg_kafka_tick();
+		sg_kafka_serve(k);
+		if (rd_kafka_outq_len(k->rk) == 0)
+			break;
+		if (GetCurrentTimestamp() >= deadline)
+			KafkaRaise(k, RD_KAFKA_RESP_ERR__TIMED_OUT, "waiting for the acknowledgements of the batch's messages");
+		sg_kafka_wait(k, deadline, wait_event);
+	}
+	pthread_mutex_lock(&k->report->lock);
+	failed = k->report->failed;
+	delivered = k->report->delivered;
+	err = k->report->dr_err;
+	pthread_mutex_unlock(&k->report->lock);
+	if (failed > 0)
+		KafkaRaise(k, err, psprintf("%llu of the batch's messages could not be delivered",
+									(unsigned long long) failed));
+	return delivered;
 }

@@ -2,8 +2,9 @@
  *
  * kafka.h
  *		Kafka clients through librdkafka (kafka.c): the streamguard_kafka
- *		foreign-data wrapper's validator, consumers built from a foreign
- *		server and a user mapping, interruptible and time-bounded waits.
+ *		foreign-data wrapper's validator, consumers and producers built from
+ *		a foreign server and a user mapping, interruptible and time-bounded
+ *		waits.
  *
  * Callers hold an SgKafka, a handle allocated in TopMemoryContext.  What
  * librdkafka's own threads report (logs, errors) lands in a malloc'd area
@@ -51,5 +52,19 @@ extern void KafkaMessageDone(SgKafka *k);
 extern bool KafkaWatermark(SgKafka *k, const char *topic, int32 partition, int64 *high);
 extern void KafkaRaise(SgKafka *k, rd_kafka_resp_err_t err, const char *what) pg_attribute_noreturn();
 extern TimestampTz KafkaDeadline(void);
+
+/* kafka_sink.c: checks of create_pipeline and alter_pipeline */
+extern void KafkaSinkCheckShape(const char *sql);
+extern void KafkaSinkCheck(const char *server, const char *topic, bool exactly_once);
+
+/* producers (the Kafka sink) */
+extern SgKafka *KafkaProducerOpen(const char *server, Oid userid, const char *transactional_id);
+extern void KafkaTxnInit(SgKafka *k, TimestampTz deadline);
+extern void KafkaTxnBegin(SgKafka *k);
+extern void KafkaTxnCommit(SgKafka *k, TimestampTz deadline);
+extern void KafkaDeliveryReset(SgKafka *k);
+extern void KafkaProduce(SgKafka *k, const char *topic, int32 partition, const char *key, size_t key_len,
+						 const char *value, size_t value_len, rd_kafka_headers_t *headers, uint32 wait_event);
+extern uint64 KafkaFlush(SgKafka *k, uint32 wait_event);
 
 #endif							/* SG_KAFKA_H */

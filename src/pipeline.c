@@ -280,6 +280,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	int			remote_nparts = 0;
 	ArrayType  *sink_on_conflict = NULL;
 	bool		kafka = false;
+	bool		kafka_sink = false;
 	int32		id;
 	bool		isnull;
 	int			ret;
@@ -353,13 +354,30 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("sink_server and sink_table go together")));
-	if (sink_table)
-		sink_table = PipelineQuoteTable(sink_table);
 	if (sink_server && KafkaIsKafkaServer(sink_server))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("Kafka sinks are not supported yet"),
-				 errdetail("Server \"%s\" is a Kafka server.", sink_server)));
+	{
+		/* a topic, not a table */
+		kafka_sink = true;
+		KafkaCheckTopicName(sink_table);
+		if (source_server)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("a pipeline with a Kafka sink reads a local stream"),
+					 errdetail("Server \"%s\" is a Kafka server; the source is on server \"%s\".",
+							   sink_server, source_server)));
+		if (strcmp(guarantee, "at_most_once") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("a pipeline with a Kafka sink is exactly_once or at_least_once")));
+		if (sink_on_conflict)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sink_on_conflict does not apply to a Kafka sink")));
+		/* the Kafka-side analogue of offsets: positions kept by the sink */
+		sink_mode = "offsets";
+	}
+	else if (sink_table)
+		sink_table = PipelineQuoteTable(sink_table);
 	if (source_server)
 	{
 		/* the server's wrapper says what the source names: a topic or a stream */
@@ -383,7 +401,12 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		StreamLockShare(meta);
 	}
 	PipelineValidateSqlFor(sql, kafka);
-	if (sink_server)
+	if (kafka_sink)
+	{
+		KafkaSinkCheckShape(sql);
+		KafkaSinkCheck(sink_server, sink_table, strcmp(guarantee, "exactly_once") == 0);
+	}
+	else if (sink_server)
 	{
 		char	   *cols = PipelineValidateSelect(sql);
 
@@ -855,16 +878,23 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		Oid			ktypes[1] = {TEXTOID};
 		Datum		kvalues[1] = {CStringGetTextDatum(name)};
 		bool		kafka;
+		char	   *sink = NULL;
 
 		/* the batch's columns: a Kafka source has two more */
 		SgBecomeDataOwner(&save, true);
-		if (SPI_execute_with_args("SELECT 1 FROM streamguard.pipeline WHERE name = $1 AND source_kafka",
+		if (SPI_execute_with_args("SELECT source_kafka, sink_server FROM streamguard.pipeline WHERE name = $1",
 								  1, ktypes, kvalues, NULL, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "pipeline lookup failed");
-		kafka = SPI_processed == 1;
+		kafka = SPI_processed == 1 &&
+			strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0;
+		if (SPI_processed == 1)
+			sink = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		SgRestoreUser(&save);
 		/* validated as the caller, like create_pipeline */
 		PipelineValidateSqlFor(text_to_cstring(PG_GETARG_TEXT_PP(1)), kafka);
+		/* a Kafka sink's messages are the SELECT's rows */
+		if (sink && KafkaIsKafkaServer(sink))
+			KafkaSinkCheckShape(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 		search_path = GetConfigOptionByName("search_path", NULL, false);
 	}
 	SgBecomeDataOwner(&save, true);

@@ -193,6 +193,7 @@ extern char *PipelineQuoteTable(const char *name);
 extern void PipelineCheckRemoteSink(const char *server, const char *table, const char *cols, const char *mode,
 									const char *conflict);
 extern List *PipelineOutputNames(const char *sql);
+extern TupleDesc PipelineOutputDesc(const char *sql);
 extern char *PipelineCheckSinkConflict(const char *sql, ArrayType *arr);
 extern int	PipelineCheckRemoteSource(const char *server, const char *stream);
 extern void PipelineCheckRemoteReset(int32 pipeline_id, Oid owner, int32 partition, int64 seq);

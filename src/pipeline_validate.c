@@ -172,6 +172,35 @@ PipelineOutputNames(const char *sql)
 }
 
 /*
+ * The output columns of a pipeline's SQL over a stream's batch (a copy of
+ * the SELECT's result descriptor), or NULL when the SQL is not a single
+ * query returning rows.  SPI connected.
+ */
+TupleDesc
+PipelineOutputDesc(const char *sql)
+{
+	TupleDesc	desc = SgEventTupleDesc();
+	Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
+	SPIPlanPtr	plan;
+	List	   *sources;
+	CachedPlanSource *ps;
+	TupleDesc	result = NULL;
+
+	PipelineRegisterBatch(store, desc, 0);
+	plan = SPI_prepare(sql, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	sources = SPI_plan_get_plan_sources(plan);
+	ps = list_length(sources) == 1 ? linitial(sources) : NULL;
+	if (ps != NULL && ps->commandTag == CMDTAG_SELECT && ps->resultDesc != NULL)
+		result = CreateTupleDescCopy(ps->resultDesc);
+	SPI_freeplan(plan);
+	SPI_unregister_relation("batch");
+	tuplestore_end(store);
+	return result;
+}
+
+/*
  * The output columns of the pipeline's SQL, quoted and comma-separated (the
  * COPY column list of a remote sink), or NULL when the SQL is not a single
  * SELECT.

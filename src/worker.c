@@ -149,6 +149,7 @@ sg_load_definition(SgWorker *w)
 			w->def.sink_server = pstrdup(SPI_getvalue(t, d, 15));
 			w->def.sink_table = pstrdup(SPI_getvalue(t, d, 16));
 			w->def.two_phase = SgParseWord(&SgSinkModeWords, SPI_getvalue(t, d, 17)) == SG_SINK_TWO_PHASE;
+			w->def.sink_kafka = KafkaIsKafkaServer(w->def.sink_server);
 		}
 		w->def.batch_timeout_ms = (int) Min(DatumGetFloat8(SPI_getbinval(t, d, 19, &isnull)), (double) INT_MAX);
 		w->def.allow_source_append = DatumGetBool(SPI_getbinval(t, d, 20, &isnull));
@@ -212,7 +213,14 @@ sg_load_definition(SgWorker *w)
 	}
 	SgRestoreUser(&save);
 	WorkerCommit();
-	if (ok && w->def.sink_server)
+	if (ok && w->def.sink_kafka)
+	{
+		/* the rows are the messages: checked again, the SQL may have changed */
+		WorkerBegin("start");
+		KafkaSinkCheckShape(w->def.sql);
+		WorkerCommit();
+	}
+	else if (ok && w->def.sink_server)
 	{
 		/* the sink's columns are the SELECT's output columns */
 		WorkerBegin("start");
@@ -303,7 +311,13 @@ PipelineWorkerMain(Datum arg)
 			QueryCancelPending = false;
 			WorkerAbort();
 			/* a remote transaction must not outlive the failed batch */
-			if (w->def.sink_server)
+			if (w->def.sink_kafka)
+			{
+				/* the next batch opens a new producer and settles */
+				KafkaSinkClose(w);
+				w->need_resolve = true;
+			}
+			else if (w->def.sink_server)
 			{
 				RemoteDisconnect(&w->sink_remote);
 				WorkerRemoteStatus(w, SG_SIDE_SINK, &w->sink_remote);
@@ -339,6 +353,9 @@ PipelineWorkerMain(Datum arg)
 				sg_clean_exit(w);
 
 			attempts++;
+			if (w->last_error)
+				pfree(w->last_error);
+			w->last_error = MemoryContextStrdup(TopMemoryContext, edata->message ? edata->message : "");
 			ereport(LOG,
 					(errmsg("streamguard pipeline \"%s\": batch failed (attempt %d): %s",
 							w->def.name, attempts, edata->message)));

@@ -12,6 +12,8 @@
  *	source.c		reading a batch and advancing positions (local stream
  *					or remote streamguard server)
  *	kafka_source.c	... or a Kafka topic (source.c dispatches to it)
+ *	kafka_sink.c	a Kafka topic as the sink: producer, transactions,
+ *					checkpoints in Kafka and recovery from them
  *	sink.c			remote sinks: the owner's SELECT rendered as COPY, the
  *					remote transaction (two_phase or offsets), settling
  *					what a crash left between the databases
@@ -63,7 +65,8 @@ typedef struct SgPipeDef
 	char	   *remote_stream;
 	int			remote_nparts;
 	char	   *sink_server;	/* remote sink, or NULL */
-	char	   *sink_table;
+	char	   *sink_table;		/* ... its table, or a Kafka sink's topic */
+	bool		sink_kafka;		/* the sink server is a Kafka server */
 	bool		two_phase;		/* exactly_once to the sink through 2PC */
 	char	  **sink_conflict;	/* upserting sink: ON CONFLICT columns */
 	int			sink_nconflict; /* 0: a plain (COPY) sink */
@@ -82,6 +85,7 @@ typedef struct SgSkip
 } SgSkip;
 
 typedef struct SgKafkaSource SgKafkaSource;	/* kafka_source.c */
+typedef struct SgKafkaSink SgKafkaSink;	/* kafka_sink.c */
 
 typedef struct SgWorker
 {
@@ -123,11 +127,13 @@ typedef struct SgWorker
 	bool		sink_dead_pending;	/* offsets mode: dead letters of ours may be
 									 * left in the sink's table */
 	SgKafkaSource *kafka;		/* Kafka source: consumer and positions */
+	SgKafkaSink *kafka_sink;	/* Kafka sink: producer and checkpoints */
 
 	/* the current batch */
 	int64		batch_skipped;	/* skipped by skip_event or the policy */
 	int64		batch_dead;		/* dead-lettered by the policy */
 	char	   *stop_error;		/* why the pipeline stops (TopMemoryContext) */
+	char	   *last_error;		/* the last failed batch's error (TopMemoryContext) */
 
 	SgWindow   *window;			/* a window pipeline's (window.c), or NULL */
 	/* runs the pipeline's SQL instead of BatchRunSql's plain run (window.c) */
@@ -178,6 +184,13 @@ extern int	KafkaSourcePartitions(SgWorker *w);
 extern int	KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last, bool advance);
 extern void KafkaSourceAdvance(SgWorker *w, int64 *last, int nparts);
 extern void KafkaSourceClose(SgWorker *w);
+
+/* kafka_sink.c */
+extern bool KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts);
+extern void KafkaSinkNoteFrom(SgWorker *w, SgStreamMeta *meta, int nparts);
+extern int64 KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n, int nparts,
+							int64 events_in);
+extern void KafkaSinkClose(SgWorker *w);
 
 /* sink.c */
 extern void SinkSetup(SgWorker *w, List *cols);

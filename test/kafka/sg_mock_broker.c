@@ -22,6 +22,13 @@
  *	txn TOPIC PART N commit|abort	N messages {"txn":i} in one
  *									transaction, committed or aborted
  *	watermarks TOPIC PART			"ok <low> <high>"
+ *	dump TOPIC FILE					the audit consumer: every message of
+ *									every partition of TOPIC up to its
+ *									end, read_committed, into FILE, one
+ *									line each: partition TAB offset TAB
+ *									key TAB value TAB headers (name=value,
+ *									comma-separated; "\N" for none);
+ *									"ok <messages>"
  *	committed GROUP TOPIC NPARTS	the group's committed offsets,
  *									"ok <p0> <p1> ..." (-1001: none)
  *	down BROKER / up BROKER			a mock broker stops / resumes
@@ -37,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
@@ -147,6 +155,162 @@ topic_partitions(const char *topic)
 	}
 	rd_kafka_topic_destroy(t);
 	return n;
+}
+
+/* a field of a dump line: tabs, newlines and backslashes escaped */
+static void
+dump_field(FILE *f, const void *data, size_t len)
+{
+	const unsigned char *c = data;
+	size_t		i;
+
+	if (data == NULL)
+	{
+		fputs("\\N", f);
+		return;
+	}
+	for (i = 0; i < len; i++)
+	{
+		if (c[i] == '\t')
+			fputs("\\t", f);
+		else if (c[i] == '\n')
+			fputs("\\n", f);
+		else if (c[i] == '\\')
+			fputs("\\\\", f);
+		else
+			fputc(c[i], f);
+	}
+}
+
+/*
+ * The audit consumer: a read_committed reader of every partition of
+ * `topic` from its start to its end (as a read_committed reader sees it
+ * now), written to `path`.  Returns the messages, or -1 (why says why).
+ */
+static long
+dump_topic(const char *topic, const char *path, char *why, size_t whylen)
+{
+	char		err[512];
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_t *rk;
+	rd_kafka_topic_partition_list_t *list;
+	int			n = topic_partitions(topic);
+	int64_t    *end;
+	int			i,
+				left = 0;
+	long		count = 0;
+	FILE	   *f;
+	time_t		until = time(NULL) + 60;
+
+	if (n <= 0)
+	{
+		snprintf(why, whylen, "no metadata for %s", topic);
+		return -1;
+	}
+	rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps, err, sizeof(err));
+	rd_kafka_conf_set(conf, "group.id", "sg-audit", err, sizeof(err));
+	rd_kafka_conf_set(conf, "isolation.level", "read_committed", err, sizeof(err));
+	rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
+	rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err));
+	rd_kafka_conf_set_log_cb(conf, quiet_log);
+	rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+	if (!rk)
+	{
+		snprintf(why, whylen, "consumer: %s", err);
+		return -1;
+	}
+	end = calloc(n, sizeof(int64_t));
+	list = rd_kafka_topic_partition_list_new(n);
+	for (i = 0; i < n; i++)
+	{
+		int64_t		lo;
+
+		if (rd_kafka_query_watermark_offsets(rk, topic, i, &lo, &end[i], 10000) != 0)
+		{
+			snprintf(why, whylen, "watermarks of partition %d", i);
+			rd_kafka_destroy(rk);
+			free(end);
+			return -1;
+		}
+		rd_kafka_topic_partition_list_add(list, topic, i)->offset = RD_KAFKA_OFFSET_BEGINNING;
+		if (end[i] > lo)
+			left++;
+		else
+			end[i] = -1;		/* empty: nothing to wait for */
+	}
+	rd_kafka_assign(rk, list);
+	rd_kafka_topic_partition_list_destroy(list);
+	f = fopen(path, "w");
+	if (f == NULL)
+	{
+		snprintf(why, whylen, "cannot write %s", path);
+		rd_kafka_destroy(rk);
+		free(end);
+		return -1;
+	}
+	while (left > 0 && time(NULL) < until)
+	{
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+		rd_kafka_headers_t *hdrs;
+
+		if (m == NULL)
+			continue;
+		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+		{
+			if (m->partition >= 0 && m->partition < n && end[m->partition] >= 0 && m->offset >= end[m->partition])
+			{
+				end[m->partition] = -1;
+				left--;
+			}
+			rd_kafka_message_destroy(m);
+			continue;
+		}
+		if (m->err)
+		{
+			rd_kafka_message_destroy(m);
+			continue;
+		}
+		fprintf(f, "%d\t%lld\t", (int) m->partition, (long long) m->offset);
+		dump_field(f, m->key, m->key_len);
+		fputc('\t', f);
+		dump_field(f, m->payload, m->len);
+		fputc('\t', f);
+		if (rd_kafka_message_headers(m, &hdrs) == 0 && rd_kafka_header_cnt(hdrs) > 0)
+		{
+			const char *hn;
+			const void *hv;
+			size_t		hl;
+			size_t		h;
+
+			for (h = 0; rd_kafka_header_get_all(hdrs, h, &hn, &hv, &hl) == 0; h++)
+			{
+				if (h > 0)
+					fputc(',', f);
+				dump_field(f, hn, strlen(hn));
+				fputc('=', f);
+				dump_field(f, hv, hl);
+			}
+		}
+		else
+			fputs("\\N", f);
+		fputc('\n', f);
+		count++;
+		if (m->offset + 1 >= end[m->partition] && end[m->partition] >= 0)
+		{
+			end[m->partition] = -1;
+			left--;
+		}
+		rd_kafka_message_destroy(m);
+	}
+	fclose(f);
+	rd_kafka_destroy(rk);
+	free(end);
+	if (left > 0)
+	{
+		snprintf(why, whylen, "%d partitions not read to their end within 60 s", left);
+		return -1;
+	}
+	return count;
 }
 
 static void
@@ -363,6 +527,23 @@ command(char *line)
 			printf("error %s\n", rd_kafka_err2name(err));
 		else
 			printf("ok %lld %lld\n", (long long) lo, (long long) hi);
+	}
+	else if (strcmp(cmd, "dump") == 0)
+	{
+		char	   *topic = strtok(NULL, " ");
+		char	   *path = strtok(NULL, " ");
+		long		n;
+
+		if (!topic || !path)
+		{
+			printf("error usage: dump TOPIC FILE\n");
+			return;
+		}
+		n = dump_topic(topic, path, why, sizeof(why));
+		if (n < 0)
+			printf("error %s\n", why);
+		else
+			printf("ok %ld\n", n);
 	}
 	else if (strcmp(cmd, "committed") == 0)
 	{
