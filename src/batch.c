@@ -395,7 +395,7 @@ BatchRun(SgWorker *w, bool isolate)
 		sg_count_batch(w, 0, 0, rows_out);	/* the batch counted with the positions */
 	batch_id = sg_log_batch(w, fetched, rows_out, first, last, nparts, t0, t1, t2);
 	/* the remote end, sent by SinkWrite, ran meanwhile: confirmed now */
-	if (w->def.sink_server)
+	if (w->def.sink_server && !w->def.sink_kafka)
 		SinkConfirm(w);
 	WorkerFault(w, SG_FAULT_BEFORE_COMMIT);
 	WorkerCommit();

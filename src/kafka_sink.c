@@ -532,12 +532,16 @@ KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
 	if (c.batch == local)
 		return true;
 
-	/* committed in Kafka, not here: apply it here, unless positions moved */
+	/*
+	 * Committed in Kafka, not here: apply it here, unless positions moved.
+	 * Partitions alter_stream added since the batch read (c.n < nparts)
+	 * were not read by it: they keep their positions.
+	 */
 	here = palloc(sizeof(int64) * Max(nparts, 1));
 	SourcePositions(w, meta, here, nparts);
-	if (c.n != nparts)
+	if (c.n > nparts)
 		same = false;
-	for (p = 0; p < nparts && same; p++)
+	for (p = 0; p < c.n && same; p++)
 		if (here[p] != c.from[p])
 			same = false;
 	if (!same)
@@ -546,6 +550,14 @@ KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
 				(errmsg("streamguard pipeline \"%s\": batch %lld is committed in Kafka but not here, and the positions moved since (reset_pipeline?): it is not applied here",
 						w->def.name, (long long) c.batch)));
 		return true;
+	}
+	if (c.n < nparts)
+	{
+		int64	   *to = palloc(sizeof(int64) * nparts);
+
+		for (p = 0; p < nparts; p++)
+			to[p] = p < c.n ? c.to[p] : here[p];
+		c.to = to;
 	}
 	SourceAdvance(w, meta, c.to, nparts);
 	sg_count_recovered(w, &c);

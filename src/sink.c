@@ -628,10 +628,11 @@ SinkWrite(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, int64 *firs
 void
 SinkConfirm(SgWorker *w)
 {
-	SgRemote   *r = WorkerRemote(w, SG_SIDE_SINK);
+	SgRemote   *r;
 
 	if (!w->sink_end_pending)
 		return;
+	r = WorkerRemote(w, SG_SIDE_SINK);
 	w->sink_end_pending = false;
 	if (sg_offsets_mode(w))
 	{

@@ -306,6 +306,27 @@ $node->safe_psql('postgres', q{SELECT streamguard.resume_pipeline('ks')});
 drained('ks', $next, 'exactly_once resumed');
 check_topic($next, 'exactly_once resumed after the other pipelines\' kills');
 
+# a batch committed in Kafka but not here (an error right after Kafka's
+# commit), and a partition added to the stream before it is retried: the
+# next producer applies the checkpoint to the partitions the batch read
+# (the new one, which it never read, keeps its position); nothing is
+# produced twice
+$off = log_offset($node);
+$node->safe_psql('postgres', q{SELECT streamguard.alter_pipeline('ks', retry_backoff => '20 s', max_backoff => '20 s')});
+ok(wait_pipelines_running($node, ['ks'], 60), 'ks runs, with a long retry backoff');
+q1($node, q{SELECT streamguard.inject_fault('ks', 'after_remote_commit', 'error', 1)}, 60);
+produce_events($next, 200);
+$next += 200;
+ok(defined wait_log($node, qr/injected fault in pipeline "ks"/, $off, 45), 'a batch failed after Kafka committed it');
+$node->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('ks')});
+$node->safe_psql('postgres', q{SELECT streamguard.alter_stream('src', partitions => 5)});
+$node->safe_psql('postgres', q{SELECT streamguard.alter_pipeline('ks', retry_backoff => '100 ms', max_backoff => '5 s')});
+$node->safe_psql('postgres', q{SELECT streamguard.resume_pipeline('ks')});
+drained('ks', $next, 'a partition added under a batch committed in Kafka only');
+check_topic($next, 'a partition added under a batch committed in Kafka only');
+ok(count_log($node, qr/pipeline "ks": batch \d+ was committed in Kafka but not here: positions moved to its checkpoint/, $off) >= 1,
+	'the batch was recovered from its checkpoint across the new partition');
+
 # ------------------------------------------------------ lost or ahead checkpoints
 
 # this database behind Kafka (as after a restore): Kafka holds batches
