@@ -174,7 +174,9 @@ for my $case ([ 'up_2pc', 'after_prepare' ], [ 'up_2pc', 'after_local_commit' ],
 	$local->safe_psql('postgres', "SELECT streamguard.inject_fault('$p', '$point', 'kill')");
 	my $off = log_offset($local);
 	append_events(250);
-	ok(defined wait_log($local, qr/pipeline "$p": injected fault, killing the worker/, $off, 60),
+	# (a batch with a rejected row fails its plain attempt first and runs
+	# isolated after the retry backoff: under load this takes a while)
+	ok(defined wait_log($local, qr/pipeline "$p": injected fault, killing the worker/, $off, 150),
 		"$p: killed at $point");
 	is(fault_fired($fx, "$p $point", $off), 1, '... and back');
 	append_events(100);
