@@ -1247,7 +1247,7 @@ sub start_report
 #    same clock.  Before the producers start, BENCH_LP_IDLE idle seconds: the
 #    CPU time of the client and of its backend over them.
 # ---------------------------------------------------------------------------
-my %S9 = (wait => 'poll(wait => 1 s)', async => 'poll(wait => 1 s), consumer commits asynchronously',
+my %S9 = (wait => 'poll(wait => 1 s)', async => 'poll(wait), async COMMIT',
 	sleep => 'poll, sleep when empty', notify => 'LISTEN/NOTIFY + poll');
 my @LP_MODES = qw(wait async sleep notify);
 my (%LP, $LP_CLIENT);
@@ -1704,7 +1704,7 @@ sub main_rows
 	return (
 		row($R1, $S5{copy}, $S5{copy}, undef, 'baseline'),
 		row($R1, $S5{copyb}, $S5{copy}, undef, 'reference'),
-		row($R1, $S5{'2pc'}, $S5{copy}, 0.8, '≥ 0.80 × COPY'),
+		row($R1, $S5{'2pc'}, $S5{copyb}, 0.8, '≥ 0.80 × COPY in 1,000-row transactions'),
 		(map { row($R1, $S5{$_}, $S5{copy}, undef, 'no target') } qw(off alo amo)),
 		row($R2, $S6{local}, $S6{local}, undef, 'baseline'),
 		row($R2, $S6{rem},   $S6{local}, 0.6, '≥ 0.60 × local source'))
