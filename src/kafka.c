@@ -86,6 +86,7 @@
 #include "compat.h"
 #include "kafka.h"
 #include "remote.h"
+#include "streamguard.h"
 
 PG_FUNCTION_INFO_V1(sg_kafka_validator);
 
@@ -188,12 +189,7 @@ KafkaEventTupleDesc(void)
 {
 	TupleDesc	desc = CreateTemplateTupleDesc(8);
 
-	TupleDescInitEntry(desc, 1, "partition", INT4OID, -1, 0);
-	TupleDescInitEntry(desc, 2, "seq", INT8OID, -1, 0);
-	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
-	TupleDescInitEntry(desc, 4, "payload", JSONBOID, -1, 0);
-	TupleDescInitEntry(desc, 5, "dedup_key", TEXTOID, -1, 0);
-	TupleDescInitEntry(desc, 6, "appended_at", TIMESTAMPTZOID, -1, 0);
+	SgEventColumns(desc);
 	TupleDescInitEntry(desc, 7, "topic", TEXTOID, -1, 0);
 	TupleDescInitEntry(desc, 8, "headers", JSONBOID, -1, 0);
 	return BlessTupleDesc(desc);

@@ -313,6 +313,7 @@ extern void GroupForget(SgStreamMeta *meta, const char *consumer);
 
 /* batchexec.c */
 extern TupleDesc SgEventTupleDesc(void);
+extern void SgEventColumns(TupleDesc desc);
 extern void PipelineRegisterBatch(Tuplestorestate *store, TupleDesc desc, int64 ntuples);
 
 /* store.c */
