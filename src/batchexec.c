@@ -37,22 +37,6 @@
 
 #include "worker.h"
 
-/*
- * The six event columns of relation "batch" (and of streamguard.event) as
- * the first attributes of `desc`, which has room for them; a source with
- * more columns (Kafka) adds its own after them.
- */
-void
-SgEventColumns(TupleDesc desc)
-{
-	TupleDescInitEntry(desc, 1, "partition", INT4OID, -1, 0);
-	TupleDescInitEntry(desc, 2, "seq", INT8OID, -1, 0);
-	TupleDescInitEntry(desc, 3, "key", TEXTOID, -1, 0);
-	TupleDescInitEntry(desc, 4, "payload", JSONBOID, -1, 0);
-	TupleDescInitEntry(desc, 5, "dedup_key", TEXTOID, -1, 0);
-	TupleDescInitEntry(desc, 6, "appended_at", TIMESTAMPTZOID, -1, 0);
-}
-
 /* the columns of relation "batch" (and of streamguard.event) */
 TupleDesc
 SgEventTupleDesc(void)

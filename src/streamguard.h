@@ -59,6 +59,7 @@ extern int32 SgRunningSourceStream;
 extern bool SgRunningAllowSourceAppend;
 
 /* util.c */
+extern void SgEventColumns(TupleDesc desc);
 extern bool SgLoaded;
 extern void SgHardenWorkerSession(void);
 extern int	SgAddOid(Oid *set, int n, int max, Oid oid);
@@ -313,7 +314,6 @@ extern void GroupForget(SgStreamMeta *meta, const char *consumer);
 
 /* batchexec.c */
 extern TupleDesc SgEventTupleDesc(void);
-extern void SgEventColumns(TupleDesc desc);
 extern void PipelineRegisterBatch(Tuplestorestate *store, TupleDesc desc, int64 ntuples);
 
 /* store.c */
