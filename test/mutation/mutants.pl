@@ -471,6 +471,14 @@
 		tests => [ 'tap:140_kafka_source.pl' ],
 	},
 	{
+		name => 'kafka_new_partitions_ignored',
+		breaks => 'Kafka source: partitions added to the topic get no position row and are never read',
+		edits => [ [ 'src/kafka_source.c',
+			"\t\tif (n > stored)\n\t\t{\n\t\t\t/* new partitions: everything in them is new */\n",
+			"\t\tif (n > stored && stored == 0)\n\t\t{\n\t\t\t/* new partitions: everything in them is new */\n" ] ],
+		tests => [ 'tap:143_kafka_new_partitions.pl' ],
+	},
+	{
 		name => 'kafka_malformed_stop_passes',
 		breaks => 'Kafka source: under error_policy stop a malformed message is passed over instead of failing the pipeline',
 		edits => [ [ 'src/kafka_source.c',
