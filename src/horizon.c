@@ -256,6 +256,24 @@ sg_find_slot_locked(Oid dbid, int32 stream_id)
 	return -1;
 }
 
+/* the first run of nparts free partition entries: its first index, or -1 */
+static int
+sg_first_fit_locked(int nparts)
+{
+	int			run = 0;
+	int			i;
+
+	Assert(LWLockHeldByMe(sg_shared->lock));
+	for (i = 0; i < sg_max_partitions; i++)
+	{
+		if (sg_parts[i].owner >= 0)
+			run = 0;
+		else if (++run == nparts)
+			return i - nparts + 1;
+	}
+	return -1;
+}
+
 int
 HorizonFindSlot(Oid dbid, int32 stream_id)
 {
@@ -277,7 +295,6 @@ sg_attach(int32 stream_id, int nparts, int32 current_seg, int32 min_seg,
 	SgStreamRef ref;
 	int			slot;
 	int			i,
-				run,
 				base;
 	SgStream   *st;
 
@@ -326,22 +343,7 @@ sg_attach(int32 stream_id, int nparts, int32 current_seg, int32 min_seg,
 		}
 		slot = i;
 
-		/* first fit for a run of nparts free partition entries */
-		base = -1;
-		run = 0;
-		for (i = 0; i < sg_max_partitions; i++)
-		{
-			if (sg_parts[i].owner >= 0)
-			{
-				run = 0;
-				continue;
-			}
-			if (++run == nparts)
-			{
-				base = i - nparts + 1;
-				break;
-			}
-		}
+		base = sg_first_fit_locked(nparts);
 		if (base < 0)
 		{
 			LWLockRelease(sg_shared->lock);
@@ -769,7 +771,6 @@ HorizonGrowStream(SgStreamRef ref, int nparts, int64 *switch_seqs)
 	int			old_n,
 				old_base,
 				base = -1,
-				run = 0,
 				i;
 
 	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
@@ -803,21 +804,7 @@ HorizonGrowStream(SgStreamRef ref, int nparts, int64 *switch_seqs)
 	if (i == old_base + nparts)
 		base = old_base;
 	else
-	{
-		for (i = 0; i < sg_max_partitions; i++)
-		{
-			if (sg_parts[i].owner >= 0)
-			{
-				run = 0;
-				continue;
-			}
-			if (++run == nparts)
-			{
-				base = i - nparts + 1;
-				break;
-			}
-		}
-	}
+		base = sg_first_fit_locked(nparts);
 	if (base < 0)
 	{
 		LWLockRelease(sg_shared->lock);
