@@ -142,6 +142,8 @@ struct SgKafka
 	char		server[NAMEDATALEN];
 };
 
+static void sg_kafka_raise_error(SgKafka *k, rd_kafka_error_t *error, const char *what);
+
 typedef struct SgKafkaOption
 {
 	const char *name;
@@ -969,6 +971,72 @@ KafkaAssign(SgKafka *k, const char *topic, SgKafkaStart *starts, int n)
 	rd_kafka_topic_partition_list_destroy(list);
 	if (err)
 		KafkaRaise(k, err, psprintf("assigning the partitions of topic \"%s\"", topic));
+}
+
+/*
+ * Add these partitions, at these offsets, to the consumer's assignment,
+ * leaving the partitions it holds as they are (partitions added to the
+ * topic; see KafkaSeek for why the whole list is never assigned again).
+ */
+void
+KafkaAssignMore(SgKafka *k, const char *topic, SgKafkaStart *starts, int n)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+	rd_kafka_error_t *error;
+	int			i;
+
+	KafkaMessageDone(k);
+	for (i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(list, topic, starts[i].partition)->offset = starts[i].offset;
+	error = rd_kafka_incremental_assign(k->rk, list);
+	rd_kafka_topic_partition_list_destroy(list);
+	if (error)
+		sg_kafka_raise_error(k, error, psprintf("adding partitions of topic \"%s\" to the assignment", topic));
+}
+
+/*
+ * Move partitions that stay assigned to these offsets: a seek, never a new
+ * assignment.  librdkafka 2.0.2 aborts the process on an assertion
+ * (rd_kafka_assignment_partition_stopped: rktp->rktp_started) when a
+ * partition is assigned again while its previous assignment is still being
+ * stopped, which a reset_pipeline on a running pipeline did.  Each seek
+ * waits up to SG_KAFKA_STEP_MS for the fetcher to take the new offset
+ * (after which nothing fetched for the old one is passed to us); one that
+ * did not finish in that time is made again, up to `deadline`, with the
+ * interrupts checked in between.
+ */
+void
+KafkaSeek(SgKafka *k, const char *topic, SgKafkaStart *starts, int n, TimestampTz deadline)
+{
+	int			i;
+
+	KafkaMessageDone(k);
+	for (i = 0; i < n; i++)
+	{
+		for (;;)
+		{
+			rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+			rd_kafka_error_t *error;
+			rd_kafka_resp_err_t err;
+
+			sg_kafka_tick();
+			rd_kafka_topic_partition_list_add(list, topic, starts[i].partition)->offset = starts[i].offset;
+			error = rd_kafka_seek_partitions(k->rk, list, SG_KAFKA_STEP_MS);
+			err = error ? rd_kafka_error_code(error) : list->elems[0].err;
+			if (error)
+				rd_kafka_error_destroy(error);
+			rd_kafka_topic_partition_list_destroy(list);
+			if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+				break;
+			if (err != RD_KAFKA_RESP_ERR__TIMED_OUT)
+				KafkaRaise(k, err, psprintf("moving to offset %lld of partition %d of topic \"%s\"",
+											(long long) starts[i].offset, (int) starts[i].partition, topic));
+			if (GetCurrentTimestamp() >= deadline)
+				KafkaRaise(k, err, psprintf("moving to offset %lld of partition %d of topic \"%s\" within streamguard.remote_timeout (%d ms)",
+											(long long) starts[i].offset, (int) starts[i].partition, topic,
+											sg_remote_timeout_ms));
+		}
+	}
 }
 
 static void

@@ -47,6 +47,8 @@ extern int64 KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, T
 extern void KafkaPositions(SgKafka *k, const char *topic, int n, int64 *out);
 extern void KafkaCommitGroupOffsets(SgKafka *k, const char *topic, int n, const int64 *offsets);
 extern void KafkaAssign(SgKafka *k, const char *topic, SgKafkaStart *starts, int n);
+extern void KafkaAssignMore(SgKafka *k, const char *topic, SgKafkaStart *starts, int n);
+extern void KafkaSeek(SgKafka *k, const char *topic, SgKafkaStart *starts, int n, TimestampTz deadline);
 extern rd_kafka_message_t *KafkaPoll(SgKafka *k, long timeout_ms, uint32 wait_event);
 extern void KafkaMessageDone(SgKafka *k);
 extern bool KafkaWatermark(SgKafka *k, const char *topic, int32 partition, int64 *high);

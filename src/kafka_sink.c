@@ -292,8 +292,9 @@ sg_local_batches(SgWorker *w)
 	int64		n;
 
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_with_args("SELECT batches FROM streamguard.pipeline WHERE id OPERATOR(pg_catalog.=) $1",
-							  1, types, values, NULL, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+	if (SPI_execute_plan(SgPlanCached(NULL, "SELECT batches FROM streamguard.pipeline WHERE id OPERATOR(pg_catalog.=) $1",
+									  1, types),
+						 values, NULL, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read the batch counter of pipeline %d", w->def.id);
 	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SgRestoreUser(&save);
@@ -788,12 +789,15 @@ KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n,
 	int64		rows;
 	int			ret;
 
-	/* nothing leaves the server before the events it comes from are durable */
-	HorizonMakeDurable();
 	if (s->transactional)
 		KafkaTxnBegin(s->producer);
 	else
+	{
+		/* nothing leaves the server before the events it comes from are durable */
+		if (!w->def.source_server)
+			HorizonMakeDurable();
 		KafkaDeliveryReset(s->producer);
+	}
 
 	pgstat_report_activity(STATE_RUNNING, "produce to Kafka");
 	memset(&dest, 0, sizeof(dest));
@@ -819,6 +823,14 @@ KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n,
 		int64	   *to = palloc(sizeof(int64) * Max(nparts, 1));
 		StringInfoData ck;
 
+		/*
+		 * Nothing becomes visible outside before the events it comes from
+		 * are durable here: the WAL flush comes before Kafka's commit, and
+		 * overlaps the produce requests in flight.  (A remote source's
+		 * events were made durable there before its read() answered.)
+		 */
+		if (!w->def.source_server)
+			HorizonMakeDurable();
 		SourcePositions(w, meta, to, nparts);
 		initStringInfo(&ck);
 		appendStringInfo(&ck, "{\"pipeline\": %d, \"epoch\": %lld, \"batch\": %lld, \"events\": %lld, \"rows\": %lld, \"from\": ",

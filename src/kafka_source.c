@@ -570,7 +570,6 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 	SgUserSave	save;
 	uint64		i;
 	int			p;
-	bool		reassign;
 	int			rows = 0;
 	int			consumed = 0;
 	bool		moved = false;
@@ -622,11 +621,17 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 			break;
 		}
 
-	reassign = s->assigned != nparts;
-	for (p = 0; p < nparts && !reassign; p++)
-		if (stored[p] != s->pos[p])
-			reassign = true;
-	if (reassign)
+	/*
+	 * A new consumer is assigned every partition at the stored positions.
+	 * A consumer that holds an assignment never gets one again for the
+	 * partitions it holds: librdkafka 2.0.2 aborts the process on an
+	 * assertion when a partition is assigned again while its earlier
+	 * assignment is still being stopped.  Partitions added to the topic
+	 * are added to its assignment (incrementally), and a partition whose
+	 * stored position is not where the consumer stands is moved there by
+	 * a seek (see KafkaSeek).
+	 */
+	if (s->assigned == 0 || s->assigned > nparts)
 	{
 		SgKafkaStart *starts = palloc(sizeof(SgKafkaStart) * Max(nparts, 1));
 
@@ -640,6 +645,40 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 		s->assigned = 0;
 		KafkaAssign(s->client, w->def.remote_stream, starts, nparts);
 		s->assigned = nparts;
+	}
+	else
+	{
+		SgKafkaStart *starts = palloc(sizeof(SgKafkaStart) * Max(nparts, 1));
+		int			held = s->assigned;
+		int			nseek = 0;
+
+		for (p = 0; p < held; p++)
+			if (stored[p] != s->pos[p])
+			{
+				starts[nseek].partition = p;
+				starts[nseek].offset = stored[p] >= 0 ? stored[p] : RD_KAFKA_OFFSET_BEGINNING;
+				nseek++;
+			}
+		if (nseek > 0)
+		{
+			/* not known until the seek succeeded (a failure closes the consumer) */
+			for (p = 0; p < nseek; p++)
+				s->pos[starts[p].partition] = -3;
+			KafkaSeek(s->client, w->def.remote_stream, starts, nseek, KafkaDeadline());
+			for (p = 0; p < nseek; p++)
+				s->pos[starts[p].partition] = stored[starts[p].partition];
+		}
+		if (held < nparts)
+		{
+			for (p = held; p < nparts; p++)
+			{
+				starts[p - held].partition = p;
+				starts[p - held].offset = stored[p] >= 0 ? stored[p] : RD_KAFKA_OFFSET_BEGINNING;
+				s->pos[p] = stored[p];
+			}
+			KafkaAssignMore(s->client, w->def.remote_stream, starts, nparts - held);
+			s->assigned = nparts;
+		}
 	}
 	for (p = 0; p < nparts; p++)
 	{

@@ -359,12 +359,18 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		/* a topic, not a table */
 		kafka_sink = true;
 		KafkaCheckTopicName(sink_table);
-		if (source_server)
+		/*
+		 * A stream, local or on a remote PostgreSQL server (the checkpoint
+		 * then holds the remote positions); not a topic: Kafka to Kafka is
+		 * not built.
+		 */
+		if (source_server && KafkaIsKafkaServer(source_server))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("a pipeline with a Kafka sink reads a local stream"),
-					 errdetail("Server \"%s\" is a Kafka server; the source is on server \"%s\".",
-							   sink_server, source_server)));
+					 errmsg("a pipeline with a Kafka sink reads a stream, not a Kafka topic"),
+					 errdetail("Servers \"%s\" and \"%s\" are both Kafka servers.",
+							   source_server, sink_server),
+					 errhint("Read the topic into a stream with one pipeline and write the stream to Kafka with another.")));
 		if (strcmp(guarantee, "at_most_once") == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

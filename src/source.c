@@ -395,17 +395,19 @@ SourcePositions(SgWorker *w, SgStreamMeta *meta, int64 *pos, int nparts)
 	if (w->def.source_server)
 	{
 		values[0] = Int32GetDatum(w->def.id);
-		ret = SPI_execute_with_args("SELECT partition, position FROM streamguard.remote_position "
-									"WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
-									1, types, values, NULL, false, 0);
+		ret = SPI_execute_plan(SgPlanCached(NULL, "SELECT partition, position FROM streamguard.remote_position "
+											"WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+											1, types),
+							   values, NULL, false, 0);
 	}
 	else
 	{
 		values[0] = Int32GetDatum(meta->stream_id);
 		values[1] = CStringGetTextDatum(w->consumer_name);
-		ret = SPI_execute_with_args("SELECT partition, position FROM streamguard.consumer "
-									"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
-									2, types, values, NULL, false, 0);
+		ret = SPI_execute_plan(SgPlanCached(NULL, "SELECT partition, position FROM streamguard.consumer "
+											"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+											2, types),
+							   values, NULL, false, 0);
 	}
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "position lookup failed");
