@@ -22,15 +22,18 @@
  * A batch, inside its local transaction T1 (fenced, positions moved by
  * the fetch):
  *	1. the positions before the fetch are noted (KafkaSinkNoteFrom);
- *	2. the source's events are made durable here (HorizonMakeDurable:
- *	   nothing leaves the server before the local facts it depends on);
- *	3. one Kafka transaction: the rows, then a checkpoint record in the
+ *	2. one Kafka transaction: the rows, then a checkpoint record in the
  *	   topic streamguard_checkpoints, partition 0, key the transactional
  *	   id, value {batch, from, to, events, rows} (batch: the pipeline's
  *	   batch counter after this batch; from/to: the positions before and
- *	   after it); Kafka commit;
- *	4. T1 commits (synchronously: the worker forces synchronous_commit).
- * A crash between 3 and 4 leaves a batch committed in Kafka but not here.
+ *	   after it, a local consumer's or the remote ones); then the source's
+ *	   events are made durable here (HorizonMakeDurable, while the produce
+ *	   requests are in flight: nothing becomes visible to a read_committed
+ *	   reader before the local facts it depends on are durable; a crash
+ *	   before it aborts the transaction; a remote source's events were
+ *	   made durable by its read()); Kafka commit;
+ *	3. T1 commits (synchronously: the worker forces synchronous_commit).
+ * A crash between 2 and 3 leaves a batch committed in Kafka but not here.
  * Before the next batch (KafkaSinkResolve, after init_transactions, which
  * settles any transaction left open) the worker reads the last checkpoint
  * read_committed and compares it with the local batch counter B:
@@ -823,14 +826,7 @@ KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n,
 		int64	   *to = palloc(sizeof(int64) * Max(nparts, 1));
 		StringInfoData ck;
 
-		/*
-		 * Nothing becomes visible outside before the events it comes from
-		 * are durable here: the WAL flush comes before Kafka's commit, and
-		 * overlaps the produce requests in flight.  (A remote source's
-		 * events were made durable there before its read() answered.)
-		 */
-		if (!w->def.source_server)
-			HorizonMakeDurable();
+		/* the checkpoint: the last message of the transaction */
 		SourcePositions(w, meta, to, nparts);
 		initStringInfo(&ck);
 		appendStringInfo(&ck, "{\"pipeline\": %d, \"epoch\": %lld, \"batch\": %lld, \"events\": %lld, \"rows\": %lld, \"from\": ",
@@ -842,6 +838,17 @@ KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n,
 		appendStringInfoChar(&ck, '}');
 		KafkaProduce(s->producer, SG_KAFKA_CHECKPOINT_TOPIC, 0, s->txn_id, strlen(s->txn_id),
 					 ck.data, ck.len, NULL, sg_we_produce);
+
+		/*
+		 * Nothing becomes visible outside before the events it comes from
+		 * are durable here: the WAL flush comes before Kafka's commit, while
+		 * the produce requests (and the checkpoint partition's
+		 * AddPartitionsToTxn) are in flight.  A crash before it aborts the
+		 * open Kafka transaction.  (A remote source's events were made
+		 * durable there before its read() answered.)
+		 */
+		if (!w->def.source_server)
+			HorizonMakeDurable();
 		WorkerFault(w, SG_FAULT_MID_COPY);
 		pgstat_report_activity(STATE_RUNNING, "commit the Kafka transaction");
 		KafkaTxnCommit(s->producer, KafkaDeadline());
