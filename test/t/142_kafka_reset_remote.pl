@@ -12,7 +12,9 @@
 #   checkpoint holds the remote positions; the worker killed at each fault
 #   point of a batch, two rounds, while the remote producers append; a
 #   read_committed dump of the topic holds every remote event once, in seq
-#   order per partition;
+#   order per partition; the remote server stopped (immediate) and started
+#   again; then kills with the Kafka transaction open (mid_copy), which
+#   the mock makes visible (at most those batches twice);
 # - at_least_once from the remote source: nothing lost.
 
 use strict;
@@ -198,6 +200,20 @@ drained('krs', $next, 'after the kills');
 check_topic('rout', $next, 'after the kills');
 ok(count_log($node, qr/pipeline "krs": batch \d+ was committed in Kafka but not here: positions moved to its checkpoint/, $off0) >= 2,
 	'batches committed in Kafka and not here were recovered from the checkpoint (remote positions)');
+# the remote server killed (immediate stop) and started again while the
+# pipeline reads it: the batch in flight fails, is retried, nothing lost
+# or doubled
+produce_remote(600);
+my $stopped_at = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+$remote->stop('immediate');
+ok(wait_for_value($node, qq{SELECT last_error_at > '$stopped_at' FROM streamguard.pipelines WHERE pipeline = 'krs'}, 't', 60),
+	'the remote going away shows in last_error')
+  or diag(pipelines_report($node));
+$remote->start;
+produce_remote(600);
+drained('krs', $next, 'after the remote restart');
+check_topic('rout', $next, 'after the remote restart');
+
 # a kill with the Kafka transaction open (mid_copy) leaves messages the
 # mock shows a read_committed reader (docs/kafka.md): at most those twice
 kill_at($_, 'mid_copy') for 1 .. 2;
