@@ -999,7 +999,9 @@ KafkaAssignMore(SgKafka *k, const char *topic, SgKafkaStart *starts, int n)
  * assignment.  librdkafka 2.0.2 aborts the process on an assertion
  * (rd_kafka_assignment_partition_stopped: rktp->rktp_started) when a
  * partition is assigned again while its previous assignment is still being
- * stopped, which a reset_pipeline on a running pipeline did.  Each seek
+ * stopped, which a consumer holding its partitions risked whenever it was
+ * given the whole list again (stored positions that differ from its own,
+ * partitions added to the topic).  Each seek
  * waits up to SG_KAFKA_STEP_MS for the fetcher to take the new offset
  * (after which nothing fetched for the old one is passed to us); one that
  * did not finish in that time is made again, up to `deadline`, with the
