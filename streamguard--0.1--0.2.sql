@@ -151,7 +151,7 @@ CREATE FUNCTION streamguard.create_pipeline(
 	source text,
 	sql text,
 	guarantee text DEFAULT 'exactly_once',
-	batch_size int DEFAULT 1000,
+	batch_size int DEFAULT NULL,
 	error_policy text DEFAULT 'stop',
 	dedup boolean DEFAULT false,
 	dedup_window interval DEFAULT '1 hour',

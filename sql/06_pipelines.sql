@@ -58,6 +58,10 @@ SELECT try($$SELECT streamguard.create_pipeline('bad', 'orders', 'SELECT 1', gua
 SELECT try($$SELECT streamguard.create_pipeline('bad', 'orders', 'SELECT 1', guarantee => NULL)$$);
 SELECT try($$SELECT streamguard.create_pipeline('bad', 'orders', 'SELECT 1', batch_size => 0)$$);
 SELECT try($$SELECT streamguard.create_pipeline('bad', 'orders', 'SELECT 1', batch_size => 100001)$$);
+-- NULL: the default (1,000; a Kafka sink's is 10,000, test/t/141)
+SELECT streamguard.create_pipeline('nullbatch', 'orders', 'SELECT 1', batch_size => NULL);
+SELECT batch_size FROM streamguard.pipelines WHERE pipeline = 'nullbatch';
+SELECT streamguard.drop_pipeline('nullbatch');
 SELECT try($$SELECT streamguard.create_pipeline('bad', 'orders', 'SELECT 1', error_policy => 'ignore')$$);
 SELECT try($$SELECT streamguard.create_pipeline('bad', 'orders', 'SELECT 1', start_from => 'middle')$$);
 SELECT try($$SELECT streamguard.create_pipeline('', 'orders', 'SELECT 1')$$);

@@ -292,12 +292,10 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	sql = SgTextArg(fcinfo, 2, "sql");
 	guarantee = SgTextArg(fcinfo, 3, "guarantee");
 	(void) SgParseWord(&SgGuaranteeWords, guarantee);
-	if (PG_ARGISNULL(4))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("batch_size must not be NULL")));
-	batch_size = PG_GETARG_INT32(4);
-	PipelineCheckBatchSize(batch_size);
+	/* NULL: the default, which depends on the sink (below) */
+	batch_size = PG_ARGISNULL(4) ? -1 : PG_GETARG_INT32(4);
+	if (!PG_ARGISNULL(4))
+		PipelineCheckBatchSize(batch_size);
 	policy = SgTextArg(fcinfo, 5, "error_policy");
 	(void) SgParseWord(&SgErrorPolicyWords, policy);
 	if (PG_ARGISNULL(6) || PG_ARGISNULL(7))
@@ -359,6 +357,15 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		/* a topic, not a table */
 		kafka_sink = true;
 		KafkaCheckTopicName(sink_table);
+
+		/*
+		 * A Kafka transaction costs several round trips to the broker:
+		 * larger batches under a backlog (Kafka Streams commits its
+		 * exactly-once transactions every 100 ms).  A batch never waits
+		 * to fill, so a quiet stream's latency is the same.
+		 */
+		if (batch_size < 0)
+			batch_size = SG_KAFKA_SINK_BATCH_SIZE;
 		/*
 		 * A stream, local or on a remote PostgreSQL server (the checkpoint
 		 * then holds the remote positions); not a topic: Kafka to Kafka is
@@ -463,7 +470,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		values[1] = Int32GetDatum(meta ? meta->stream_id : 0);
 		values[2] = CStringGetTextDatum(sql);
 		values[3] = SgWordParam("guarantee", guarantee, &types[3]);
-		values[4] = Int32GetDatum(batch_size);
+		values[4] = Int32GetDatum(batch_size < 0 ? SG_BATCH_SIZE : batch_size);
 		values[5] = SgWordParam("error_policy", policy, &types[5]);
 		values[6] = BoolGetDatum(dedup);
 		values[7] = IntervalPGetDatum(dedup_window);

@@ -367,6 +367,8 @@ SELECT streamguard.create_pipeline('kbig', 'bigsrc', $$SELECT repeat('x', (paylo
 	sink_server => 'kafka', sink_table => 'out', max_attempts => 2, retry_backoff => '10 ms');
 SELECT streamguard.append('bigsrc', '{"n": 2000000}');
 });
+is($node->safe_psql('postgres', q{SELECT batch_size FROM streamguard.pipelines WHERE pipeline = 'kbig'}), '10000',
+	'a Kafka sink takes batches of up to 10,000 by default');
 ok(wait_for_value($node, q{SELECT state FROM streamguard.pipelines WHERE pipeline = 'kbig'}, 'failed', 60),
 	'a message larger than message.max.bytes stops the pipeline')
   or diag(pipelines_report($node));

@@ -14,7 +14,9 @@
 # The Kafka sink benchmark (docs/benchmarks.md, "PostgreSQL to Kafka"):
 # BENCH_EVENTS keyed JSON events of a 4-partition stream produced into a
 # 4-partition topic (a new one per run), by a pipeline with a Kafka sink
-# (exactly_once, at_least_once) and by test/kafka/sg_kafka_produce, a plain
+# (exactly_once, at_least_once with batch_size BENCH_BATCH, and
+# exactly_once_default with the Kafka sink's own batch_size, 10,000) and by
+# test/kafka/sg_kafka_produce, a plain
 # librdkafka producer outside PostgreSQL reading the same rows
 # (streamguard.read, BENCH_BATCH at a time), producing and flushing.
 #
@@ -279,16 +281,19 @@ sub run_plain_producer
 	return $s;
 }
 
+# exactly_once_default: the Kafka sink's own batch_size (not given)
 sub run_sink_pipeline
 {
-	my ($guarantee) = @_;
+	my ($contender) = @_;
+	my ($guarantee, $default) = $contender =~ /^(\w+?)(_default)?$/;
+	my $batch = $default ? '' : "batch_size => $knob{BENCH_BATCH}, ";
 	my $t = 'sink' . ++$topic;
 	my $name = 'ks' . $topic;
 	broker("topic $t 4");
 	sql('CHECKPOINT');
 	sql(qq{SELECT streamguard.create_pipeline('$name', 'benchsrc',
 		\$\$SELECT key, payload AS value, partition FROM batch\$\$,
-		guarantee => '$guarantee', batch_size => $knob{BENCH_BATCH}, sink_server => 'bench_kafka', sink_table => '$t')});
+		guarantee => '$guarantee', ${batch}sink_server => 'bench_kafka', sink_table => '$t')});
 	my $deadline = time + 3600;
 	while (sql("SELECT events_in >= $n FROM streamguard.pipelines WHERE pipeline = '$name'") ne 't')
 	{
@@ -301,14 +306,14 @@ sub run_sink_pipeline
 	my $got = topic_messages($t);
 	die "pipeline $name: $got messages in the topic, not $n\n" unless $got == $n;
 	# where a batch's time goes: fetch, the SELECT and Kafka, the local commit(s)
-	say_ts("  $guarantee, per batch (avg ms): " . sql(qq{SELECT 'fetch ' || round(avg(fetch_ms)::numeric, 1)
+	say_ts("  $contender, per batch (avg ms): " . sql(qq{SELECT 'fetch ' || round(avg(fetch_ms)::numeric, 1)
 		|| ', select + Kafka ' || round(avg(process_ms)::numeric, 1) || ', local commit ' || round(avg(commit_ms)::numeric, 1)
 		FROM streamguard.pipeline_batches WHERE pipeline = '$name'}));
 	sql("SELECT streamguard.drop_pipeline('$name')");
 	return $s;
 }
 
-my @sink_contenders = qw(plain exactly_once at_least_once plain_end);
+my @sink_contenders = qw(plain exactly_once at_least_once plain_end exactly_once_default);
 for my $r (1 .. $knob{BENCH_REPEAT})
 {
 	my $first = $r % @sink_contenders;
