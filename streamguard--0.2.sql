@@ -632,7 +632,12 @@ SELECT p.name AS pipeline,
 	   (SELECT count(*) FROM streamguard.remote_prepared rp WHERE rp.pipeline_id = p.id) AS prepared_pending
 FROM streamguard.pipeline p
 CROSS JOIN LATERAL (VALUES ('source', p.source_server), ('sink', p.sink_server)) AS side(side, server)
-LEFT JOIN streamguard._remote_runtime() r ON r.pipeline_id = p.id AND r.side = side.side
+-- one row per pipeline and side whatever its workers: connected only if every
+-- worker is, the slowest round trip, an error of any
+LEFT JOIN (SELECT rr.pipeline_id, rr.side, bool_and(rr.connected) AS connected,
+				  max(rr.rtt_ms) AS rtt_ms, max(rr.last_error) AS last_error
+		   FROM streamguard._remote_runtime() rr GROUP BY rr.pipeline_id, rr.side) r
+	ON r.pipeline_id = p.id AND r.side = side.side
 WHERE side.server IS NOT NULL;
 
 -- the checkpoint log: for the pipeline's owner, its members and superusers

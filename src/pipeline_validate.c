@@ -578,18 +578,20 @@ PipelineCheckWorkers(int32 workers)
 }
 
 /*
- * Remote sources and sinks run with one worker: their positions (remote
- * positions, the sink's offsets) are locked per pipeline, and in-doubt
- * resolution of a two-phase sink settles every prepared transaction of the
- * pipeline, which would roll back a batch another worker is committing.
+ * Several workers with a remote end: a remote PostgreSQL sink takes them
+ * (each worker its own connection, its partitions' offsets on the sink,
+ * its own gids and marker: sink.c, twophase.c).  A remote source keeps its
+ * positions per pipeline and reads all partitions in one statement, and a
+ * Kafka sink has one producer and checkpoint per pipeline: those run with
+ * one worker.
  */
 void
-PipelineCheckWorkersRemote(bool remote)
+PipelineCheckWorkersRemote(int32 workers, const char *source_server, const char *sink_server)
 {
-	if (remote)
+	if (workers > 1 && (source_server || (sink_server && KafkaIsKafkaServer(sink_server))))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a pipeline with a remote source or sink runs with one worker"),
+				 errmsg("a pipeline with a remote source or a Kafka sink runs with one worker"),
 				 errhint("Use workers => 1, or a local pipeline feeding several.")));
 }
 

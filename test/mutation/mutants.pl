@@ -237,8 +237,8 @@
 		name => 'remote_dead_letter_import_unfiltered',
 		breaks => 'remote sink, offsets mode: settling imports the sink\'s dead letters of batches already committed here (recorded twice)',
 		edits => [ [ 'src/sink.c',
-			"\t\tif (p < 0 || p >= nparts || seq <= here[p])\n",
-			"\t\tif (p < 0 || p >= nparts || seq < 0)\n" ] ],
+			"\t\tif (p < 0 || p >= nparts || seq <= here[p] || !sg_owns(w, p))\n",
+			"\t\tif (p < 0 || p >= nparts || seq < 0 || !sg_owns(w, p))\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
 	},
 	{
