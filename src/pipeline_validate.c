@@ -578,20 +578,21 @@ PipelineCheckWorkers(int32 workers)
 }
 
 /*
- * Several workers with a remote end: a remote PostgreSQL sink takes them
- * (each worker its own connection, its partitions' offsets on the sink,
- * its own gids and marker: sink.c, twophase.c).  A remote source keeps its
- * positions per pipeline and reads all partitions in one statement, and a
- * Kafka sink has one producer and checkpoint per pipeline: those run with
- * one worker.
+ * Several workers with a remote end: remote PostgreSQL sources and sinks
+ * take them (each worker its own connections and partitions: its remote
+ * positions, its partitions' offsets on the sink, its own gids and marker;
+ * source.c, sink.c, twophase.c).  A Kafka source or sink has one client,
+ * one set of offsets or one checkpoint per pipeline: it runs with one
+ * worker.
  */
 void
 PipelineCheckWorkersRemote(int32 workers, const char *source_server, const char *sink_server)
 {
-	if (workers > 1 && (source_server || (sink_server && KafkaIsKafkaServer(sink_server))))
+	if (workers > 1 && ((source_server && KafkaIsKafkaServer(source_server)) ||
+						(sink_server && KafkaIsKafkaServer(sink_server))))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a pipeline with a remote source or a Kafka sink runs with one worker"),
+				 errmsg("a pipeline with a Kafka source or sink runs with one worker"),
 				 errhint("Use workers => 1, or a local pipeline feeding several.")));
 }
 

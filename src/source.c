@@ -7,7 +7,10 @@
  * consumer.c, which advances the positions in the same call when asked);
  * a remote source (a stream on another streamguard server) is read with
  * streamguard.read() over libpq after the positions kept here in
- * streamguard.remote_position, locked for the batch's transaction.
+ * streamguard.remote_position, locked for the batch's transaction.  With
+ * several workers each reads, locks and moves only the partitions it owns
+ * (p % workers = worker), like a local source's consumer rows; a partition
+ * that moves to another worker (alter_pipeline) carries its position row.
  *
  *-------------------------------------------------------------------------
  */
@@ -64,13 +67,33 @@ sg_remote_lost(SgWorker *w, SgRemote *r, int p, int64 pos, int64 first)
 	return Max(Min(floor_seq, first - 1) - pos, 0);
 }
 
+/* whether remote partition p is this worker's */
+static bool
+sg_remote_owns(SgWorker *w, int p)
+{
+	return w->def.nworkers <= 1 || p % w->def.nworkers == w->def.worker;
+}
+
+/* how many of the remote partitions are this worker's */
+static int
+sg_remote_nowned(SgWorker *w)
+{
+	int			n = 0;
+	int			p;
+
+	for (p = 0; p < w->def.remote_nparts; p++)
+		if (sg_remote_owns(w, p))
+			n++;
+	return n;
+}
+
 /*
  * The statement that reads a batch from the remote stream: streamguard.read
- * of every partition, one after the other (UNION ALL runs its branches in
- * order, and the LIMIT stops before the partitions a full batch does not
- * reach), in one round trip.  $1 the stream, $2 the batch size, then a
- * partition and its position per branch, in the order to read them.  Built
- * once per worker.
+ * of every partition of the worker's, one after the other (UNION ALL runs
+ * its branches in order, and the LIMIT stops before the partitions a full
+ * batch does not reach), in one round trip.  $1 the stream, $2 the batch
+ * size, then a partition and its position per branch, in the order to read
+ * them.  Built once per worker.
  */
 static const char *
 sg_remote_read_sql(SgWorker *w)
@@ -82,7 +105,7 @@ sg_remote_read_sql(SgWorker *w)
 		return w->remote_read_sql;
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT partition, seq, key, payload, dedup_key, appended_at FROM (");
-	for (k = 0; k < w->def.remote_nparts; k++)
+	for (k = 0; k < sg_remote_nowned(w); k++)
 		appendStringInfo(&sql, "%sSELECT * FROM streamguard.read($1, $%d::pg_catalog.int4, "
 						 "$%d::pg_catalog.int8, $2::pg_catalog.int4)",
 						 k ? " UNION ALL " : "", 3 + 2 * k, 4 + 2 * k);
@@ -92,13 +115,17 @@ sg_remote_read_sql(SgWorker *w)
 	return w->remote_read_sql;
 }
 
-/* parameters of sg_remote_read_sql: partitions from `rotor` on, at `pos` */
+/*
+ * parameters of sg_remote_read_sql: the worker's partitions from `rotor`
+ * on, at `pos`
+ */
 static const char **
 sg_remote_read_params(SgWorker *w, const int64 *pos, uint32 rotor)
 {
 	int			nparts = w->def.remote_nparts;
 	const char **params = palloc(sizeof(char *) * (2 + 2 * nparts));
 	int			k;
+	int			b = 0;
 
 	params[0] = w->def.remote_stream;
 	params[1] = psprintf("%d", w->def.batch_size);
@@ -106,10 +133,20 @@ sg_remote_read_params(SgWorker *w, const int64 *pos, uint32 rotor)
 	{
 		int			p = (int) ((rotor + k) % (uint32) nparts);
 
-		params[2 + 2 * k] = psprintf("%d", p);
-		params[3 + 2 * k] = psprintf("%lld", (long long) pos[p]);
+		if (!sg_remote_owns(w, p))
+			continue;
+		params[2 + 2 * b] = psprintf("%d", p);
+		params[3 + 2 * b] = psprintf("%lld", (long long) pos[p]);
+		b++;
 	}
 	return params;
+}
+
+/* the number of parameters of sg_remote_read_sql */
+static int
+sg_remote_read_nparams(SgWorker *w)
+{
+	return 2 + 2 * sg_remote_nowned(w);
 }
 
 /* a binary integer column of the read's result, its length checked */
@@ -172,10 +209,10 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store, int64 
 		for (c = 0; c < 6; c++)
 			n[c] = RemoteGetIsNull(res, row, c);
 		p = (int) sg_remote_int(res, row, 0, 4);
-		if (p < 0 || p >= nparts)
+		if (p < 0 || p >= nparts || !sg_remote_owns(w, p))
 			ereport(ERROR,
 					(errcode(ERRCODE_PROTOCOL_VIOLATION),
-					 errmsg("a remote read returned partition %d of %d", p, nparts)));
+					 errmsg("a remote read returned partition %d of %d, not one it was asked for", p, nparts)));
 		v[0] = Int32GetDatum(p);
 		v[1] = Int64GetDatum(sg_remote_int(res, row, 1, 8));
 		v[2] = n[2] ? (Datum) 0 : PointerGetDatum(cstring_to_text_with_len(RemoteGetValue(res, row, 2),
@@ -220,8 +257,9 @@ static int
 sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 {
 	SgRemote   *r = WorkerRemote(w, SG_SIDE_SOURCE);
-	Oid			types[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(w->def.id)};
+	Oid			types[3] = {INT4OID, INT4OID, INT4OID};
+	Datum		values[3] = {Int32GetDatum(w->def.id), Int32GetDatum(Max(w->def.nworkers, 1)),
+	Int32GetDatum(w->def.worker)};
 	int			nparts = w->def.remote_nparts;
 	int64	   *pos = palloc0(sizeof(int64) * nparts);
 	SgUserSave	save;
@@ -235,8 +273,9 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	SgBecomeDataOwner(&save, false);
 	if (SPI_execute_plan(SgPlanCached(NULL,
 									  "SELECT partition, position FROM streamguard.remote_position "
-									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-									  1, types),
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+									  "AND partition OPERATOR(pg_catalog.%) $2 OPERATOR(pg_catalog.=) $3 FOR UPDATE",
+									  3, types),
 						 values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "remote position lookup failed");
 	for (i = 0; i < SPI_processed; i++)
@@ -264,7 +303,7 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 		const char *params[2];
 		int			p = k;
 
-		if (pos[p] < 0)
+		if (pos[p] < 0 && sg_remote_owns(w, p))
 		{
 			/*
 			 * start_from 'end', settled once: after every seq below the
@@ -304,7 +343,7 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 		}
 	}
 	if (res == NULL)
-		res = RemoteExecParams(r, sg_remote_read_sql(w), 2 + 2 * nparts,
+		res = RemoteExecParams(r, sg_remote_read_sql(w), sg_remote_read_nparams(w),
 							   sg_remote_read_params(w, pos, w->remote_rotor), true);
 	fetched = sg_remote_store(w, res, store, first, last);
 	RemoteClear(res);
@@ -318,7 +357,7 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	{
 		memcpy(w->read_ahead_pos, last, sizeof(int64) * nparts);
 		w->read_ahead_rotor = w->remote_rotor;
-		w->read_ahead = RemoteSendQuery(r, sg_remote_read_sql(w), 2 + 2 * nparts,
+		w->read_ahead = RemoteSendQuery(r, sg_remote_read_sql(w), sg_remote_read_nparams(w),
 										sg_remote_read_params(w, last, w->remote_rotor), true);
 		WorkerFault(w, SG_FAULT_READ_AHEAD);
 	}

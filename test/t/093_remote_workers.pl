@@ -5,8 +5,7 @@
 # sink, and settles only its own in-doubt work; worker 0 also settles the
 # gids of workers the pipeline no longer has.
 #
-#  (a) what stays refused: several workers with a remote source, or with a
-#      Kafka sink;
+#  (a) what stays refused: several workers with a Kafka source or sink;
 #  (b) two_phase, offsets and at_least_once pipelines with 2 workers drain
 #      a 4-partition stream: both workers commit, one marker row per worker,
 #      one remote_status row per side;
@@ -26,7 +25,10 @@
 #  (f) offsets, workers 2 -> 1 and 1 -> 2 with the remote transactions
 #      committed (rows and offsets on the sink) and the local ones not:
 #      partitions move to another worker, which must take their positions
-#      from the sink.
+#      from the sink;
+#  (g) a remote source with 2 workers: each reads, locks and moves only its
+#      partitions' positions; kill -9 at read_ahead and mid_batch, an ERROR
+#      at before_commit, workers 2 -> 1 -> 2 under load.
 # After each step: every event in the remote table exactly once, seqs
 # increasing per partition in insertion order, nothing left prepared on the
 # remote nor recorded here.  Every wait is bounded.
@@ -50,7 +52,10 @@ my ($remote, $local) = sg_remote_pair(remote_name => 'rw_remote', local_name => 
 my $pw = 'rw-Pw-2718';
 
 $remote->safe_psql('postgres', qq{
+CREATE EXTENSION streamguard;
 CREATE ROLE loader LOGIN PASSWORD '$pw';
+SELECT streamguard.create_stream('rsrc', 4);
+SELECT streamguard.grant_stream('rsrc', 'loader', 'read');
 GRANT CREATE ON SCHEMA public TO loader;
 SET ROLE loader;
 CREATE TABLE s_2pc (partition int, seq bigint, id bigint, n bigserial);
@@ -130,16 +135,16 @@ sub check_settled
 }
 
 # ------------------------------------------------------ (a) still refused
-expect_error($local, q{SELECT streamguard.create_pipeline('bad', 'nowhere', 'SELECT payload FROM batch',
-	source_server => 'rw', workers => 2)},
-	'0A000', qr/a pipeline with a remote source or a Kafka sink runs with one worker/,
-	'(a) two workers with a remote source refused');
 $local->safe_psql('postgres', q{CREATE SERVER kafka_x FOREIGN DATA WRAPPER streamguard_kafka
 	OPTIONS (bootstrap_servers '127.0.0.1:1')});
 expect_error($local, q{SELECT streamguard.create_pipeline('bad', 'src', 'SELECT payload AS value FROM batch',
 	sink_server => 'kafka_x', sink_table => 'out', workers => 2)},
-	'0A000', qr/a pipeline with a remote source or a Kafka sink runs with one worker/,
+	'0A000', qr/a pipeline with a Kafka source or sink runs with one worker/,
 	'(a) two workers with a Kafka sink refused');
+expect_error($local, q{SELECT streamguard.create_pipeline('bad', 'topic', 'SELECT payload FROM batch',
+	source_server => 'kafka_x', workers => 2)},
+	'0A000', qr/a pipeline with a Kafka source or sink runs with one worker/,
+	'(a) two workers with a Kafka source refused');
 
 # ------------------------------------------------------------ (b) drain
 my $select = q{SELECT partition, seq, (payload->>'id')::bigint AS id FROM batch};
@@ -268,6 +273,72 @@ check_settled('end');
 
 $local->safe_psql('postgres', q{SELECT streamguard.drop_pipeline(p) FROM unnest(ARRAY['p_2pc', 'p_off', 'p_alo']) p});
 is(val($remote, q{SELECT count(*) FROM pg_prepared_xacts}), '0', 'dropped: nothing prepared on the remote');
+
+# ------------------------------------------------ (g) remote source, 2 workers
+my $rnext = 1;
+sub append_remote
+{
+	my ($n) = @_;
+	my ($from, $to) = ($rnext, $rnext + $n - 1);
+	$remote->safe_psql('postgres', qq{SELECT count(*) FROM streamguard.append_batch('rsrc',
+		ARRAY(SELECT jsonb_build_object('id', g) FROM generate_series($from, $to) g),
+		keys => ARRAY(SELECT g::text FROM generate_series($from, $to) g))});
+	$rnext = $to + 1;
+}
+
+sub check_got
+{
+	my ($what) = @_;
+	my $n = $rnext - 1;
+	ok(wait_for_value($local, q{SELECT count(DISTINCT id) FROM got}, $n, 120), "$what: every event arrives")
+	  or state_diag($local, remote => 1);
+	is(val($local, q{SELECT count(*) || '/' || count(DISTINCT id) || '/' || min(id) || '/' || max(id) FROM got}),
+		"$n/$n/1/$n", "$what: every event exactly once");
+	is(val($local, q{SELECT count(*) FROM (SELECT seq, lag(seq) OVER (PARTITION BY partition ORDER BY n) AS prev
+		FROM got) s WHERE prev IS NOT NULL AND seq <> prev + 1}), '0',
+		"$what: each partition's seqs in order, none missing");
+	is(val($local, q{SELECT string_agg(partition || ':' || position, ',' ORDER BY partition) FROM streamguard.remote_position}),
+		val($remote, q{SELECT string_agg(partition || ':' || last_seq, ',' ORDER BY partition)
+		FROM streamguard.stream_partitions WHERE stream = 'rsrc'}),
+		"$what: the positions end at the remote partitions' ends");
+}
+
+$local->safe_psql('postgres', q{
+CREATE TABLE got (partition int, seq bigint, id bigint, n bigserial);
+SELECT streamguard.create_pipeline('p_src', 'rsrc',
+	$$INSERT INTO got (partition, seq, id) SELECT partition, seq, (payload->>'id')::bigint FROM batch ORDER BY partition, seq$$,
+	batch_size => 200, source_server => 'rw', workers => 2);
+});
+ok(workers_up('p_src', 2), '(g) two workers read the remote stream');
+append_remote(4000);
+check_got('(g) drain');
+is(val($local, q{SELECT count(DISTINCT epoch) FROM streamguard.pipeline_batches WHERE pipeline = 'p_src'}), '2',
+	'(g) both workers committed batches');
+for my $case ([ 'read_ahead', 'kill' ], [ 'mid_batch', 'kill' ], [ 'before_commit', 'error' ])
+{
+	my ($point, $action) = @$case;
+	my $off = log_offset($local);
+	q1($local, "SELECT streamguard.inject_fault('p_src', '$point', '$action')", 60);
+	append_remote(3000);
+	my $re = $action eq 'kill'
+	  ? qr/pipeline "p_src": injected fault, killing the worker/
+	  : qr/pipeline "p_src": batch failed \(attempt \d+\): injected fault in pipeline "p_src"/;
+	ok(defined wait_log($local, $re, $off, 60), "(g) $action at $point");
+	ok(defined wait_crash_recovery($local, $off, 90), "(g) $point: the local server recovered")
+	  if $action eq 'kill';
+	ok(workers_up('p_src', 2), "(g) $point: both workers run again");
+	check_got("(g) $action at $point");
+}
+append_remote(3000);
+q1($local, q{SELECT streamguard.alter_pipeline('p_src', workers => 1)}, 60);
+append_remote(3000);
+ok(workers_up('p_src', 1), '(g) one worker after 2 -> 1');
+check_got('(g) 2 -> 1');
+append_remote(3000);
+q1($local, q{SELECT streamguard.alter_pipeline('p_src', workers => 2)}, 60);
+append_remote(3000);
+ok(workers_up('p_src', 2), '(g) two workers after 1 -> 2');
+check_got('(g) 1 -> 2');
 $local->stop;
 $remote->stop;
 done_testing();
