@@ -178,6 +178,14 @@
 		tests => [ 'tap:093_remote_workers.pl' ],
 	},
 	{
+		name => 'remote_source_reads_all_partitions',
+		breaks => 'remote sources with several workers: each worker reads every partition, not only its own (duplicates)',
+		edits => [ [ 'src/source.c',
+			"\treturn w->def.nworkers <= 1 || p % w->def.nworkers == w->def.worker;\n}\n\n/* how many of the remote partitions",
+			"\treturn w->def.nworkers <= 1 || p >= 0;\n}\n\n/* how many of the remote partitions" ] ],
+		tests => [ 'tap:093_remote_workers.pl' ],
+	},
+	{
 		name => 'offsets_not_forward_only',
 		breaks => 'offsets sinks: a retried batch overwrites offsets an earlier, delayed attempt committed (duplicate)',
 		edits => [ [ 'src/sink.c',
