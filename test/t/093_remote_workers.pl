@@ -46,6 +46,14 @@ use StreamguardTest;
 
 sub val { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 
+# $secs, or after a failed check a tenth of it (5 s at least): the file only
+# has to end (a mutant's run ends sooner)
+sub pt
+{
+	my ($secs) = @_;
+	return Test::More->builder->is_passing ? $secs : ($secs / 10 > 5 ? $secs / 10 : 5);
+}
+
 my ($remote, $local) = sg_remote_pair(remote_name => 'rw_remote', local_name => 'rw_local',
 	remote => { mpx => 30 },
 	local => { extra => "streamguard.remote_timeout='5s'\nmax_worker_processes = 24\n" });
@@ -88,7 +96,7 @@ sub workers_up
 SELECT count(*) || '/' || (SELECT workers FROM streamguard.pipeline WHERE name = '$p')
 FROM streamguard.pipeline_workers w
 JOIN pg_stat_activity a ON a.pid = w.worker_pid AND a.backend_type = 'streamguard pipeline'
-WHERE w.pipeline = '$p'}, "$n/$n", $secs // 90);
+WHERE w.pipeline = '$p'}, "$n/$n", pt($secs // 90));
 }
 
 my %table = (p_2pc => 's_2pc', p_off => 's_off', p_alo => 's_alo');
@@ -100,7 +108,7 @@ sub check_sink
 	my ($p, $what) = @_;
 	my $t = $table{$p};
 	my $n = $next - 1;
-	ok(wait_for_value($remote, qq{SELECT count(DISTINCT id) FROM $t}, $n, 120), "$what: $p: every event arrives")
+	ok(wait_for_value($remote, qq{SELECT count(DISTINCT id) FROM $t}, $n, pt(120)), "$what: $p: every event arrives")
 	  or state_diag($local, remote => 1);
 	if ($p eq 'p_alo')
 	{
@@ -124,10 +132,10 @@ sub check_sink
 sub check_settled
 {
 	my ($what) = @_;
-	ok(wait_for_value($remote, q{SELECT count(*) FROM pg_prepared_xacts}, '0', 60),
+	ok(wait_for_value($remote, q{SELECT count(*) FROM pg_prepared_xacts}, '0', pt(60)),
 		"$what: nothing left prepared on the remote")
 	  or diag(val($remote, q{SELECT gid FROM pg_prepared_xacts}));
-	ok(wait_for_value($local, q{SELECT count(*) FROM streamguard.remote_prepared}, '0', 60),
+	ok(wait_for_value($local, q{SELECT count(*) FROM streamguard.remote_prepared}, '0', pt(60)),
 		"$what: no prepared transaction recorded here");
 	is(val($local, q{SELECT string_agg(pipeline || ':' || state, ',' ORDER BY pipeline) FROM streamguard.pipelines}),
 		'p_2pc:running,p_alo:running,p_off:running', "$what: every pipeline runs")
@@ -182,8 +190,8 @@ for my $case ([ 'p_2pc', 'after_prepare', 'kill' ], [ 'p_2pc', 'after_local_comm
 	my $re = $action eq 'kill'
 	  ? qr/pipeline "$p": injected fault, killing the worker/
 	  : qr/pipeline "$p": batch failed \(attempt \d+\): injected fault in pipeline "$p"/;
-	ok(defined wait_log($local, $re, $off, 60), "(c) $p: $action at $point");
-	ok(defined wait_crash_recovery($local, $off, 90), "(c) $p: $point: the local server recovered")
+	ok(defined wait_log($local, $re, $off, pt(60)), "(c) $p: $action at $point");
+	ok(defined wait_crash_recovery($local, $off, pt(90)), "(c) $p: $point: the local server recovered")
 	  if $action eq 'kill';
 	ok(workers_up($p, 2), "(c) $p: $point: both workers run again");
 	check_sink($p, "(c) $action at $point");
@@ -199,18 +207,18 @@ check_settled('(c)');
 	# its count, outlive the process)
 	q1($local, q{SELECT streamguard.inject_fault('p_2pc', 'remote_end_sent', 'hold', 2)}, 60);
 	append_ids(2000);
-	ok(defined wait_log($local, qr/(?s:pipeline "p_2pc": injected fault, holding.*){2}/, $off, 60),
+	ok(defined wait_log($local, qr/(?s:pipeline "p_2pc": injected fault, holding.*){2}/, $off, pt(60)),
 		'(d) both workers hold with their PREPARE sent');
 	ok(wait_for_value($remote, q{SELECT count(*) FILTER (WHERE gid LIKE '%:w1:%') || '/' || count(*)
-		FROM pg_prepared_xacts}, '1/2', 30), '(d) one prepared transaction per worker, worker 1\'s gid names it');
+		FROM pg_prepared_xacts}, '1/2', pt(30)), '(d) one prepared transaction per worker, worker 1\'s gid names it');
 	my $pid0 = val($local, q{SELECT worker_pid FROM streamguard.pipeline_workers WHERE pipeline = 'p_2pc' AND worker = 0});
 	my $pid1 = val($local, q{SELECT worker_pid FROM streamguard.pipeline_workers WHERE pipeline = 'p_2pc' AND worker = 1});
 	$off = log_offset($local);
 	is(val($local, "SELECT pg_terminate_backend($pid0)"), 't', '(d) worker 0 terminated');
 	# its next incarnation settles its own gid first, then holds again
-	ok(defined wait_log($local, qr/pipeline "p_2pc": rolling back in-doubt remote transaction/, $off, 90),
+	ok(defined wait_log($local, qr/pipeline "p_2pc": rolling back in-doubt remote transaction/, $off, pt(90)),
 		'(d) the new worker 0 rolled back its predecessor\'s prepared transaction');
-	ok(defined wait_log($local, qr/pipeline "p_2pc": injected fault, holding/, $off, 90),
+	ok(defined wait_log($local, qr/pipeline "p_2pc": injected fault, holding/, $off, pt(90)),
 		'(d) ... and holds in its own batch');
 	is(count_log($local, qr/in-doubt remote transaction '[^']*:w1:/, $off), 0,
 		'(d) worker 1\'s prepared transaction was not touched');
@@ -228,15 +236,15 @@ check_settled('(c)');
 	my $off = log_offset($local);
 	q1($local, q{SELECT streamguard.inject_fault('p_2pc', 'remote_end_sent', 'hold')}, 60);
 	append_ids(2000);
-	ok(defined wait_log($local, qr/(?s:pipeline "p_2pc": injected fault, holding.*){2}/, $off, 60),
+	ok(defined wait_log($local, qr/(?s:pipeline "p_2pc": injected fault, holding.*){2}/, $off, pt(60)),
 		'(e) both workers hold with their PREPARE sent');
-	ok(wait_for_value($remote, q{SELECT count(*) FILTER (WHERE gid LIKE '%:w1:%') FROM pg_prepared_xacts}, '1', 30),
+	ok(wait_for_value($remote, q{SELECT count(*) FILTER (WHERE gid LIKE '%:w1:%') FROM pg_prepared_xacts}, '1', pt(30)),
 		'(e) worker 1 has a prepared transaction');
 	# cancels both held batches: their remote transactions stay prepared
 	q1($local, q{SELECT streamguard.alter_pipeline('p_2pc', workers => 1)}, 60);
 	q1($local, q{SELECT streamguard.inject_fault('p_2pc', 'none')}, 30);
 	ok(workers_up('p_2pc', 1), '(e) one worker runs');
-	ok(wait_for_value($remote, q{SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE '%:w1:%'}, '0', 60),
+	ok(wait_for_value($remote, q{SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE '%:w1:%'}, '0', pt(60)),
 		'(e) worker 0 settled the transaction worker 1 left in doubt')
 	  or diag(val($remote, q{SELECT gid FROM pg_prepared_xacts}));
 	check_sink('p_2pc', '(e) 2 -> 1');
@@ -256,7 +264,7 @@ for my $step ([ 2, 1 ], [ 1, 2 ])
 	my $off = log_offset($local);
 	q1($local, q{SELECT streamguard.inject_fault('p_off', 'after_remote_commit', 'hold')}, 60);
 	append_ids(2000);
-	ok(defined wait_log($local, qr/(?s:pipeline "p_off": injected fault, holding.*){$from}/, $off, 60),
+	ok(defined wait_log($local, qr/(?s:pipeline "p_off": injected fault, holding.*){$from}/, $off, pt(60)),
 		"(f) $from -> $to: the workers hold with their remote transactions committed");
 	q1($local, "SELECT streamguard.alter_pipeline('p_off', workers => $to)", 60);
 	q1($local, q{SELECT streamguard.inject_fault('p_off', 'none')}, 30);
@@ -290,7 +298,7 @@ sub check_got
 {
 	my ($what) = @_;
 	my $n = $rnext - 1;
-	ok(wait_for_value($local, q{SELECT count(DISTINCT id) FROM got}, $n, 120), "$what: every event arrives")
+	ok(wait_for_value($local, q{SELECT count(DISTINCT id) FROM got}, $n, pt(120)), "$what: every event arrives")
 	  or state_diag($local, remote => 1);
 	is(val($local, q{SELECT count(*) || '/' || count(DISTINCT id) || '/' || min(id) || '/' || max(id) FROM got}),
 		"$n/$n/1/$n", "$what: every event exactly once");
@@ -323,8 +331,8 @@ for my $case ([ 'read_ahead', 'kill' ], [ 'mid_batch', 'kill' ], [ 'before_commi
 	my $re = $action eq 'kill'
 	  ? qr/pipeline "p_src": injected fault, killing the worker/
 	  : qr/pipeline "p_src": batch failed \(attempt \d+\): injected fault in pipeline "p_src"/;
-	ok(defined wait_log($local, $re, $off, 60), "(g) $action at $point");
-	ok(defined wait_crash_recovery($local, $off, 90), "(g) $point: the local server recovered")
+	ok(defined wait_log($local, $re, $off, pt(60)), "(g) $action at $point");
+	ok(defined wait_crash_recovery($local, $off, pt(90)), "(g) $point: the local server recovered")
 	  if $action eq 'kill';
 	ok(workers_up('p_src', 2), "(g) $point: both workers run again");
 	check_got("(g) $action at $point");
