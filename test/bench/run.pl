@@ -831,14 +831,16 @@ my %S5 = (
 	amo   => 'pipeline at_most_once',);
 my %S6 = (
 	local => 'pipeline exactly_once, local source (baseline)',
-	rem   => 'pipeline exactly_once, remote source (source_server)',);
+	local2 => 'pipeline exactly_once, local source, 2 workers',
+	rem   => 'pipeline exactly_once, remote source (source_server)',
+	rem2  => 'pipeline exactly_once, remote source (source_server), 2 workers',);
 my ($REMOTE, $REMOTE_TRIED);   # the second server, started by the first remote repeat
 my @RSINKS = qw(rsink_copy rsink_copyb rsink_copyb2 rsink_2pc rsink_2pc2 rsink_off rsink_off2 rsink_alo rsink_amo);
 
 sub bench_remote
 {
 	my ($r) = @_;
-	my @all = ((map { "$R1|$S5{$_}" } qw(copy copyb copyb2 2pc 2pc2 off off2 alo amo)), (map { "$R2|$S6{$_}" } qw(local rem)));
+	my @all = ((map { "$R1|$S5{$_}" } qw(copy copyb copyb2 2pc 2pc2 off off2 alo amo)), (map { "$R2|$S6{$_}" } qw(local local2 rem rem2)));
 	return fail_all(\@all, 'PENDING') unless $have{pipe};
 	return fail_all(\@all, 'ERR', 'the remote server could not be set up (see remote.err)') unless remote_server();
 	my %rs = (local => "rs_r$r", remote => "rsrc_r$r", n => $K{BENCH_REMOTE_EVENTS});
@@ -865,7 +867,9 @@ sub bench_remote
 		sub { remote_sink($S5{alo},   'at_least_once', undef,       'rsink_alo', $r, \%rs) },
 		sub { remote_sink($S5{amo},   'at_most_once',  undef,       'rsink_amo', $r, \%rs) },
 		sub { remote_source($S6{local}, 'local',  $r, \%rs) },
-		sub { remote_source($S6{rem},   'remote', $r, \%rs) });
+		sub { remote_source($S6{local2}, 'local', $r, \%rs, 2) },
+		sub { remote_source($S6{rem},   'remote', $r, \%rs) },
+		sub { remote_source($S6{rem2},  'remote', $r, \%rs, 2) });
 	$_->() for rotated($r - 1, @runs);
 
 	drop_stream($rs{local});
@@ -986,15 +990,17 @@ sub remote_sink
 }
 
 # an exactly_once pipeline from the local or the remote stream into lsink
+# ($workers: 1)
 sub remote_source
 {
-	my ($label, $where, $r, $rs) = @_;
-	my ($key, $pn, $n) = ("$R2|$label", "rsrc_${where}_r$r", $rs->{n});
+	my ($label, $where, $r, $rs, $workers) = @_;
+	my ($key, $pn, $n) = ("$R2|$label", "rsrc_${where}_r$r" . ($workers ? "_w$workers" : ''), $rs->{n});
 	sql('TRUNCATE lsink');
 	checkpoint_both();
 	my $err = create_pipeline($pn, $rs->{$where},
 		'INSERT INTO lsink (partition, seq, key, payload) SELECT partition, seq, key, payload FROM batch',
-		guarantee => 'exactly_once', ($where eq 'remote' ? (source_server => 'bench_remote') : ()));
+		guarantee => 'exactly_once', ($where eq 'remote' ? (source_server => 'bench_remote') : ()),
+		($workers ? (workers => $workers) : ()));
 	return fail_all([$key], 'ERR', "create_pipeline failed: $err") if $err;
 	$err = wait_count('SELECT count(*) FROM lsink', $n, $K{BENCH_PIPELINE_TIMEOUT}, $pn);
 	drop_pipeline($pn);
@@ -1731,7 +1737,11 @@ sub main_rows
 		row($R1, $S5{off2}, $S5{copyb2}, undef, 'ratio to COPY in 1,000-row transactions, 2 sessions', $S5{off2},
 			$R1 . ' (÷ 2 sessions)'),
 		row($R2, $S6{local}, $S6{local}, undef, 'baseline'),
-		row($R2, $S6{rem},   $S6{local}, 0.6, '≥ 0.60 × local source'))
+		row($R2, $S6{local2}, $S6{local}, undef, 'reference'),
+		row($R2, $S6{rem},   $S6{local}, 0.6, '≥ 0.60 × local source'),
+		row($R2, $S6{rem2},  $S6{local}, 0.6, '≥ 0.60 × local source'),
+		row($R2, $S6{rem2},  $S6{local2}, undef, 'ratio to the local source with 2 workers', $S6{rem2},
+			$R2 . ' (÷ local, 2 workers)'))
 	  if $b eq 'remote';
 	my $poll_target = '≥ 0.70 × raw bound (drain target applied to poll)';
 	return (
@@ -1878,7 +1888,7 @@ sub charts
 		single   => [ [ 'single', [ @S1{qw(raw sg1 sg4 pgq)} ] ] ],
 		batch    => [ [ 'batch', [ @S2{qw(raw copy sg pgq)} ] ] ],
 		drain    => [ [ $D1, [ @S3{qw(raw sg pgq)} ] ], [ $D2, [ @S3{qw(raw sg peo palo pgq)} ] ] ],
-		remote   => [ [ $R1, [ @S5{qw(copy copyb copyb2 2pc 2pc2 off off2 alo amo)} ] ], [ $R2, [ @S6{qw(local rem)} ] ] ],
+		remote   => [ [ $R1, [ @S5{qw(copy copyb copyb2 2pc 2pc2 off off2 alo amo)} ] ], [ $R2, [ @S6{qw(local local2 rem rem2)} ] ] ],
 		parallel => [ [ 'parallel', [ @S7{qw(1 2 4)} ] ] ],);
 	for my $b (grep { $groups{$_} } @ONLY)
 	{
