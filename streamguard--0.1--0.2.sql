@@ -309,8 +309,11 @@ LEFT JOIN LATERAL (
 CREATE VIEW streamguard.pipeline_workers AS
 SELECT p.name AS pipeline,
 	   w.worker,
-	   (SELECT array_agg(sp.partition ORDER BY sp.partition) FROM streamguard.stream_partition sp
-		WHERE sp.stream_id = p.stream_id AND sp.partition % p.workers = w.worker) AS partitions,
+	   -- a remote source's partitions are its remote_position rows
+	   coalesce((SELECT array_agg(sp.partition ORDER BY sp.partition) FROM streamguard.stream_partition sp
+		WHERE sp.stream_id = p.stream_id AND sp.partition % p.workers = w.worker),
+		(SELECT array_agg(rp.partition ORDER BY rp.partition) FROM streamguard.remote_position rp
+		WHERE rp.pipeline_id = p.id AND rp.partition % p.workers = w.worker)) AS partitions,
 	   r.worker_pid,
 	   pw.epoch,
 	   pw.started_at,

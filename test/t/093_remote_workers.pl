@@ -318,6 +318,9 @@ SELECT streamguard.create_pipeline('p_src', 'rsrc',
 	batch_size => 200, source_server => 'rw', workers => 2);
 });
 ok(workers_up('p_src', 2), '(g) two workers read the remote stream');
+is(val($local, q{SELECT string_agg(worker || ':' || partitions::text, ' ' ORDER BY worker)
+	FROM streamguard.pipeline_workers WHERE pipeline = 'p_src'}),
+	'0:{0,2} 1:{1,3}', '(g) pipeline_workers: each worker\'s remote partitions');
 append_remote(4000);
 check_got('(g) drain');
 is(val($local, q{SELECT count(DISTINCT epoch) FROM streamguard.pipeline_batches WHERE pipeline = 'p_src'}), '2',
