@@ -186,6 +186,14 @@
 		tests => [ 'tap:093_remote_workers.pl' ],
 	},
 	{
+		name => 'sink_dead_letters_not_per_worker',
+		breaks => 'offsets sinks with several workers: a worker removes the sink\'s dead letters of every partition, also those another worker has not brought here yet (lost dead letters)',
+		edits => [ [ 'src/sink.c',
+			"\tif (w->def.nworkers <= 1)\n\t\treturn \"\";\n\treturn psprintf(\" AND partition",
+			"\tif (w->def.nworkers >= 1)\n\t\treturn \"\";\n\treturn psprintf(\" AND partition" ] ],
+		tests => [ 'tap:093_remote_workers.pl' ],
+	},
+	{
 		name => 'offsets_not_forward_only',
 		breaks => 'offsets sinks: a retried batch overwrites offsets an earlier, delayed attempt committed (duplicate)',
 		edits => [ [ 'src/sink.c',

@@ -28,7 +28,14 @@
 #      from the sink;
 #  (g) a remote source with 2 workers: each reads, locks and moves only its
 #      partitions' positions; kill -9 at read_ahead and mid_batch, an ERROR
-#      at before_commit, workers 2 -> 1 -> 2 under load.
+#      at before_commit, workers 2 -> 1 -> 2 under load;
+#  (h) offsets with dead letters on the sink: worker 0 and then worker 1
+#      fail (injected ERROR) between the remote commit of an isolated batch,
+#      which wrote a dead letter to the sink, and the local one; while
+#      worker 1 waits out its backoff, worker 0, which has brought its own
+#      dead letter here, commits a batch that removes its dead letters from
+#      the sink -- only its partitions' rows, or worker 1's dead letter is
+#      never recorded here.
 # After each step: every event in the remote table exactly once, seqs
 # increasing per partition in insertion order, nothing left prepared on the
 # remote nor recorded here.  Every wait is bounded.
@@ -69,6 +76,7 @@ SET ROLE loader;
 CREATE TABLE s_2pc (partition int, seq bigint, id bigint, n bigserial);
 CREATE TABLE s_off (partition int, seq bigint, id bigint, n bigserial);
 CREATE TABLE s_alo (partition int, seq bigint, id bigint, n bigserial);
+CREATE TABLE s_dl (partition int, seq bigint, id bigint CHECK (id > 0));
 });
 $local->safe_psql('postgres', qq{
 CREATE EXTENSION streamguard;
@@ -350,6 +358,39 @@ q1($local, q{SELECT streamguard.alter_pipeline('p_src', workers => 2)}, 60);
 append_remote(3000);
 ok(workers_up('p_src', 2), '(g) two workers after 1 -> 2');
 check_got('(g) 1 -> 2');
+# ------------------------------- (h) offsets: the sink's dead letters per worker
+{
+	$local->safe_psql('postgres', q{
+SELECT streamguard.create_stream('dls', 4);
+SELECT streamguard.create_pipeline('p_dl', 'dls', $$SELECT partition, seq, (payload->>'id')::bigint AS id FROM batch$$,
+	batch_size => 100, sink_server => 'rw', sink_table => 's_dl', sink_mode => 'offsets',
+	error_policy => 'dead_letter', max_attempts => 1, retry_backoff => '6 s', max_backoff => '6 s', workers => 2);
+});
+	ok(workers_up('p_dl', 2), '(h) two workers');
+	my $fail = qr/pipeline "p_dl": batch failed \(attempt \d+\): injected fault in pipeline "p_dl"/;
+	my $off = log_offset($local);
+	q1($local, q{SELECT streamguard.inject_fault('p_dl', 'after_remote_commit', 'error')}, 60);
+	# worker 0: a rejected event, its dead letter on the sink, the local commit fails
+	$local->safe_psql('postgres', q{SELECT streamguard.append('dls', '{"id": 1}', 'a', NULL, 0);
+		SELECT streamguard.append('dls', '{"id": -1}', 'b', NULL, 0)});
+	ok(defined wait_log($local, $fail, $off, pt(90)), '(h) worker 0 failed after its remote commit');
+	ok(wait_for_value($local, q{SELECT count(*) FROM streamguard.dead_letters WHERE pipeline = 'p_dl'}, '1', pt(60)),
+		'(h) worker 0 brought its dead letter from the sink');
+	# worker 1: the same, then it waits out its backoff
+	$off = log_offset($local);
+	$local->safe_psql('postgres', q{SELECT streamguard.append('dls', '{"id": 2}', 'c', NULL, 1);
+		SELECT streamguard.append('dls', '{"id": -2}', 'd', NULL, 1)});
+	ok(defined wait_log($local, $fail, $off, pt(90)), '(h) worker 1 failed after its remote commit');
+	# meanwhile worker 0 commits a batch that clears its dead letters on the sink
+	$local->safe_psql('postgres', q{SELECT streamguard.append('dls', '{"id": 3}', 'e', NULL, 0)});
+	ok(wait_for_value($remote, q{SELECT count(*) FROM s_dl WHERE id = 3}, '1', pt(30)), '(h) worker 0 committed again');
+	ok(wait_for_value($local, q{SELECT count(*) FROM streamguard.dead_letters WHERE pipeline = 'p_dl'}, '2', pt(60)),
+		'(h) worker 1 brought its dead letter from the sink too');
+	is(val($local, q{SELECT string_agg(partition || ':' || (payload->>'id'), ',' ORDER BY partition)
+		FROM streamguard.dead_letters WHERE pipeline = 'p_dl'}), '0:-1,1:-2', '(h) each rejected event a dead letter once');
+	is(val($remote, q{SELECT string_agg(id::text, ',' ORDER BY id) FROM s_dl}), '1,2,3', '(h) the good events once each');
+}
+
 $local->stop;
 $remote->stop;
 done_testing();
