@@ -256,7 +256,7 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store, int64 
 static int
 sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 {
-	SgRemote   *r = WorkerRemote(w, SG_SIDE_SOURCE);
+	SgRemote   *r;
 	Oid			types[3] = {INT4OID, INT4OID, INT4OID};
 	Datum		values[3] = {Int32GetDatum(w->def.id), Int32GetDatum(Max(w->def.nworkers, 1)),
 	Int32GetDatum(w->def.worker)};
@@ -269,6 +269,14 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	SgRemoteResult *res = NULL;
 	uint64		ticket = w->read_ahead;
 
+	/* a worker beyond the partition count has nothing to read */
+	if (sg_remote_nowned(w) == 0)
+	{
+		for (k = 0; k < nparts; k++)
+			first[k] = last[k] = 0;
+		return 0;
+	}
+	r = WorkerRemote(w, SG_SIDE_SOURCE);
 	w->read_ahead = 0;
 	SgBecomeDataOwner(&save, false);
 	if (SPI_execute_plan(SgPlanCached(NULL,

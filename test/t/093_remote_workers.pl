@@ -28,7 +28,8 @@
 #      from the sink;
 #  (g) a remote source with 2 workers: each reads, locks and moves only its
 #      partitions' positions; kill -9 at read_ahead and mid_batch, an ERROR
-#      at before_commit, workers 2 -> 1 -> 2 under load;
+#      at before_commit, workers 2 -> 1 -> 2 under load, then 5 workers on
+#      4 partitions;
 #  (h) offsets with dead letters on the sink: worker 0 and then worker 1
 #      fail (injected ERROR) between the remote commit of an isolated batch,
 #      which wrote a dead letter to the sink, and the local one; while
@@ -358,6 +359,13 @@ q1($local, q{SELECT streamguard.alter_pipeline('p_src', workers => 2)}, 60);
 append_remote(3000);
 ok(workers_up('p_src', 2), '(g) two workers after 1 -> 2');
 check_got('(g) 1 -> 2');
+# more workers than partitions: the fifth has nothing to read
+my $off5 = log_offset($local);
+q1($local, q{SELECT streamguard.alter_pipeline('p_src', workers => 5)}, 60);
+append_remote(2000);
+ok(workers_up('p_src', 5), '(g) five workers on four partitions');
+check_got('(g) 2 -> 5');
+is(count_log($local, qr/pipeline "p_src": batch failed/, $off5), 0, '(g) no batch failed');
 # ------------------------------- (h) offsets: the sink's dead letters per worker
 {
 	$local->safe_psql('postgres', q{
