@@ -171,21 +171,20 @@ sg_remote_int(SgRemoteResult *res, int row, int col, int len)
 }
 
 /*
- * The rows of a read (binary results: the integers and the timestamp taken
- * as they are, text as it is, jsonb from its text after the format's
- * version byte) into `store`; first/last per partition as SourceFetch
- * returns them.  Returns how many.  The columns must have the types of
- * streamguard.event, except the payload, which may also come as text or
- * json (their binary format is the text).
+ * Check a read's result (six columns with the types of streamguard.event,
+ * except the payload, which may also come as text or json: their binary
+ * format is the text; only the worker's partitions) and take first/last
+ * per partition, as SourceFetch returns them, from its partition and seq
+ * columns alone: cheap, so that the next read can be sent ahead before the
+ * rows are converted (sg_remote_store).  Returns how many rows.
  */
 static int
-sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store, int64 *first, int64 *last)
+sg_remote_scan(SgWorker *w, SgRemoteResult *res, int64 *first, int64 *last)
 {
 	static const Oid want[6] = {INT4OID, INT8OID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID};
 	int			nparts = w->def.remote_nparts;
 	int			row;
 	int			c;
-	bool		payload_jsonb;
 
 	if (RemoteNFields(res) != 6)
 		ereport(ERROR,
@@ -198,22 +197,44 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store, int64 
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column %d of a remote read has type %u, not %u", c + 1,
 							RemoteGetType(res, c), want[c])));
-	payload_jsonb = RemoteGetType(res, 3) == JSONBOID;
 	for (row = 0; row < RemoteNTuples(res); row++)
 	{
-		Datum		v[6];
-		bool		n[6];
-		int			p;
-		const char *payload;
+		int			p = (int) sg_remote_int(res, row, 0, 4);
+		int64		seq = sg_remote_int(res, row, 1, 8);
 
-		for (c = 0; c < 6; c++)
-			n[c] = RemoteGetIsNull(res, row, c);
-		p = (int) sg_remote_int(res, row, 0, 4);
 		if (p < 0 || p >= nparts || !sg_remote_owns(w, p))
 			ereport(ERROR,
 					(errcode(ERRCODE_PROTOCOL_VIOLATION),
 					 errmsg("a remote read returned partition %d of %d, not one it was asked for", p, nparts)));
-		v[0] = Int32GetDatum(p);
+		if (first[p] == 0)
+			first[p] = seq;
+		last[p] = seq;
+	}
+	return RemoteNTuples(res);
+}
+
+/*
+ * The rows of a read that sg_remote_scan checked (binary results: the
+ * integers and the timestamp taken as they are, text as it is, jsonb from
+ * its text after the format's version byte) into `store`.  Parsing the
+ * payloads is most of a remote source's work.
+ */
+static void
+sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store)
+{
+	int			row;
+	int			c;
+	bool		payload_jsonb = RemoteGetType(res, 3) == JSONBOID;
+
+	for (row = 0; row < RemoteNTuples(res); row++)
+	{
+		Datum		v[6];
+		bool		n[6];
+		const char *payload;
+
+		for (c = 0; c < 6; c++)
+			n[c] = RemoteGetIsNull(res, row, c);
+		v[0] = Int32GetDatum((int32) sg_remote_int(res, row, 0, 4));
 		v[1] = Int64GetDatum(sg_remote_int(res, row, 1, 8));
 		v[2] = n[2] ? (Datum) 0 : PointerGetDatum(cstring_to_text_with_len(RemoteGetValue(res, row, 2),
 																			RemoteGetLength(res, row, 2)));
@@ -231,11 +252,7 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store, int64 
 																			RemoteGetLength(res, row, 4)));
 		v[5] = TimestampTzGetDatum((TimestampTz) sg_remote_int(res, row, 5, 8));
 		tuplestore_putvalues(store, w->event_desc, v, n);
-		if (first[p] == 0)
-			first[p] = DatumGetInt64(v[1]);
-		last[p] = DatumGetInt64(v[1]);
 	}
-	return RemoteNTuples(res);
 }
 
 /*
@@ -353,22 +370,28 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	if (res == NULL)
 		res = RemoteExecParams(r, sg_remote_read_sql(w), sg_remote_read_nparams(w),
 							   sg_remote_read_params(w, pos, w->remote_rotor), true);
-	fetched = sg_remote_store(w, res, store, first, last);
-	RemoteClear(res);
+	fetched = sg_remote_scan(w, res, first, last);
 	for (k = 0; k < nparts; k++)
 		if (first[k] > pos[k] + 1)
 			w->remote_lost[k] = sg_remote_lost(w, r, k, pos[k], first[k]);
 	w->remote_rotor++;
 
-	/* a full batch: the next one is likely waiting too, read it ahead */
+	/*
+	 * A full batch: the next one is likely waiting too, read it ahead --
+	 * sent before this batch's rows are converted, so that the remote reads
+	 * while we parse.
+	 */
 	if (fetched >= w->def.batch_size)
 	{
 		memcpy(w->read_ahead_pos, last, sizeof(int64) * nparts);
 		w->read_ahead_rotor = w->remote_rotor;
 		w->read_ahead = RemoteSendQuery(r, sg_remote_read_sql(w), sg_remote_read_nparams(w),
 										sg_remote_read_params(w, last, w->remote_rotor), true);
-		WorkerFault(w, SG_FAULT_READ_AHEAD);
 	}
+	sg_remote_store(w, res, store);
+	RemoteClear(res);
+	if (fetched >= w->def.batch_size)
+		WorkerFault(w, SG_FAULT_READ_AHEAD);
 	WorkerRemoteStatus(w, SG_SIDE_SOURCE, r);
 	return fetched;
 }
