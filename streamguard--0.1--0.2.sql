@@ -309,8 +309,11 @@ LEFT JOIN LATERAL (
 CREATE VIEW streamguard.pipeline_workers AS
 SELECT p.name AS pipeline,
 	   w.worker,
-	   (SELECT array_agg(sp.partition ORDER BY sp.partition) FROM streamguard.stream_partition sp
-		WHERE sp.stream_id = p.stream_id AND sp.partition % p.workers = w.worker) AS partitions,
+	   -- a remote source's partitions are its remote_position rows
+	   coalesce((SELECT array_agg(sp.partition ORDER BY sp.partition) FROM streamguard.stream_partition sp
+		WHERE sp.stream_id = p.stream_id AND sp.partition % p.workers = w.worker),
+		(SELECT array_agg(rp.partition ORDER BY rp.partition) FROM streamguard.remote_position rp
+		WHERE rp.pipeline_id = p.id AND rp.partition % p.workers = w.worker)) AS partitions,
 	   r.worker_pid,
 	   pw.epoch,
 	   pw.started_at,
@@ -347,7 +350,12 @@ SELECT p.name AS pipeline,
 	   (SELECT count(*) FROM streamguard.remote_prepared rp WHERE rp.pipeline_id = p.id) AS prepared_pending
 FROM streamguard.pipeline p
 CROSS JOIN LATERAL (VALUES ('source', p.source_server), ('sink', p.sink_server)) AS side(side, server)
-LEFT JOIN streamguard._remote_runtime() r ON r.pipeline_id = p.id AND r.side = side.side
+-- one row per pipeline and side whatever its workers: connected only if every
+-- worker is, the slowest round trip, an error of any
+LEFT JOIN (SELECT rr.pipeline_id, rr.side, bool_and(rr.connected) AS connected,
+				  max(rr.rtt_ms) AS rtt_ms, max(rr.last_error) AS last_error
+		   FROM streamguard._remote_runtime() rr GROUP BY rr.pipeline_id, rr.side) r
+	ON r.pipeline_id = p.id AND r.side = side.side
 WHERE side.server IS NOT NULL;
 
 -- the checkpoint log: for the pipeline's owner, its members and superusers

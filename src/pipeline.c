@@ -347,7 +347,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("sink_on_conflict needs a remote sink (sink_server and sink_table)")));
 	}
-	PipelineCheckWorkersRemote(workers > 1 && (source_server || sink_server));
+	PipelineCheckWorkersRemote(workers, source_server, sink_server);
 	if ((sink_server == NULL) != (sink_table == NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -665,7 +665,7 @@ sg_drop_one(const char *name, Oid caller, bool missing_ok)
 
 		memset(&r, 0, sizeof(r));
 		RemoteConnect(&r, server, owner);
-		(void) PipelineResolveInDoubt(&r, row.id, name);
+		(void) PipelineResolveInDoubt(&r, row.id, name, -1, row.workers);
 		RemoteDisconnect(&r);
 	}
 	PipelineExec("DELETE FROM streamguard.consumer c USING streamguard.pipeline p "
@@ -931,7 +931,7 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 							  "max_backoff = coalesce($8, max_backoff), workers = coalesce($9, workers), "
 							  "epoch = epoch + 1, generation = generation + 1 "
 							  "WHERE id = $1 RETURNING max_attempts, retry_backoff, max_backoff, "
-							  "workers, source_server IS NOT NULL OR sink_server IS NOT NULL" :
+							  "workers, source_server, sink_server" :
 							  "UPDATE streamguard.pipeline SET "
 							  "sql = coalesce($2, sql), batch_size = coalesce($3, batch_size), "
 							  "error_policy = coalesce($4, error_policy), epoch = epoch + 1 "
@@ -946,9 +946,9 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		PipelineCheckRetry(DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
 					   DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)),
 					   DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)));
-		if (DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull)) > 1 &&
-			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull)))
-			PipelineCheckWorkersRemote(true);
+		PipelineCheckWorkersRemote(DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull)),
+								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5),
+								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6));
 		if (PG_NARGS() > 8 && !PG_ARGISNULL(8) && PG_GETARG_INT32(8) > row.workers)
 			sg_check_more_workers(row.owner, PG_GETARG_INT32(8) - row.workers);
 	}

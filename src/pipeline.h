@@ -163,9 +163,12 @@ extern void PipelineCountDuration(SgPipelineSlot *slot, double seconds);
 /* twophase.c */
 struct SgRemote;
 extern char *PipelineGidPrefix(int32 pipeline_id);
+extern char *PipelineGid(int32 pipeline_id, int32 worker, int64 epoch, int64 attempt);
 extern char *PipelineSinkKey(int32 pipeline_id);
-extern void PipelineSinkMarker(struct SgRemote *r, int32 pipeline_id, const char *gid);
-extern char *PipelineResolveInDoubt(struct SgRemote *r, int32 pipeline_id, const char *name);
+extern char *PipelineWorkerKey(int32 pipeline_id, int32 worker);
+extern void PipelineSinkMarker(struct SgRemote *r, int32 pipeline_id, int32 worker, const char *gid);
+extern char *PipelineResolveInDoubt(struct SgRemote *r, int32 pipeline_id, const char *name,
+									int32 resolver, int32 nworkers);
 
 
 /* pipeline.c: a pipeline row as the control calls see it */
@@ -203,7 +206,7 @@ extern void PipelineCheckBatchSize(int32 n);
 extern void PipelineCheckRetry(int32 max_attempts, Interval *backoff, Interval *max_backoff);
 extern void PipelineCheckBatchTimeout(Interval *iv);
 extern void PipelineCheckWorkers(int32 workers);
-extern void PipelineCheckWorkersRemote(bool remote);
+extern void PipelineCheckWorkersRemote(int32 workers, const char *source_server, const char *sink_server);
 
 /* batchexec.c: a pipeline's SQL as its owner */
 typedef struct SgOwnerContext

@@ -578,18 +578,21 @@ PipelineCheckWorkers(int32 workers)
 }
 
 /*
- * Remote sources and sinks run with one worker: their positions (remote
- * positions, the sink's offsets) are locked per pipeline, and in-doubt
- * resolution of a two-phase sink settles every prepared transaction of the
- * pipeline, which would roll back a batch another worker is committing.
+ * Several workers with a remote end: remote PostgreSQL sources and sinks
+ * take them (each worker its own connections and partitions: its remote
+ * positions, its partitions' offsets on the sink, its own gids and marker;
+ * source.c, sink.c, twophase.c).  A Kafka source or sink has one client,
+ * one set of offsets or one checkpoint per pipeline: it runs with one
+ * worker.
  */
 void
-PipelineCheckWorkersRemote(bool remote)
+PipelineCheckWorkersRemote(int32 workers, const char *source_server, const char *sink_server)
 {
-	if (remote)
+	if (workers > 1 && ((source_server && KafkaIsKafkaServer(source_server)) ||
+						(sink_server && KafkaIsKafkaServer(sink_server))))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a pipeline with a remote source or sink runs with one worker"),
+				 errmsg("a pipeline with a Kafka source or sink runs with one worker"),
 				 errhint("Use workers => 1, or a local pipeline feeding several.")));
 }
 

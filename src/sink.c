@@ -120,6 +120,30 @@ sg_offsets_key(SgWorker *w)
 	return PipelineSinkKey(w->def.id);
 }
 
+/*
+ * The worker's partitions in the sink's offsets and dead-letter tables, a
+ * condition to append to a statement on the sink: with several workers
+ * each reads and writes only the rows of the partitions it owns (p %
+ * nworkers = worker), those whose positions its fence protects.  After a
+ * change of the worker count the rows of a partition that moved are the
+ * new owner's, whose first batch settles them (SinkResolve).
+ */
+static const char *
+sg_own_partitions(SgWorker *w)
+{
+	if (w->def.nworkers <= 1)
+		return "";
+	return psprintf(" AND partition OPERATOR(pg_catalog.%%) %d OPERATOR(pg_catalog.=) %d",
+					w->def.nworkers, w->def.worker);
+}
+
+/* whether partition p is the worker's (sg_own_partitions) */
+static bool
+sg_owns(SgWorker *w, int p)
+{
+	return w->def.nworkers <= 1 || p % w->def.nworkers == w->def.worker;
+}
+
 /* exactly_once through the sink's offsets table */
 static bool
 sg_offsets_mode(SgWorker *w)
@@ -169,7 +193,8 @@ SinkSetup(SgWorker *w, List *cols)
 	{
 		char		hex[33];
 		const char *errstr = NULL;
-		char	   *key = PipelineSinkKey(w->def.id);
+		/* one per worker: their batches run side by side */
+		char	   *key = PipelineWorkerKey(w->def.id, w->def.worker);
 
 		if (!pg_md5_hash(key, strlen(key), hex, &errstr))
 			elog(ERROR, "could not name the staging table: %s", errstr ? errstr : "md5 failed");
@@ -248,8 +273,9 @@ sg_sink_import_dead_letters(SgWorker *w, SgRemote *r, const int64 *here, int npa
 	RemoteClear(res);
 	if (!i)
 		return;
-	res = RemoteExec(r, "SELECT partition, seq, key, payload, dedup_key, appended_at, error, sqlstate "
-					 "FROM public.streamguard_sink_dead_letters WHERE pipeline = $1 ORDER BY partition, seq",
+	res = RemoteExec(r, psprintf("SELECT partition, seq, key, payload, dedup_key, appended_at, error, sqlstate "
+								 "FROM public.streamguard_sink_dead_letters WHERE pipeline = $1%s "
+								 "ORDER BY partition, seq", sg_own_partitions(w)),
 					 1, params);
 	if (RemoteNTuples(res) > 0)
 		w->sink_dead_pending = true;
@@ -264,7 +290,7 @@ sg_sink_import_dead_letters(SgWorker *w, SgRemote *r, const int64 *here, int npa
 		int64		seq = strtoll(RemoteGetValue(res, i, 1), NULL, 10);
 		int			c;
 
-		if (p < 0 || p >= nparts || seq <= here[p])
+		if (p < 0 || p >= nparts || seq <= here[p] || !sg_owns(w, p))
 			continue;			/* recorded here with its batch */
 		memset(nulls, ' ', sizeof(nulls));
 		values[0] = Int32GetDatum(w->def.id);
@@ -315,7 +341,7 @@ SinkResolve(SgWorker *w, SgStreamMeta *meta)
 	char	   *lost = NULL;
 
 	if (w->def.two_phase)
-		lost = PipelineResolveInDoubt(r, w->def.id, w->def.name);
+		lost = PipelineResolveInDoubt(r, w->def.id, w->def.name, w->def.worker, w->def.nworkers);
 	else
 	{
 		const char *params[1];
@@ -334,7 +360,8 @@ SinkResolve(SgWorker *w, SgStreamMeta *meta)
 		{
 			int			p = atoi(RemoteGetValue(res, i, 0));
 
-			if (p >= 0 && p < nparts)
+			/* another worker's partition: its fence, its positions */
+			if (p >= 0 && p < nparts && sg_owns(w, p))
 				pos[p] = strtoll(RemoteGetValue(res, i, 1), NULL, 10);
 		}
 		RemoteClear(res);
@@ -432,7 +459,8 @@ sg_sink_begin(SgWorker *w)
 	{
 		const char *params[1] = {sg_offsets_key(w)};
 
-		RemoteClear(RemoteExec(r, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = $1",
+		RemoteClear(RemoteExec(r, psprintf("DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = $1%s",
+										   sg_own_partitions(w)),
 							   1, params));
 	}
 	return r;
@@ -518,9 +546,8 @@ sg_sink_finish(SgWorker *w, SgRemote *r, int64 *first, int64 *last, int nparts)
 	if (w->def.guarantee == SG_EXACTLY_ONCE && w->def.two_phase)
 	{
 		/* one id per attempt: a retry never collides with a delayed PREPARE */
-		gid = psprintf("%s%lld:%lld", PipelineGidPrefix(w->def.id), (long long) w->def.epoch,
-					   (long long) ++w->sink_attempts);
-		PipelineSinkMarker(r, w->def.id, gid);
+		gid = PipelineGid(w->def.id, w->def.worker, w->def.epoch, ++w->sink_attempts);
+		PipelineSinkMarker(r, w->def.id, w->def.worker, gid);
 		RemoteExecOk(r, psprintf("PREPARE TRANSACTION %s", RemoteLiteral(r, gid)));
 		WorkerFault(w, SG_FAULT_AFTER_PREPARE);
 	}
@@ -551,12 +578,12 @@ sg_sink_sql(SgWorker *w, SgRemote *r, const char *gid, int64 *first, int64 *last
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "BEGIN; ");
 	if (sg_sink_clears_dead_letters(w))
-		appendStringInfo(&sql, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = %s; ",
-						 RemoteLiteral(r, sg_offsets_key(w)));
+		appendStringInfo(&sql, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = %s%s; ",
+						 RemoteLiteral(r, sg_offsets_key(w)), sg_own_partitions(w));
 	if (gid)
 		appendStringInfo(&sql, "INSERT INTO public.streamguard_sink_marker AS m (pipeline, gid) VALUES (%s, %s) "
 						 "ON CONFLICT (pipeline) DO UPDATE SET gid = excluded.gid; ",
-						 RemoteLiteral(r, PipelineSinkKey(w->def.id)), RemoteLiteral(r, gid));
+						 RemoteLiteral(r, PipelineWorkerKey(w->def.id, w->def.worker)), RemoteLiteral(r, gid));
 	appendStringInfoString(&sql, w->copy_sql);
 	if (w->upsert_sql)
 		appendStringInfo(&sql, "; %s; DELETE FROM %s", w->upsert_sql, w->stage_table);
@@ -603,8 +630,7 @@ SinkWrite(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, int64 *firs
 	}
 	if (w->def.guarantee == SG_EXACTLY_ONCE && w->def.two_phase)
 		/* one id per attempt: a retry never collides with a delayed PREPARE */
-		gid = psprintf("%s%lld:%lld", PipelineGidPrefix(w->def.id), (long long) w->def.epoch,
-					   (long long) ++w->sink_attempts);
+		gid = PipelineGid(w->def.id, w->def.worker, w->def.epoch, ++w->sink_attempts);
 	w->sink_sql = sg_sink_sql(w, r, gid, first, last, nparts);
 	rest = SinkRunSelect(w, store, n, rows, r);
 	if (rest->len > 0)

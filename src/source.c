@@ -7,7 +7,10 @@
  * consumer.c, which advances the positions in the same call when asked);
  * a remote source (a stream on another streamguard server) is read with
  * streamguard.read() over libpq after the positions kept here in
- * streamguard.remote_position, locked for the batch's transaction.
+ * streamguard.remote_position, locked for the batch's transaction.  With
+ * several workers each reads, locks and moves only the partitions it owns
+ * (p % workers = worker), like a local source's consumer rows; a partition
+ * that moves to another worker (alter_pipeline) carries its position row.
  *
  *-------------------------------------------------------------------------
  */
@@ -64,13 +67,33 @@ sg_remote_lost(SgWorker *w, SgRemote *r, int p, int64 pos, int64 first)
 	return Max(Min(floor_seq, first - 1) - pos, 0);
 }
 
+/* whether remote partition p is this worker's */
+static bool
+sg_remote_owns(SgWorker *w, int p)
+{
+	return w->def.nworkers <= 1 || p % w->def.nworkers == w->def.worker;
+}
+
+/* how many of the remote partitions are this worker's */
+static int
+sg_remote_nowned(SgWorker *w)
+{
+	int			n = 0;
+	int			p;
+
+	for (p = 0; p < w->def.remote_nparts; p++)
+		if (sg_remote_owns(w, p))
+			n++;
+	return n;
+}
+
 /*
  * The statement that reads a batch from the remote stream: streamguard.read
- * of every partition, one after the other (UNION ALL runs its branches in
- * order, and the LIMIT stops before the partitions a full batch does not
- * reach), in one round trip.  $1 the stream, $2 the batch size, then a
- * partition and its position per branch, in the order to read them.  Built
- * once per worker.
+ * of every partition of the worker's, one after the other (UNION ALL runs
+ * its branches in order, and the LIMIT stops before the partitions a full
+ * batch does not reach), in one round trip.  $1 the stream, $2 the batch
+ * size, then a partition and its position per branch, in the order to read
+ * them.  Built once per worker.
  */
 static const char *
 sg_remote_read_sql(SgWorker *w)
@@ -82,7 +105,7 @@ sg_remote_read_sql(SgWorker *w)
 		return w->remote_read_sql;
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT partition, seq, key, payload, dedup_key, appended_at FROM (");
-	for (k = 0; k < w->def.remote_nparts; k++)
+	for (k = 0; k < sg_remote_nowned(w); k++)
 		appendStringInfo(&sql, "%sSELECT * FROM streamguard.read($1, $%d::pg_catalog.int4, "
 						 "$%d::pg_catalog.int8, $2::pg_catalog.int4)",
 						 k ? " UNION ALL " : "", 3 + 2 * k, 4 + 2 * k);
@@ -92,13 +115,17 @@ sg_remote_read_sql(SgWorker *w)
 	return w->remote_read_sql;
 }
 
-/* parameters of sg_remote_read_sql: partitions from `rotor` on, at `pos` */
+/*
+ * parameters of sg_remote_read_sql: the worker's partitions from `rotor`
+ * on, at `pos`
+ */
 static const char **
 sg_remote_read_params(SgWorker *w, const int64 *pos, uint32 rotor)
 {
 	int			nparts = w->def.remote_nparts;
 	const char **params = palloc(sizeof(char *) * (2 + 2 * nparts));
 	int			k;
+	int			b = 0;
 
 	params[0] = w->def.remote_stream;
 	params[1] = psprintf("%d", w->def.batch_size);
@@ -106,10 +133,20 @@ sg_remote_read_params(SgWorker *w, const int64 *pos, uint32 rotor)
 	{
 		int			p = (int) ((rotor + k) % (uint32) nparts);
 
-		params[2 + 2 * k] = psprintf("%d", p);
-		params[3 + 2 * k] = psprintf("%lld", (long long) pos[p]);
+		if (!sg_remote_owns(w, p))
+			continue;
+		params[2 + 2 * b] = psprintf("%d", p);
+		params[3 + 2 * b] = psprintf("%lld", (long long) pos[p]);
+		b++;
 	}
 	return params;
+}
+
+/* the number of parameters of sg_remote_read_sql */
+static int
+sg_remote_read_nparams(SgWorker *w)
+{
+	return 2 + 2 * sg_remote_nowned(w);
 }
 
 /* a binary integer column of the read's result, its length checked */
@@ -134,21 +171,20 @@ sg_remote_int(SgRemoteResult *res, int row, int col, int len)
 }
 
 /*
- * The rows of a read (binary results: the integers and the timestamp taken
- * as they are, text as it is, jsonb from its text after the format's
- * version byte) into `store`; first/last per partition as SourceFetch
- * returns them.  Returns how many.  The columns must have the types of
- * streamguard.event, except the payload, which may also come as text or
- * json (their binary format is the text).
+ * Check a read's result (six columns with the types of streamguard.event,
+ * except the payload, which may also come as text or json: their binary
+ * format is the text; only the worker's partitions) and take first/last
+ * per partition, as SourceFetch returns them, from its partition and seq
+ * columns alone: cheap, so that the next read can be sent ahead before the
+ * rows are converted (sg_remote_store).  Returns how many rows.
  */
 static int
-sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store, int64 *first, int64 *last)
+sg_remote_scan(SgWorker *w, SgRemoteResult *res, int64 *first, int64 *last)
 {
 	static const Oid want[6] = {INT4OID, INT8OID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID};
 	int			nparts = w->def.remote_nparts;
 	int			row;
 	int			c;
-	bool		payload_jsonb;
 
 	if (RemoteNFields(res) != 6)
 		ereport(ERROR,
@@ -161,22 +197,44 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store, int64 
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column %d of a remote read has type %u, not %u", c + 1,
 							RemoteGetType(res, c), want[c])));
-	payload_jsonb = RemoteGetType(res, 3) == JSONBOID;
+	for (row = 0; row < RemoteNTuples(res); row++)
+	{
+		int			p = (int) sg_remote_int(res, row, 0, 4);
+		int64		seq = sg_remote_int(res, row, 1, 8);
+
+		if (p < 0 || p >= nparts || !sg_remote_owns(w, p))
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("a remote read returned partition %d of %d, not one it was asked for", p, nparts)));
+		if (first[p] == 0)
+			first[p] = seq;
+		last[p] = seq;
+	}
+	return RemoteNTuples(res);
+}
+
+/*
+ * The rows of a read that sg_remote_scan checked (binary results: the
+ * integers and the timestamp taken as they are, text as it is, jsonb from
+ * its text after the format's version byte) into `store`.  Parsing the
+ * payloads is most of a remote source's work.
+ */
+static void
+sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store)
+{
+	int			row;
+	int			c;
+	bool		payload_jsonb = RemoteGetType(res, 3) == JSONBOID;
+
 	for (row = 0; row < RemoteNTuples(res); row++)
 	{
 		Datum		v[6];
 		bool		n[6];
-		int			p;
 		const char *payload;
 
 		for (c = 0; c < 6; c++)
 			n[c] = RemoteGetIsNull(res, row, c);
-		p = (int) sg_remote_int(res, row, 0, 4);
-		if (p < 0 || p >= nparts)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROTOCOL_VIOLATION),
-					 errmsg("a remote read returned partition %d of %d", p, nparts)));
-		v[0] = Int32GetDatum(p);
+		v[0] = Int32GetDatum((int32) sg_remote_int(res, row, 0, 4));
 		v[1] = Int64GetDatum(sg_remote_int(res, row, 1, 8));
 		v[2] = n[2] ? (Datum) 0 : PointerGetDatum(cstring_to_text_with_len(RemoteGetValue(res, row, 2),
 																			RemoteGetLength(res, row, 2)));
@@ -194,11 +252,7 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store, int64 
 																			RemoteGetLength(res, row, 4)));
 		v[5] = TimestampTzGetDatum((TimestampTz) sg_remote_int(res, row, 5, 8));
 		tuplestore_putvalues(store, w->event_desc, v, n);
-		if (first[p] == 0)
-			first[p] = DatumGetInt64(v[1]);
-		last[p] = DatumGetInt64(v[1]);
 	}
-	return RemoteNTuples(res);
 }
 
 /*
@@ -219,9 +273,10 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store, int64 
 static int
 sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 {
-	SgRemote   *r = WorkerRemote(w, SG_SIDE_SOURCE);
-	Oid			types[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(w->def.id)};
+	SgRemote   *r;
+	Oid			types[3] = {INT4OID, INT4OID, INT4OID};
+	Datum		values[3] = {Int32GetDatum(w->def.id), Int32GetDatum(Max(w->def.nworkers, 1)),
+	Int32GetDatum(w->def.worker)};
 	int			nparts = w->def.remote_nparts;
 	int64	   *pos = palloc0(sizeof(int64) * nparts);
 	SgUserSave	save;
@@ -231,12 +286,21 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	SgRemoteResult *res = NULL;
 	uint64		ticket = w->read_ahead;
 
+	/* a worker beyond the partition count has nothing to read */
+	if (sg_remote_nowned(w) == 0)
+	{
+		for (k = 0; k < nparts; k++)
+			first[k] = last[k] = 0;
+		return 0;
+	}
+	r = WorkerRemote(w, SG_SIDE_SOURCE);
 	w->read_ahead = 0;
 	SgBecomeDataOwner(&save, false);
 	if (SPI_execute_plan(SgPlanCached(NULL,
 									  "SELECT partition, position FROM streamguard.remote_position "
-									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-									  1, types),
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+									  "AND partition OPERATOR(pg_catalog.%) $2 OPERATOR(pg_catalog.=) $3 FOR UPDATE",
+									  3, types),
 						 values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "remote position lookup failed");
 	for (i = 0; i < SPI_processed; i++)
@@ -264,7 +328,7 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 		const char *params[2];
 		int			p = k;
 
-		if (pos[p] < 0)
+		if (pos[p] < 0 && sg_remote_owns(w, p))
 		{
 			/*
 			 * start_from 'end', settled once: after every seq below the
@@ -304,24 +368,30 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 		}
 	}
 	if (res == NULL)
-		res = RemoteExecParams(r, sg_remote_read_sql(w), 2 + 2 * nparts,
+		res = RemoteExecParams(r, sg_remote_read_sql(w), sg_remote_read_nparams(w),
 							   sg_remote_read_params(w, pos, w->remote_rotor), true);
-	fetched = sg_remote_store(w, res, store, first, last);
-	RemoteClear(res);
+	fetched = sg_remote_scan(w, res, first, last);
 	for (k = 0; k < nparts; k++)
 		if (first[k] > pos[k] + 1)
 			w->remote_lost[k] = sg_remote_lost(w, r, k, pos[k], first[k]);
 	w->remote_rotor++;
 
-	/* a full batch: the next one is likely waiting too, read it ahead */
+	/*
+	 * A full batch: the next one is likely waiting too, read it ahead --
+	 * sent before this batch's rows are converted, so that the remote reads
+	 * while we parse.
+	 */
 	if (fetched >= w->def.batch_size)
 	{
 		memcpy(w->read_ahead_pos, last, sizeof(int64) * nparts);
 		w->read_ahead_rotor = w->remote_rotor;
-		w->read_ahead = RemoteSendQuery(r, sg_remote_read_sql(w), 2 + 2 * nparts,
+		w->read_ahead = RemoteSendQuery(r, sg_remote_read_sql(w), sg_remote_read_nparams(w),
 										sg_remote_read_params(w, last, w->remote_rotor), true);
-		WorkerFault(w, SG_FAULT_READ_AHEAD);
 	}
+	sg_remote_store(w, res, store);
+	RemoteClear(res);
+	if (fetched >= w->def.batch_size)
+		WorkerFault(w, SG_FAULT_READ_AHEAD);
 	WorkerRemoteStatus(w, SG_SIDE_SOURCE, r);
 	return fetched;
 }

@@ -4,12 +4,22 @@
  *		Names a pipeline leaves on its remote sink, and the resolution of its in-doubt two-phase transactions.
  *
  * A two_phase batch prepares its remote transaction under a gid derived
- * from this installation and the pipeline (PipelineGidPrefix), marks it in
- * the sink's streamguard_sink_marker table inside that transaction, and
- * records the gid locally in the batch's transaction.  After a crash,
- * PipelineResolveInDoubt commits what committed here and rolls back the
- * rest; a gid recorded here that the sink neither holds prepared nor
- * marked committed is a lost batch.
+ * from this installation, the pipeline and the worker (PipelineGid), marks
+ * it in the sink's streamguard_sink_marker table inside that transaction
+ * (one marker row per worker), and records the gid locally in the batch's
+ * transaction.  After a crash, PipelineResolveInDoubt commits what
+ * committed here and rolls back the rest; a gid recorded here that the
+ * sink neither holds prepared nor marked committed is a lost batch.
+ *
+ * Several workers (workers => N): each settles only its own gids, those
+ * that carry its worker number -- any of them was prepared by an earlier
+ * incarnation of the same worker, which the current one fenced when it
+ * registered its epoch (the registration waits for that incarnation's
+ * batch to end, and its next fence fails), so none of them can still
+ * commit its local record.  A batch of another live worker, prepared and
+ * about to commit here, is never touched.  The gids of workers the
+ * pipeline no longer has (alter_pipeline to fewer workers) are settled by
+ * worker 0: the alter bumped the generation, which fenced them all.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,6 +27,7 @@
 
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "utils/builtins.h"
 
 #include "pipeline.h"
 #include "remote.h"
@@ -53,7 +64,48 @@ PipelineGidPrefix(int32 pipeline_id)
 					MyDatabaseId, pipeline_id);
 }
 
-/* a pipeline's key in the sink's offsets and marker tables */
+/*
+ * The gid of a two_phase attempt: "<prefix><epoch>:<attempt>" for worker 0
+ * (the form of 0.1, when a pipeline had one worker), and
+ * "<prefix>w<worker>:<epoch>:<attempt>" for the others.  The epoch is the
+ * incarnation's and the attempt counts the incarnation's remote
+ * transactions, so a retry never collides with a delayed PREPARE.
+ */
+char *
+PipelineGid(int32 pipeline_id, int32 worker, int64 epoch, int64 attempt)
+{
+	char	   *prefix = PipelineGidPrefix(pipeline_id);
+
+	if (worker == 0)
+		return psprintf("%s%lld:%lld", prefix, (long long) epoch, (long long) attempt);
+	return psprintf("%sw%d:%lld:%lld", prefix, worker, (long long) epoch, (long long) attempt);
+}
+
+/* the worker whose gid this is (PipelineGid); `gid` starts with the prefix */
+static int32
+sg_gid_worker(const char *gid, size_t prefix_len)
+{
+	const char *s = gid + prefix_len;
+
+	if (strlen(gid) > prefix_len && *s == 'w')
+		return (int32) strtol(s + 1, NULL, 10);
+	return 0;
+}
+
+/*
+ * Whether `resolver` settles the gids of worker `owner`: its own, and
+ * worker 0 also those of workers the pipeline no longer has.  A negative
+ * resolver (drop_pipeline, every worker fenced) settles all.
+ */
+static bool
+sg_settles(int32 resolver, int32 nworkers, int32 owner)
+{
+	if (resolver < 0)
+		return true;
+	return owner == resolver || (resolver == 0 && owner >= nworkers);
+}
+
+/* a pipeline's key in the sink's offsets table */
 char *
 PipelineSinkKey(int32 pipeline_id)
 {
@@ -62,34 +114,65 @@ PipelineSinkKey(int32 pipeline_id)
 }
 
 /*
+ * A worker's key in the sink's marker table and the name of its staging
+ * table: the pipeline's key for worker 0 (as in 0.1), with ":w<worker>"
+ * for the others, so that workers never overwrite each other's marker.
+ */
+char *
+PipelineWorkerKey(int32 pipeline_id, int32 worker)
+{
+	if (worker == 0)
+		return PipelineSinkKey(pipeline_id);
+	return psprintf("%s:w%d", PipelineSinkKey(pipeline_id), worker);
+}
+
+/*
  * two_phase: inside the remote transaction about to be prepared as `gid`,
- * record gid as the pipeline's last batch on the sink.  After COMMIT
+ * record gid as the worker's last batch on the sink.  After COMMIT
  * PREPARED the marker proves the batch committed there; a prepared
  * transaction that vanished without it was lost (PipelineResolveInDoubt).
  */
 void
-PipelineSinkMarker(SgRemote *r, int32 pipeline_id, const char *gid)
+PipelineSinkMarker(SgRemote *r, int32 pipeline_id, int32 worker, const char *gid)
 {
 	const char *params[2];
 
-	params[0] = PipelineSinkKey(pipeline_id);
+	params[0] = PipelineWorkerKey(pipeline_id, worker);
 	params[1] = gid;
 	RemoteClear(RemoteExec(r, "INSERT INTO public.streamguard_sink_marker AS m (pipeline, gid) VALUES ($1, $2) "
 					   "ON CONFLICT (pipeline) DO UPDATE SET gid = excluded.gid", 2, params));
 }
 
+/* the gid the worker's marker names on the sink ("" if none) */
+static char *
+sg_marker(SgRemote *r, int32 pipeline_id, int32 worker)
+{
+	const char *params[1] = {PipelineWorkerKey(pipeline_id, worker)};
+	SgRemoteResult *res;
+	char	   *gid;
+
+	res = RemoteExec(r, "SELECT gid FROM public.streamguard_sink_marker "
+					 "WHERE pipeline OPERATOR(pg_catalog.=) $1", 1, params);
+	gid = pstrdup(RemoteNTuples(res) == 1 ? RemoteGetValue(res, 0, 0) : "");
+	RemoteClear(res);
+	return gid;
+}
+
 /*
- * Settle a pipeline's prepared transactions on its sink: commit those whose
- * batch committed here (recorded in remote_prepared), roll back the others,
- * and forget the records.  A record whose transaction is no longer prepared
- * there committed if the sink's marker names it; if not, the sink lost a
- * batch that this database committed (restored from a backup, failed over
- * to a standby that had not received it): its id is returned, for the
- * caller to stop the pipeline.  In a transaction that holds the pipeline
- * row.
+ * Settle prepared transactions of a pipeline on its sink: commit those
+ * whose batch committed here (recorded in remote_prepared), roll back the
+ * others, and forget the records.  Only those `resolver` settles
+ * (sg_settles: a worker's own, and worker 0's share of the workers the
+ * pipeline no longer has; -1: all, for drop_pipeline) among `nworkers`.
+ * A record whose transaction is no longer prepared there committed if the
+ * sink's marker of its worker names it; if not, the sink lost a batch
+ * that this database committed (restored from a backup, failed over to a
+ * standby that had not received it): its id is returned, for the caller
+ * to stop the pipeline.  In a transaction that holds the pipeline row (a
+ * worker: its fence, which also holds its worker row).
  */
 char *
-PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name)
+PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name, int32 resolver, int32 nworkers)
 {
 	const char *params[1];
 	SgRemoteResult *res;
@@ -97,15 +180,18 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name)
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(pipeline_id)};
 	bool	   *known;
-	char	   *key = PipelineSinkKey(pipeline_id);
-	char	   *marker = NULL;
+	bool	   *mine;
+	char	   *prefix = PipelineGidPrefix(pipeline_id);
+	size_t		prefix_len = strlen(prefix);
 	char	   *lost = NULL;
 	SPITupleTable *recs;
 	uint64		nrecs,
 				k;
 	int			i;
+	List	   *settled = NIL;
+	ListCell   *lc;
 
-	params[0] = psprintf("%s%%", PipelineGidPrefix(pipeline_id));
+	params[0] = psprintf("%s%%", prefix);
 	res = RemoteExec(r, "SELECT gid FROM pg_catalog.pg_prepared_xacts "
 					 "WHERE gid OPERATOR(pg_catalog.~~) $1 "
 					 "AND database OPERATOR(pg_catalog.=) pg_catalog.current_database()", 1, params);
@@ -116,45 +202,52 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name)
 	recs = SPI_tuptable;
 	nrecs = SPI_processed;
 	known = palloc0(sizeof(bool) * Max(RemoteNTuples(res), 1));
+	mine = palloc0(sizeof(bool) * Max(RemoteNTuples(res), 1));
+	for (i = 0; i < RemoteNTuples(res); i++)
+		mine[i] = sg_settles(resolver, nworkers, sg_gid_worker(RemoteGetValue(res, i, 0), prefix_len));
 	for (k = 0; k < nrecs; k++)
 	{
 		char	   *rec = SPI_getvalue(recs->vals[k], recs->tupdesc, 1);
+		int32		owner = strncmp(rec, prefix, prefix_len) == 0 ? sg_gid_worker(rec, prefix_len) : 0;
 		bool		prepared = false;
 
+		/* another live worker's: it forgets its own records */
+		if (!sg_settles(resolver, nworkers, owner))
+			continue;
+		settled = lappend(settled, rec);
 		for (i = 0; i < RemoteNTuples(res); i++)
 			if (strcmp(RemoteGetValue(res, i, 0), rec) == 0)
 				known[i] = prepared = true;
 		if (prepared)
 			continue;
-		/* committed there already, or lost: the marker tells */
-		if (marker == NULL)
-		{
-			SgRemoteResult *mres;
-
-			params[0] = key;
-			mres = RemoteExec(r, "SELECT gid FROM public.streamguard_sink_marker "
-							  "WHERE pipeline OPERATOR(pg_catalog.=) $1", 1, params);
-			marker = pstrdup(RemoteNTuples(mres) == 1 ? RemoteGetValue(mres, 0, 0) : "");
-			RemoteClear(mres);
-		}
-		if (strcmp(marker, rec) != 0)
+		/* committed there already, or lost: the worker's marker tells */
+		if (strcmp(sg_marker(r, pipeline_id, owner), rec) != 0)
 			lost = pstrdup(rec);
 	}
 	/* the decisions recorded here must be durable before they act there */
 	HorizonMakeDurable();
 	for (i = 0; i < RemoteNTuples(res); i++)
 	{
-		char	   *gid = RemoteLiteral(r, RemoteGetValue(res, i, 0));
+		char	   *gid;
 
+		if (!mine[i])
+			continue;
+		gid = RemoteLiteral(r, RemoteGetValue(res, i, 0));
 		ereport(LOG,
 				(errmsg("streamguard pipeline \"%s\": %s in-doubt remote transaction %s",
 						name, known[i] ? "committing" : "rolling back", gid)));
 		RemoteExecOk(r, psprintf("%s PREPARED %s", known[i] ? "COMMIT" : "ROLLBACK", gid));
 	}
 	RemoteClear(res);
-	if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared WHERE pipeline_id = $1",
-							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "in-doubt cleanup failed");
+	foreach(lc, settled)
+	{
+		Oid			dtypes[2] = {INT4OID, TEXTOID};
+		Datum		dvalues[2] = {Int32GetDatum(pipeline_id), CStringGetTextDatum(lfirst(lc))};
+
+		if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared WHERE pipeline_id = $1 AND gid = $2",
+								  2, dtypes, dvalues, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "in-doubt cleanup failed");
+	}
 	SgRestoreUser(&save);
 	return lost;
 }

@@ -806,12 +806,14 @@ sub latency_record
 #      psql "COPY (SELECT ... FROM <the segment tables>) TO STDOUT" piped into
 #      psql -p <remote> "COPY ... FROM STDIN" (one remote transaction); wall time.
 #    - reference: the same stream split into COPY blocks of 1,000 rows, one
-#      remote transaction each (what a per-batch loader does), one psql session.
+#      remote transaction each (what a per-batch loader does), one psql session;
+#      and the same over 2 sessions side by side (partitions 0, 2 and 1, 3),
+#      the loader to compare the 2-worker pipelines with; wall time of both.
 #    - pipelines with sink_server/sink_table ('SELECT partition, seq, key,
 #      payload FROM batch', batch_size 1000): exactly_once two_phase,
-#      exactly_once offsets, at_least_once, at_most_once; timed from the sink
-#      like the local pipelines (remote now() = start of each batch's remote
-#      transaction).
+#      exactly_once offsets, at_least_once, at_most_once, and two_phase and
+#      offsets with workers => 2; timed from the sink like the local
+#      pipelines (remote now() = start of each batch's remote transaction).
 #    remote source: an exactly_once pipeline reading the remote stream
 #    (source_server) into a local sink vs one reading the local stream (the
 #    same events) into the same local sink (truncated in between).
@@ -820,20 +822,25 @@ my ($R1, $R2) = ('remote sink', 'remote source');
 my %S5 = (
 	copy  => 'COPY to the remote, one transaction (baseline)',
 	copyb => 'COPY to the remote, 1,000 rows per transaction',
+	copyb2 => 'COPY to the remote, 1,000 rows per transaction, 2 sessions',
 	'2pc' => 'pipeline exactly_once, sink_mode two_phase',
+	'2pc2' => 'pipeline exactly_once, sink_mode two_phase, 2 workers',
 	off   => 'pipeline exactly_once, sink_mode offsets',
+	off2  => 'pipeline exactly_once, sink_mode offsets, 2 workers',
 	alo   => 'pipeline at_least_once',
 	amo   => 'pipeline at_most_once',);
 my %S6 = (
 	local => 'pipeline exactly_once, local source (baseline)',
-	rem   => 'pipeline exactly_once, remote source (source_server)',);
+	local2 => 'pipeline exactly_once, local source, 2 workers',
+	rem   => 'pipeline exactly_once, remote source (source_server)',
+	rem2  => 'pipeline exactly_once, remote source (source_server), 2 workers',);
 my ($REMOTE, $REMOTE_TRIED);   # the second server, started by the first remote repeat
-my @RSINKS = qw(rsink_copy rsink_copyb rsink_2pc rsink_off rsink_alo rsink_amo);
+my @RSINKS = qw(rsink_copy rsink_copyb rsink_copyb2 rsink_2pc rsink_2pc2 rsink_off rsink_off2 rsink_alo rsink_amo);
 
 sub bench_remote
 {
 	my ($r) = @_;
-	my @all = ((map { "$R1|$S5{$_}" } qw(copy copyb 2pc off alo amo)), (map { "$R2|$S6{$_}" } qw(local rem)));
+	my @all = ((map { "$R1|$S5{$_}" } qw(copy copyb copyb2 2pc 2pc2 off off2 alo amo)), (map { "$R2|$S6{$_}" } qw(local local2 rem rem2)));
 	return fail_all(\@all, 'PENDING') unless $have{pipe};
 	return fail_all(\@all, 'ERR', 'the remote server could not be set up (see remote.err)') unless remote_server();
 	my %rs = (local => "rs_r$r", remote => "rsrc_r$r", n => $K{BENCH_REMOTE_EVENTS});
@@ -852,12 +859,17 @@ sub bench_remote
 	my @runs = (
 		sub { remote_copy($S5{copy},  'rsink_copy',  0, \%rs) },
 		sub { remote_copy($S5{copyb}, 'rsink_copyb', 1, \%rs) },
+		sub { remote_copy($S5{copyb2}, 'rsink_copyb2', 2, \%rs) },
 		sub { remote_sink($S5{'2pc'}, 'exactly_once',  'two_phase', 'rsink_2pc', $r, \%rs) },
+		sub { remote_sink($S5{'2pc2'}, 'exactly_once', 'two_phase', 'rsink_2pc2', $r, \%rs, 2) },
 		sub { remote_sink($S5{off},   'exactly_once',  'offsets',   'rsink_off', $r, \%rs) },
+		sub { remote_sink($S5{off2},  'exactly_once',  'offsets',   'rsink_off2', $r, \%rs, 2) },
 		sub { remote_sink($S5{alo},   'at_least_once', undef,       'rsink_alo', $r, \%rs) },
 		sub { remote_sink($S5{amo},   'at_most_once',  undef,       'rsink_amo', $r, \%rs) },
 		sub { remote_source($S6{local}, 'local',  $r, \%rs) },
-		sub { remote_source($S6{rem},   'remote', $r, \%rs) });
+		sub { remote_source($S6{local2}, 'local', $r, \%rs, 2) },
+		sub { remote_source($S6{rem},   'remote', $r, \%rs) },
+		sub { remote_source($S6{rem2},  'remote', $r, \%rs, 2) });
 	$_->() for rotated($r - 1, @runs);
 
 	drop_stream($rs{local});
@@ -911,7 +923,9 @@ sub remote_copy_events
 	return;
 }
 
-# baseline and reference: psql COPY TO | [awk: blocks of 1,000 rows |] psql COPY FROM, wall time
+# baseline and reference: psql COPY TO | [awk: blocks of 1,000 rows |] psql
+# COPY FROM, wall time; $blocks 2: two such pipes side by side, each with
+# half of the partitions
 sub remote_copy
 {
 	my ($label, $t, $blocks, $rs) = @_;
@@ -919,11 +933,18 @@ sub remote_copy
 	checkpoint_both();
 	my $log = "$LOGS/remote_copy.log";
 	my @psql = ("$BIN/psql", "COPY ($rs->{select}) TO STDOUT", $REMOTE->host, $REMOTE->port);
+	my $blocks_sh = '"$1" -X -q -v ON_ERROR_STOP=1 -c "$2" | awk -v t="$5" \'NR % 1000 == 1 { print "COPY " t " (partition, seq, key, payload) FROM STDIN;" }
+	          { print } NR % 1000 == 0 { print "\\\\." } END { if (NR % 1000) print "\\\\." }\' | "$1" -X -q -v ON_ERROR_STOP=1 -h "$3" -p "$4" -f -';
+	if ($blocks == 2)
+	{
+		my $half = $blocks_sh =~ s/"\$2"/"\$6"/r;
+		my $other = $blocks_sh =~ s/"\$2"/"\$7"/r;
+		$blocks_sh = "($half) & a=\$!; ($other) & b=\$!; wait \$a && wait \$b";
+		push @psql, $t, map { "COPY (SELECT * FROM ($rs->{select}) AS e WHERE partition % 2 = $_) TO STDOUT" } (0, 1);
+	}
 	my $t0 = time;
 	my $ok = $blocks
-	  ? run_sh($log, 3600, '"$1" -X -q -v ON_ERROR_STOP=1 -c "$2" | awk -v t="$5" \'NR % 1000 == 1 { print "COPY " t " (partition, seq, key, payload) FROM STDIN;" }
-	          { print } NR % 1000 == 0 { print "\\\\." } END { if (NR % 1000) print "\\\\." }\' | "$1" -X -q -v ON_ERROR_STOP=1 -h "$3" -p "$4" -f -',
-		@psql, $t)
+	  ? run_sh($log, 3600, $blocks_sh, @psql, $blocks == 2 ? () : ($t))
 	  : run_sh($log, 3600, '"$1" -X -q -v ON_ERROR_STOP=1 -c "$2" | "$1" -X -q -v ON_ERROR_STOP=1 -h "$3" -p "$4" -c "$5"',
 		@psql, "COPY $t (partition, seq, key, payload) FROM STDIN");
 	my $t1 = time;
@@ -937,14 +958,15 @@ sub remote_copy
 	return;
 }
 
-# a pipeline into the remote sink $t, timed from the sink
+# a pipeline into the remote sink $t, timed from the sink ($workers: 1)
 sub remote_sink
 {
-	my ($label, $g, $mode, $t, $r, $rs) = @_;
+	my ($label, $g, $mode, $t, $r, $rs, $workers) = @_;
 	my ($key, $pn, $n) = ("$R1|$label", "rsink_${t}_r$r", $rs->{n});
 	checkpoint_both();
 	my $err = create_pipeline($pn, $rs->{local}, 'SELECT partition, seq, key, payload FROM batch',
-		guarantee => $g, sink_server => 'bench_remote', sink_table => "public.$t", ($mode ? (sink_mode => $mode) : ()));
+		guarantee => $g, sink_server => 'bench_remote', sink_table => "public.$t", ($mode ? (sink_mode => $mode) : ()),
+		($workers ? (workers => $workers) : ()));
 	return fail_all([$key], 'ERR', "create_pipeline failed: $err") if $err;
 	# local positions first, then (two_phase: COMMIT PREPARED; at_most_once: the
 	# remote transaction comes after the positions) the remote rows
@@ -968,15 +990,17 @@ sub remote_sink
 }
 
 # an exactly_once pipeline from the local or the remote stream into lsink
+# ($workers: 1)
 sub remote_source
 {
-	my ($label, $where, $r, $rs) = @_;
-	my ($key, $pn, $n) = ("$R2|$label", "rsrc_${where}_r$r", $rs->{n});
+	my ($label, $where, $r, $rs, $workers) = @_;
+	my ($key, $pn, $n) = ("$R2|$label", "rsrc_${where}_r$r" . ($workers ? "_w$workers" : ''), $rs->{n});
 	sql('TRUNCATE lsink');
 	checkpoint_both();
 	my $err = create_pipeline($pn, $rs->{$where},
 		'INSERT INTO lsink (partition, seq, key, payload) SELECT partition, seq, key, payload FROM batch',
-		guarantee => 'exactly_once', ($where eq 'remote' ? (source_server => 'bench_remote') : ()));
+		guarantee => 'exactly_once', ($where eq 'remote' ? (source_server => 'bench_remote') : ()),
+		($workers ? (workers => $workers) : ()));
 	return fail_all([$key], 'ERR', "create_pipeline failed: $err") if $err;
 	$err = wait_count('SELECT count(*) FROM lsink', $n, $K{BENCH_PIPELINE_TIMEOUT}, $pn);
 	drop_pipeline($pn);
@@ -1704,10 +1728,20 @@ sub main_rows
 	return (
 		row($R1, $S5{copy}, $S5{copy}, undef, 'baseline'),
 		row($R1, $S5{copyb}, $S5{copy}, undef, 'reference'),
+		row($R1, $S5{copyb2}, $S5{copy}, undef, 'reference'),
 		row($R1, $S5{'2pc'}, $S5{copyb}, 0.8, '≥ 0.80 × COPY in 1,000-row transactions'),
-		(map { row($R1, $S5{$_}, $S5{copy}, undef, 'no target') } qw(off alo amo)),
+		row($R1, $S5{'2pc2'}, $S5{copyb}, 0.8, '≥ 0.80 × COPY in 1,000-row transactions'),
+		row($R1, $S5{'2pc2'}, $S5{copyb2}, undef, 'ratio to COPY in 1,000-row transactions, 2 sessions', $S5{'2pc2'},
+			$R1 . ' (÷ 2 sessions)'),
+		(map { row($R1, $S5{$_}, $S5{copy}, undef, 'no target') } qw(off off2 alo amo)),
+		row($R1, $S5{off2}, $S5{copyb2}, undef, 'ratio to COPY in 1,000-row transactions, 2 sessions', $S5{off2},
+			$R1 . ' (÷ 2 sessions)'),
 		row($R2, $S6{local}, $S6{local}, undef, 'baseline'),
-		row($R2, $S6{rem},   $S6{local}, 0.6, '≥ 0.60 × local source'))
+		row($R2, $S6{local2}, $S6{local}, undef, 'reference'),
+		row($R2, $S6{rem},   $S6{local}, 0.6, '≥ 0.60 × local source'),
+		row($R2, $S6{rem2},  $S6{local}, 0.6, '≥ 0.60 × local source'),
+		row($R2, $S6{rem2},  $S6{local2}, undef, 'ratio to the local source with 2 workers', $S6{rem2},
+			$R2 . ' (÷ local, 2 workers)'))
 	  if $b eq 'remote';
 	my $poll_target = '≥ 0.70 × raw bound (drain target applied to poll)';
 	return (
@@ -1854,7 +1888,7 @@ sub charts
 		single   => [ [ 'single', [ @S1{qw(raw sg1 sg4 pgq)} ] ] ],
 		batch    => [ [ 'batch', [ @S2{qw(raw copy sg pgq)} ] ] ],
 		drain    => [ [ $D1, [ @S3{qw(raw sg pgq)} ] ], [ $D2, [ @S3{qw(raw sg peo palo pgq)} ] ] ],
-		remote   => [ [ $R1, [ @S5{qw(copy copyb 2pc off alo amo)} ] ], [ $R2, [ @S6{qw(local rem)} ] ] ],
+		remote   => [ [ $R1, [ @S5{qw(copy copyb copyb2 2pc 2pc2 off off2 alo amo)} ] ], [ $R2, [ @S6{qw(local local2 rem rem2)} ] ] ],
 		parallel => [ [ 'parallel', [ @S7{qw(1 2 4)} ] ] ],);
 	for my $b (grep { $groups{$_} } @ONLY)
 	{
