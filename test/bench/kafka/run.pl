@@ -254,14 +254,16 @@ my $topic = 0;
 ($load_start) = split ' ', run('cat', '/proc/loadavg');
 
 # messages in a topic (the mock writes no transaction markers: one offset each)
+# messages written to a new topic: the high watermarks (the mock broker
+# drops a partition's oldest messages past about 110,000, moving the low one)
 sub topic_messages
 {
 	my ($t) = @_;
 	my $sum = 0;
 	for my $p (0 .. 3)
 	{
-		my ($lo, $hi) = broker("watermarks $t $p") =~ /^ok (\d+) (\d+)/ or die "no watermarks for $t\n";
-		$sum += $hi - $lo;
+		my ($hi) = broker("watermarks $t $p") =~ /^ok \d+ (\d+)/ or die "no watermarks for $t\n";
+		$sum += $hi;
 	}
 	return $sum;
 }
