@@ -44,17 +44,6 @@ SELECT streamguard.create_stream('src', 4);
 CREATE TABLE audit (partition int, off bigint, key text, value text, headers text);
 });
 
-my $dumpfile = PostgreSQL::Test::Utils::tempdir() . '/dump.tsv';
-
-# the read_committed audit consumer: the topic into table audit
-sub audit
-{
-	my ($topic) = @_;
-	my $n = $kafka->cmd("dump $topic $dumpfile");
-	$node->safe_psql('postgres', qq{TRUNCATE audit; COPY audit FROM '$dumpfile'});
-	return $n;
-}
-
 sub produce_events
 {
 	my ($from, $n) = @_;
@@ -105,29 +94,15 @@ ok(wait_pipelines_running($node, ['ks'], 60), 'the Kafka sink pipeline runs')
 ok(wait_for_value($node, q{SELECT events_in FROM streamguard.pipelines WHERE pipeline = 'ks'}, '2000', 60), 'the stream is drained')
   or BAIL_OUT("no drain:\n" . pipelines_report($node));
 
-sub check_topic
-{
-	my ($total, $what) = @_;
-	is(audit('out'), $total, "$what: $total messages in the topic");
-	is($node->safe_psql('postgres', q{SELECT count(DISTINCT (value::jsonb->>'i')::int), min((value::jsonb->>'i')::int), max((value::jsonb->>'i')::int) FROM audit}),
-		"$total|0|" . ($total - 1), "$what: every event exactly once")
-	  or diag($node->safe_psql('postgres', q{SELECT value, count(*) FROM audit GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 10}));
-	is($node->safe_psql('postgres', q{
-SELECT count(*) FROM (SELECT (value::jsonb->>'i')::int AS i, lag((value::jsonb->>'i')::int) OVER (PARTITION BY partition ORDER BY off) AS prev FROM audit) s
-WHERE prev IS NOT NULL AND i <= prev}), '0', "$what: order kept per partition");
-	is($node->safe_psql('postgres', q{SELECT count(*) FROM audit WHERE partition <> (value::jsonb->>'i')::int % 4 OR key <> 'k' || (value::jsonb->>'i')}),
-		'0', "$what: keys and partitions as the SELECT said");
-}
-check_topic(2000, 'first drain');
+$kafka->check_topic($node, 'out', 2000, 'first drain');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM audit WHERE headers !~ '^seq=[0-9]+,src=sg$'}), '0', 'headers from the jsonb object');
 is($node->safe_psql('postgres', q{SELECT sink_server || ':' || sink_table FROM streamguard.pipelines WHERE pipeline = 'ks'}),
 	'kafka:out', 'pipelines shows the sink');
 is($node->safe_psql('postgres', q{SELECT side, server, connected FROM streamguard.remote_status WHERE pipeline = 'ks'}),
 	'sink|kafka|t', 'remote_status: the Kafka sink, connected');
-audit('streamguard_checkpoints');
+$kafka->audit($node, 'streamguard_checkpoints');
 like($node->safe_psql('postgres', q{SELECT value FROM audit ORDER BY off DESC LIMIT 1}),
 	qr/"batch": \d+, "events": \d+, "rows": \d+, "from": \[[-0-9,]+\], "to": \[[-0-9,]+\]/, 'the checkpoint record');
-
 
 # ---------------------------------------------------------------- crashes
 
@@ -203,7 +178,7 @@ for my $round (1 .. 2)
 	$next += 500;
 }
 drained('ks', $next, 'after the kills and broker errors');
-check_topic($next, 'after the kills and broker errors');
+$kafka->check_topic($node, 'out', $next, 'after the kills and broker errors');
 is(count_log($node, qr/pipeline "ks": batch \d+ was committed in Kafka but not here: positions moved to its checkpoint/, 0) >= 2, 1,
 	'batches committed in Kafka and not here were recovered from the checkpoint');
 
@@ -216,7 +191,7 @@ $next += 300;
 drained('ks', $next, 'after a fence');
 ok(count_log($node, qr/pipeline "ks": batch failed .*\((?:PRODUCER_FENCED|_FENCED)\)/, $off) >= 1,
 	'the fenced producer failed its batch, with the Kafka error code');
-check_topic($next, 'after a fence');
+$kafka->check_topic($node, 'out', $next, 'after a fence');
 
 # the broker down and up
 my $down_at = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
@@ -250,7 +225,7 @@ cmp_ok(time - $t0, '<', 20, 'pause_pipeline returns while the broker is down');
 $kafka->cmd('up 1');
 $node->safe_psql('postgres', q{SELECT streamguard.resume_pipeline('ks')});
 drained('ks', $next, 'after the broker came back');
-check_topic($next, 'after the broker came back');
+$kafka->check_topic($node, 'out', $next, 'after the broker came back');
 
 # ------------------------------------- killed with the Kafka transaction open
 
@@ -275,7 +250,7 @@ for my $round (1 .. 2)
 	ok(kill_at($fo, 'kso', 'mid_copy', 700) > 0, "round $round: worker killed at mid_copy, pipeline back");
 	drained('kso', $next, "after mid_copy $round");
 }
-audit('out_open');
+$kafka->audit($node, 'out_open');
 my ($open_total, $open_distinct) = split /\|/, $node->safe_psql('postgres',
 	q{SELECT count(*), count(DISTINCT (value::jsonb->>'i')::int) FROM audit});
 is($open_distinct, $next, 'killed with the transaction open: nothing lost');
@@ -297,14 +272,14 @@ for my $point (qw(between_commits mid_copy after_remote_commit between_commits))
 	ok(kill_at($fa, 'kal', $point, 700) > 0, "at_least_once: worker killed at $point, pipeline back");
 	drained('kal', $next, "at_least_once after $point");
 }
-audit('out_alo');
+$kafka->audit($node, 'out_alo');
 my ($alo_total, $alo_distinct) = split /\|/, $node->safe_psql('postgres',
 	q{SELECT count(*), count(DISTINCT (value::jsonb->>'i')::int) FROM audit});
 is($alo_distinct, $next, 'at_least_once: nothing lost');
 cmp_ok($alo_total, '>', $alo_distinct, "at_least_once: duplicates after the kills between the commits ($alo_total messages for $alo_distinct events)");
 $node->safe_psql('postgres', q{SELECT streamguard.resume_pipeline('ks')});
 drained('ks', $next, 'exactly_once resumed');
-check_topic($next, 'exactly_once resumed after the other pipelines\' kills');
+$kafka->check_topic($node, 'out', $next, 'exactly_once resumed after the other pipelines\' kills');
 
 # a batch committed in Kafka but not here (an error right after Kafka's
 # commit), and a partition added to the stream before it is retried: the
@@ -323,7 +298,7 @@ $node->safe_psql('postgres', q{SELECT streamguard.alter_stream('src', partitions
 $node->safe_psql('postgres', q{SELECT streamguard.alter_pipeline('ks', retry_backoff => '100 ms', max_backoff => '5 s')});
 $node->safe_psql('postgres', q{SELECT streamguard.resume_pipeline('ks')});
 drained('ks', $next, 'a partition added under a batch committed in Kafka only');
-check_topic($next, 'a partition added under a batch committed in Kafka only');
+$kafka->check_topic($node, 'out', $next, 'a partition added under a batch committed in Kafka only');
 ok(count_log($node, qr/pipeline "ks": batch \d+ was committed in Kafka but not here: positions moved to its checkpoint/, $off) >= 1,
 	'the batch was recovered from its checkpoint across the new partition');
 

@@ -101,17 +101,7 @@ SELECT streamguard.grant_stream('rsrc', 'reader', 'read');
 });
 $node->safe_psql('postgres', qq{
 @{[ remote_server_sql('rs_src', $remote, app => 'sg_ksrc', user => 'reader', password => $readerpw) ]}
-CREATE TABLE audit (partition int, off bigint, key text, value text, headers text);
 });
-my $dumpfile = PostgreSQL::Test::Utils::tempdir() . '/dump.tsv';
-
-sub audit
-{
-	my ($topic) = @_;
-	my $n = $kafka->cmd("dump $topic $dumpfile");
-	$node->safe_psql('postgres', qq{TRUNCATE audit; COPY audit FROM '$dumpfile'});
-	return $n;
-}
 
 my $next = 0;
 sub produce_remote
@@ -149,23 +139,9 @@ sub drained
 	return $ok;
 }
 
-sub check_topic
-{
-	my ($topic, $total, $what) = @_;
-	is(audit($topic), $total, "$what: $total messages in the topic");
-	is($node->safe_psql('postgres', q{SELECT count(DISTINCT (value::jsonb->>'i')::int), min((value::jsonb->>'i')::int), max((value::jsonb->>'i')::int) FROM audit}),
-		"$total|0|" . ($total - 1), "$what: every remote event exactly once")
-	  or diag($node->safe_psql('postgres', q{SELECT value, count(*) FROM audit GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 10}));
-	is($node->safe_psql('postgres', q{
-SELECT count(*) FROM (SELECT (value::jsonb->>'i')::int AS i, lag((value::jsonb->>'i')::int) OVER (PARTITION BY partition ORDER BY off) AS prev FROM audit) s
-WHERE prev IS NOT NULL AND i <= prev}), '0', "$what: order kept per partition");
-	is($node->safe_psql('postgres', q{SELECT count(*) FROM audit WHERE partition <> (value::jsonb->>'i')::int % 4 OR key <> 'k' || (value::jsonb->>'i')}),
-		'0', "$what: keys and partitions as the SELECT said");
-}
-
 drained('krs', 1500, 'first drain');
-check_topic('rout', 1500, 'remote source, first drain');
-audit('streamguard_checkpoints');
+$kafka->check_topic($node, 'rout', 1500, 'remote source, first drain');
+$kafka->audit($node, 'streamguard_checkpoints');
 like($node->safe_psql('postgres', q{SELECT value FROM audit ORDER BY off DESC LIMIT 1}),
 	qr/"from": \[\d+,\d+,\d+,\d+\], "to": \[\d+,\d+,\d+,\d+\]/, 'the checkpoint holds the four remote positions');
 is($node->safe_psql('postgres', q{SELECT string_agg(side || ':' || server || ':' || connected, ',' ORDER BY side) FROM streamguard.remote_status WHERE pipeline = 'krs'}),
@@ -197,7 +173,7 @@ for my $round (1 .. 2)
 	kill_at($round, $_) for qw(after_remote_commit before_commit after_commit mid_batch before_fence);
 }
 drained('krs', $next, 'after the kills');
-check_topic('rout', $next, 'after the kills');
+$kafka->check_topic($node, 'rout', $next, 'after the kills');
 ok(count_log($node, qr/pipeline "krs": batch \d+ was committed in Kafka but not here: positions moved to its checkpoint/, $off0) >= 2,
 	'batches committed in Kafka and not here were recovered from the checkpoint (remote positions)');
 # the remote server killed (immediate stop) and started again while the
@@ -212,13 +188,13 @@ ok(wait_for_value($node, qq{SELECT last_error_at > '$stopped_at' FROM streamguar
 $remote->start;
 produce_remote(600);
 drained('krs', $next, 'after the remote restart');
-check_topic('rout', $next, 'after the remote restart');
+$kafka->check_topic($node, 'rout', $next, 'after the remote restart');
 
 # a kill with the Kafka transaction open (mid_copy) leaves messages the
 # mock shows a read_committed reader (docs/kafka.md): at most those twice
 kill_at($_, 'mid_copy') for 1 .. 2;
 drained('krs', $next, 'after the kills with the Kafka transaction open');
-my $n = audit('rout');
+my $n = $kafka->audit($node, 'rout');
 is($node->safe_psql('postgres', q{SELECT count(DISTINCT (value::jsonb->>'i')::int), min((value::jsonb->>'i')::int), max((value::jsonb->>'i')::int) FROM audit}),
 	"$next|0|" . ($next - 1), 'after the mid_copy kills: no remote event lost');
 cmp_ok($n - $next, '<=', 2 * 200, 'at most the two batches killed with their Kafka transaction open appear twice (the mock shows uncommitted messages)');
@@ -235,7 +211,7 @@ SELECT streamguard.create_pipeline('krs2', 'rsrc', $$SELECT key, payload AS valu
 	guarantee => 'at_least_once', batch_size => 500, source_server => 'rs_src', sink_server => 'kafka', sink_table => 'rout2');
 });
 drained('krs2', $next, 'at_least_once');
-$n = audit('rout2');
+$n = $kafka->audit($node, 'rout2');
 is($node->safe_psql('postgres', q{SELECT count(DISTINCT (value::jsonb->>'i')::int) FROM audit}), $next,
 	"at_least_once from the remote source: every event ($n messages)");
 
