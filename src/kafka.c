@@ -951,6 +951,18 @@ KafkaWatermark(SgKafka *k, const char *topic, int32 partition, int64 *high)
 	return true;
 }
 
+/* a partition list of `topic` holding these partitions at these offsets */
+static rd_kafka_topic_partition_list_t *
+sg_start_list(const char *topic, const SgKafkaStart *starts, int n)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(list, topic, starts[i].partition)->offset = starts[i].offset;
+	return list;
+}
+
 /*
  * Assign exactly these partitions at these offsets: what was fetched
  * ahead for an earlier assignment is dropped by librdkafka.
@@ -958,15 +970,11 @@ KafkaWatermark(SgKafka *k, const char *topic, int32 partition, int64 *high)
 void
 KafkaAssign(SgKafka *k, const char *topic, SgKafkaStart *starts, int n)
 {
-	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+	rd_kafka_topic_partition_list_t *list;
 	rd_kafka_resp_err_t err;
-	int			i;
 
-	if (k->current)
-		rd_kafka_message_destroy(k->current);
-	k->current = NULL;
-	for (i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(list, topic, starts[i].partition)->offset = starts[i].offset;
+	KafkaMessageDone(k);
+	list = sg_start_list(topic, starts, n);
 	err = rd_kafka_assign(k->rk, list);
 	rd_kafka_topic_partition_list_destroy(list);
 	if (err)
@@ -981,13 +989,11 @@ KafkaAssign(SgKafka *k, const char *topic, SgKafkaStart *starts, int n)
 void
 KafkaAssignMore(SgKafka *k, const char *topic, SgKafkaStart *starts, int n)
 {
-	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+	rd_kafka_topic_partition_list_t *list;
 	rd_kafka_error_t *error;
-	int			i;
 
 	KafkaMessageDone(k);
-	for (i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(list, topic, starts[i].partition)->offset = starts[i].offset;
+	list = sg_start_list(topic, starts, n);
 	error = rd_kafka_incremental_assign(k->rk, list);
 	rd_kafka_topic_partition_list_destroy(list);
 	if (error)
@@ -1017,12 +1023,11 @@ KafkaSeek(SgKafka *k, const char *topic, SgKafkaStart *starts, int n, TimestampT
 	{
 		for (;;)
 		{
-			rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+			rd_kafka_topic_partition_list_t *list = sg_start_list(topic, &starts[i], 1);
 			rd_kafka_error_t *error;
 			rd_kafka_resp_err_t err;
 
 			sg_kafka_tick();
-			rd_kafka_topic_partition_list_add(list, topic, starts[i].partition)->offset = starts[i].offset;
 			error = rd_kafka_seek_partitions(k->rk, list, SG_KAFKA_STEP_MS);
 			err = error ? rd_kafka_error_code(error) : list->elems[0].err;
 			if (error)

@@ -1266,10 +1266,10 @@ sg_end_stale_session(SgRemote *r)
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), sg_remote_timeout_ms);
 
 	snprintf(pid, sizeof(pid), "%d", r->stale_pid);
-	sg_exec_ok(r, "SELECT pg_catalog.pg_terminate_backend($1::int)", 1, params);
+	sg_exec_ok(r, "SELECT pg_catalog.pg_terminate_backend($1::pg_catalog.int4)", 1, params);
 	for (;;)
 	{
-		PGresult   *res = sg_exec(r, "SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid = $1::int",
+		PGresult   *res = sg_exec(r, "SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
 								  1, params, false, false, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 																				sg_remote_timeout_ms));
 		bool		alive = PQntuples(res) > 0;

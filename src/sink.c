@@ -274,7 +274,7 @@ sg_sink_import_dead_letters(SgWorker *w, SgRemote *r, const int64 *here, int npa
 	if (!i)
 		return;
 	res = RemoteExec(r, psprintf("SELECT partition, seq, key, payload, dedup_key, appended_at, error, sqlstate "
-								 "FROM public.streamguard_sink_dead_letters WHERE pipeline = $1%s "
+								 "FROM public.streamguard_sink_dead_letters WHERE pipeline OPERATOR(pg_catalog.=) $1%s "
 								 "ORDER BY partition, seq", sg_own_partitions(w)),
 					 1, params);
 	if (RemoteNTuples(res) > 0)
@@ -353,7 +353,7 @@ SinkResolve(SgWorker *w, SgStreamMeta *meta)
 
 		params[0] = sg_offsets_key(w);
 		res = RemoteExec(r, "SELECT partition, position FROM public.streamguard_sink_offsets "
-						 "WHERE pipeline = $1", 1, params);
+						 "WHERE pipeline OPERATOR(pg_catalog.=) $1", 1, params);
 		for (i = 0; i < nparts; i++)
 			pos[i] = -1;
 		for (i = 0; i < RemoteNTuples(res); i++)
@@ -459,7 +459,7 @@ sg_sink_begin(SgWorker *w)
 	{
 		const char *params[1] = {sg_offsets_key(w)};
 
-		RemoteClear(RemoteExec(r, psprintf("DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = $1%s",
+		RemoteClear(RemoteExec(r, psprintf("DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline OPERATOR(pg_catalog.=) $1%s",
 										   sg_own_partitions(w)),
 							   1, params));
 	}
@@ -578,7 +578,7 @@ sg_sink_sql(SgWorker *w, SgRemote *r, const char *gid, int64 *first, int64 *last
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "BEGIN; ");
 	if (sg_sink_clears_dead_letters(w))
-		appendStringInfo(&sql, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline = %s%s; ",
+		appendStringInfo(&sql, "DELETE FROM public.streamguard_sink_dead_letters WHERE pipeline OPERATOR(pg_catalog.=) %s%s; ",
 						 RemoteLiteral(r, sg_offsets_key(w)), sg_own_partitions(w));
 	if (gid)
 		appendStringInfo(&sql, "INSERT INTO public.streamguard_sink_marker AS m (pipeline, gid) VALUES (%s, %s) "

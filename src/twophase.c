@@ -196,7 +196,7 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name, int32 r
 					 "WHERE gid OPERATOR(pg_catalog.~~) $1 "
 					 "AND database OPERATOR(pg_catalog.=) pg_catalog.current_database()", 1, params);
 	SgBecomeDataOwner(&save, true);
-	if (SPI_execute_with_args("SELECT gid FROM streamguard.remote_prepared WHERE pipeline_id = $1",
+	if (SPI_execute_with_args("SELECT gid FROM streamguard.remote_prepared WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "in-doubt lookup failed");
 	recs = SPI_tuptable;
@@ -239,12 +239,19 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name, int32 r
 		RemoteExecOk(r, psprintf("%s PREPARED %s", known[i] ? "COMMIT" : "ROLLBACK", gid));
 	}
 	RemoteClear(res);
-	foreach(lc, settled)
+	if (settled != NIL)
 	{
-		Oid			dtypes[2] = {INT4OID, TEXTOID};
-		Datum		dvalues[2] = {Int32GetDatum(pipeline_id), CStringGetTextDatum(lfirst(lc))};
+		Oid			dtypes[2] = {INT4OID, TEXTARRAYOID};
+		Datum		dvalues[2];
+		Datum	   *gids = palloc(sizeof(Datum) * list_length(settled));
+		int			ngids = 0;
 
-		if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared WHERE pipeline_id = $1 AND gid = $2",
+		foreach(lc, settled)
+			gids[ngids++] = CStringGetTextDatum(lfirst(lc));
+		dvalues[0] = Int32GetDatum(pipeline_id);
+		dvalues[1] = PointerGetDatum(construct_array(gids, ngids, TEXTOID, -1, false, TYPALIGN_INT));
+		if (SPI_execute_with_args("DELETE FROM streamguard.remote_prepared WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+								  "AND gid OPERATOR(pg_catalog.=) ANY ($2)",
 								  2, dtypes, dvalues, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "in-doubt cleanup failed");
 	}

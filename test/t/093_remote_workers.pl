@@ -85,17 +85,19 @@ CREATE EXTENSION streamguard;
 SELECT streamguard.create_stream('src', 4);
 });
 
-# ids $from..$to appended in one transaction, spread over the partitions
-my $next = 1;
-sub append_ids
+# ids $$next..$$next+$n-1 appended to $stream on $node in one transaction,
+# spread over the partitions; $$next moves past them
+sub append_range
 {
-	my ($n) = @_;
-	my ($from, $to) = ($next, $next + $n - 1);
-	$local->safe_psql('postgres', qq{SELECT count(*) FROM streamguard.append_batch('src',
+	my ($node, $stream, $next, $n) = @_;
+	my ($from, $to) = ($$next, $$next + $n - 1);
+	$node->safe_psql('postgres', qq{SELECT count(*) FROM streamguard.append_batch('$stream',
 		ARRAY(SELECT jsonb_build_object('id', g) FROM generate_series($from, $to) g),
 		keys => ARRAY(SELECT g::text FROM generate_series($from, $to) g))});
-	$next = $to + 1;
+	$$next = $to + 1;
 }
+my $next = 1;
+sub append_ids { append_range($local, 'src', \$next, @_) }
 
 # wait until pipeline $p has $n workers, each with a live process
 sub workers_up
@@ -293,15 +295,7 @@ is(val($remote, q{SELECT count(*) FROM pg_prepared_xacts}), '0', 'dropped: nothi
 
 # ------------------------------------------------ (g) remote source, 2 workers
 my $rnext = 1;
-sub append_remote
-{
-	my ($n) = @_;
-	my ($from, $to) = ($rnext, $rnext + $n - 1);
-	$remote->safe_psql('postgres', qq{SELECT count(*) FROM streamguard.append_batch('rsrc',
-		ARRAY(SELECT jsonb_build_object('id', g) FROM generate_series($from, $to) g),
-		keys => ARRAY(SELECT g::text FROM generate_series($from, $to) g))});
-	$rnext = $to + 1;
-}
+sub append_remote { append_range($remote, 'rsrc', \$rnext, @_) }
 
 sub check_got
 {
