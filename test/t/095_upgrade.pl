@@ -51,7 +51,7 @@ SELECT streamguard.create_pipeline('totals', 'orders',
 # ----------------------------------------------------------------- update
 $node->safe_psql('old_db', 'ALTER EXTENSION streamguard UPDATE');
 is($node->safe_psql('old_db', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
-	'0.2', 'ALTER EXTENSION streamguard UPDATE reaches 0.2');
+	'0.3', 'ALTER EXTENSION streamguard UPDATE reaches 0.3 (through 0.2)');
 
 # the pipeline processes every event exactly once after the update
 ok(wait_for_value($node, q{SELECT coalesce(sum(amount), 0) FROM totals}, '5050', 60, dbname => 'old_db'),
@@ -85,7 +85,7 @@ ok(wait_for_value($node, q{SELECT sum(amount) FROM totals}, '7260', 60, dbname =
 is($node->safe_psql('old_db', q{SELECT count(*) FROM streamguard.installation}), '1',
 	'the update drew an installation identity');
 
-# -------------------------------------------- same schema as a fresh 0.2
+# -------------------------------------------- same schema as a fresh 0.3
 $node->safe_psql('fresh_db', 'CREATE EXTENSION streamguard');
 
 my $describe = q{
@@ -118,7 +118,7 @@ my $old = $node->safe_psql('old_db', $describe);
 my $fresh = $node->safe_psql('fresh_db', $describe);
 # extconfig lists tables in the order they were registered: compare as sets
 s/^config \{(.*)\}$/'config ' . join(',', sort split(m{,}, $1))/me for ($old, $fresh);
-is($old, $fresh, 'the updated schema equals a fresh installation of 0.2')
+is($old, $fresh, 'the updated schema equals a fresh installation of 0.3')
   or diag(join("\n", 'only after the update:', grep({ my $l = $_; !grep { $_ eq $l } split /\n/, $fresh } split /\n/, $old),
 		'only in a fresh installation:', grep({ my $l = $_; !grep { $_ eq $l } split /\n/, $old } split /\n/, $fresh)));
 

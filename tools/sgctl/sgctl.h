@@ -27,7 +27,7 @@
 
 #include <libpq-fe.h>
 
-#define SGCTL_VERSION "0.2"
+#define SGCTL_VERSION "0.3"
 
 #define SG_EXIT_OK			0
 #define SG_EXIT_FAIL		1
