@@ -2,7 +2,7 @@
 EXTENSION = streamguard
 MODULE_big = streamguard
 OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
-DATA = $(wildcard streamguard--*.sql)
+DATA = $(wildcard streamguard--*.sql) $(wildcard streamguard--*.control)
 
 PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir)

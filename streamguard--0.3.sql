@@ -1,6 +1,33 @@
 -- streamguard 0.3: streams, SQL consumers, pipelines, progress views
 \echo Use "CREATE EXTENSION streamguard" to load this file. \quit
 
+-- The extension itself lives in pg_catalog (streamguard.control), so this
+-- script runs with search_path = pg_catalog, pg_temp; it creates its two
+-- schemas and refuses ones that exist already: a schema someone else
+-- created could hold look-alike functions that the views below would bind
+-- to, and its owner would keep owning the extension's objects' schema.
+-- Created here, both schemas are members of the extension (DROP EXTENSION
+-- removes them) owned by the installing superuser.  Every object below is
+-- schema-qualified (docs/security.md, "Install schema").
+DO $check$
+DECLARE
+	nsp record;
+BEGIN
+	FOR nsp IN
+		SELECT n.nspname, pg_catalog.pg_get_userbyid(n.nspowner) AS owner
+		FROM pg_catalog.pg_namespace n
+		WHERE n.nspname OPERATOR(pg_catalog.=) ANY (ARRAY['streamguard', 'streamguard_data'])
+	LOOP
+		RAISE EXCEPTION 'schema "%" already exists', nsp.nspname
+			USING ERRCODE = 'duplicate_schema',
+				  DETAIL = pg_catalog.format('streamguard creates its schemas itself and does not install into one created by someone else (this one is owned by role "%s").', nsp.owner),
+				  HINT = pg_catalog.format('Drop or rename schema "%s" (after moving out anything it holds), then run CREATE EXTENSION again.', nsp.nspname);
+	END LOOP;
+END
+$check$;
+
+CREATE SCHEMA streamguard;
+
 -- Storage segments of every stream (tables s<stream id>_<segment>) live
 -- here, owned by the extension's installer; nobody else has access.
 CREATE SCHEMA streamguard_data;
