@@ -55,7 +55,7 @@ CREATE TABLE streamguard.stream (
 	segment_interval interval,
 	current_seg int NOT NULL DEFAULT 0,
 	min_seg int NOT NULL DEFAULT 0,
-	created_at timestamptz NOT NULL DEFAULT now()
+	created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
 CREATE TABLE streamguard.stream_partition (
@@ -71,7 +71,7 @@ CREATE TABLE streamguard.stream_repartition (
 	old_partitions int NOT NULL,
 	new_partitions int NOT NULL CHECK (new_partitions > old_partitions),
 	switch_seqs bigint[] NOT NULL,			-- per old partition: the last seq of the old mapping
-	changed_at timestamptz NOT NULL DEFAULT now(),
+	changed_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (stream_id, epoch),
 	CHECK (pg_catalog.cardinality(switch_seqs) = old_partitions)
 );
@@ -102,7 +102,7 @@ CREATE TABLE streamguard.consumer (
 	partition int NOT NULL,
 	position bigint NOT NULL,				-- last consumed seq
 	lost bigint NOT NULL DEFAULT 0,			-- removed by retention unread
-	updated_at timestamptz NOT NULL DEFAULT now(),
+	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	-- consumer groups: the member the partition is assigned to (NULL: none).
 	-- A member's poll locks the row FOR UPDATE only if it names the member,
 	-- and a move locks it FOR UPDATE SKIP LOCKED: a partition never changes
@@ -156,7 +156,7 @@ CREATE TABLE streamguard.pipeline (
 	sink_server text,						-- remote sink: foreign server name
 	sink_table text,						-- table on that server
 	sink_mode streamguard.sink_mode,
-	created_at timestamptz NOT NULL DEFAULT now(),
+	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	batch_timeout interval NOT NULL DEFAULT '5 min',	-- bound on each run of the SQL
 	allow_source_append boolean NOT NULL DEFAULT false,
 	max_attempts int NOT NULL DEFAULT 3,	-- failed attempts before isolation
@@ -172,7 +172,7 @@ CREATE TABLE streamguard.remote_position (
 	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
 	partition int NOT NULL,
 	position bigint NOT NULL,
-	updated_at timestamptz NOT NULL DEFAULT now(),
+	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (pipeline_id, partition),
 	-- seqs skipped because the remote's retention removed them first
 	lost bigint NOT NULL DEFAULT 0
@@ -196,7 +196,7 @@ CREATE TABLE streamguard.pipeline_worker (
 	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
 	worker int NOT NULL,
 	epoch bigint NOT NULL,
-	started_at timestamptz NOT NULL DEFAULT now(),
+	started_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (pipeline_id, worker)
 ) WITH (fillfactor = 50);
 
@@ -205,7 +205,7 @@ CREATE TABLE streamguard.remote_prepared (
 	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
 	gid text NOT NULL,
 	server text NOT NULL,
-	created_at timestamptz NOT NULL DEFAULT now(),
+	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (pipeline_id, gid)
 );
 
@@ -214,7 +214,7 @@ CREATE TABLE streamguard.pipeline_skip (
 	pipeline_id int NOT NULL REFERENCES streamguard.pipeline (id) ON DELETE CASCADE,
 	partition int NOT NULL,
 	seq bigint NOT NULL,
-	requested_at timestamptz NOT NULL DEFAULT now(),
+	requested_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (pipeline_id, partition, seq)
 );
 SELECT pg_catalog.pg_extension_config_dump('streamguard.pipeline_skip', '');
@@ -255,7 +255,7 @@ CREATE TABLE streamguard.dead_letter (
 	appended_at timestamptz,
 	error text NOT NULL,
 	sqlstate text NOT NULL,
-	failed_at timestamptz NOT NULL DEFAULT now()
+	failed_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 CREATE INDEX dead_letter_pipeline ON streamguard.dead_letter (pipeline_id, failed_at);
 
@@ -515,12 +515,12 @@ SELECT s.name AS stream,
 	   s.retention,
 	   s.dedup_window,
 	   s.current_seg - s.min_seg + 1 AS segments,
-	   coalesce(sum(p.last_seq - p.first_seq + 1), 0)::bigint AS retained_events,
-	   min(p.first_seq) AS first_seq,
-	   max(p.last_seq) AS last_seq,
-	   min(p.readable_horizon) AS readable_horizon,
-	   coalesce(sum(p.in_flight), 0)::int AS in_flight,
-	   coalesce(max(p.append_rate), 0) AS append_rate,
+	   coalesce(pg_catalog.sum(p.last_seq - p.first_seq + 1), 0)::bigint AS retained_events,
+	   pg_catalog.min(p.first_seq) AS first_seq,
+	   pg_catalog.max(p.last_seq) AS last_seq,
+	   pg_catalog.min(p.readable_horizon) AS readable_horizon,
+	   coalesce(pg_catalog.sum(p.in_flight), 0)::int AS in_flight,
+	   coalesce(pg_catalog.max(p.append_rate), 0) AS append_rate,
 	   s.created_at
 FROM streamguard.stream s
 LEFT JOIN streamguard._partition_stats() p ON p.stream_id = s.id
@@ -545,7 +545,7 @@ SELECT s.name AS stream,
 	   c.position AS committed_seq,
 	   p.readable_horizon,
 	   greatest(coalesce(p.last_seq, 0) - c.position, 0) AS lag_events,
-	   coalesce(extract(epoch FROM now() - streamguard._next_event_time(c.stream_id, c.partition, c.position)), 0)::float8 AS lag_seconds,
+	   coalesce(extract(epoch FROM pg_catalog.now() - streamguard._next_event_time(c.stream_id, c.partition, c.position)), 0)::float8 AS lag_seconds,
 	   c.lost AS lost_events,
 	   c.updated_at
 FROM streamguard.consumer c
@@ -586,7 +586,7 @@ SELECT p.name AS pipeline,
 	   p.batches,
 	   p.events_in,
 	   p.rows_out,
-	   coalesce((SELECT sum(rw.events_per_sec) FROM streamguard._pipeline_runtime() rw
+	   coalesce((SELECT pg_catalog.sum(rw.events_per_sec) FROM streamguard._pipeline_runtime() rw
 				 WHERE rw.pipeline_id = p.id), 0) AS events_per_sec,
 	   lag.lag_events,
 	   lag.lag_seconds,
@@ -605,14 +605,14 @@ SELECT p.name AS pipeline,
 	   p.batch_timeout,
 	   p.workers,
 	   CASE WHEN p.source_server IS NULL THEN lag.lost_events
-			ELSE (SELECT sum(rp.lost)::bigint FROM streamguard.remote_position rp
+			ELSE (SELECT pg_catalog.sum(rp.lost)::bigint FROM streamguard.remote_position rp
 				  WHERE rp.pipeline_id = p.id) END AS lost_events
 FROM streamguard.pipeline p
 LEFT JOIN streamguard.stream s ON s.id = p.stream_id
 LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id AND r.worker = 0
 LEFT JOIN LATERAL (
-	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds,
-		   sum(c.lost_events)::bigint AS lost_events
+	SELECT pg_catalog.sum(c.lag_events)::bigint AS lag_events, pg_catalog.max(c.lag_seconds) AS lag_seconds,
+		   pg_catalog.sum(c.lost_events)::bigint AS lost_events
 	FROM streamguard.consumers c
 	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name) lag ON true;
 
@@ -622,9 +622,9 @@ CREATE VIEW streamguard.pipeline_workers AS
 SELECT p.name AS pipeline,
 	   w.worker,
 	   -- a remote source's partitions are its remote_position rows
-	   coalesce((SELECT array_agg(sp.partition ORDER BY sp.partition) FROM streamguard.stream_partition sp
+	   coalesce((SELECT pg_catalog.array_agg(sp.partition ORDER BY sp.partition) FROM streamguard.stream_partition sp
 		WHERE sp.stream_id = p.stream_id AND sp.partition % p.workers = w.worker),
-		(SELECT array_agg(rp.partition ORDER BY rp.partition) FROM streamguard.remote_position rp
+		(SELECT pg_catalog.array_agg(rp.partition ORDER BY rp.partition) FROM streamguard.remote_position rp
 		WHERE rp.pipeline_id = p.id AND rp.partition % p.workers = w.worker)) AS partitions,
 	   r.worker_pid,
 	   pw.epoch,
@@ -635,12 +635,12 @@ SELECT p.name AS pipeline,
 	   lag.lag_seconds,
 	   CASE WHEN p.state = 'running' THEN coalesce(r.worker_status, 'starting') END AS worker_status
 FROM streamguard.pipeline p
-CROSS JOIN LATERAL generate_series(0, p.workers - 1) AS w(worker)
+CROSS JOIN LATERAL pg_catalog.generate_series(0, p.workers - 1) AS w(worker)
 LEFT JOIN streamguard.stream s ON s.id = p.stream_id
 LEFT JOIN streamguard.pipeline_worker pw ON pw.pipeline_id = p.id AND pw.worker = w.worker
 LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id AND r.worker = w.worker
 LEFT JOIN LATERAL (
-	SELECT sum(c.lag_events)::bigint AS lag_events, max(c.lag_seconds) AS lag_seconds
+	SELECT pg_catalog.sum(c.lag_events)::bigint AS lag_events, pg_catalog.max(c.lag_seconds) AS lag_seconds
 	FROM streamguard.consumers c
 	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name
 	  AND c.partition % p.workers = w.worker) lag ON true;
@@ -659,13 +659,13 @@ SELECT p.name AS pipeline,
 	   coalesce(r.connected, false) AS connected,
 	   r.rtt_ms,
 	   CASE WHEN streamguard._is_member(p.owner) THEN r.last_error END AS last_error,
-	   (SELECT count(*) FROM streamguard.remote_prepared rp WHERE rp.pipeline_id = p.id) AS prepared_pending
+	   (SELECT pg_catalog.count(*) FROM streamguard.remote_prepared rp WHERE rp.pipeline_id = p.id) AS prepared_pending
 FROM streamguard.pipeline p
 CROSS JOIN LATERAL (VALUES ('source', p.source_server), ('sink', p.sink_server)) AS side(side, server)
 -- one row per pipeline and side whatever its workers: connected only if every
 -- worker is, the slowest round trip, an error of any
-LEFT JOIN (SELECT rr.pipeline_id, rr.side, bool_and(rr.connected) AS connected,
-				  max(rr.rtt_ms) AS rtt_ms, max(rr.last_error) AS last_error
+LEFT JOIN (SELECT rr.pipeline_id, rr.side, pg_catalog.bool_and(rr.connected) AS connected,
+				  pg_catalog.max(rr.rtt_ms) AS rtt_ms, pg_catalog.max(rr.last_error) AS last_error
 		   FROM streamguard._remote_runtime() rr GROUP BY rr.pipeline_id, rr.side) r
 	ON r.pipeline_id = p.id AND r.side = side.side
 WHERE side.server IS NOT NULL;
@@ -697,7 +697,7 @@ LANGUAGE C VOLATILE;
 
 CREATE VIEW streamguard.horizon_holders AS
 SELECT s.name AS stream, o.partition, o.pid, o.first_seq,
-	   a.xact_start, now() - a.xact_start AS xact_age, a.state
+	   a.xact_start, pg_catalog.now() - a.xact_start AS xact_age, a.state
 FROM streamguard._open_appends() o
 JOIN streamguard.stream s ON s.id = o.stream_id
 LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = o.pid;
@@ -710,8 +710,8 @@ LANGUAGE C VOLATILE;
 
 -- cumulative counts of committed batches by duration, since the server started
 CREATE VIEW streamguard.pipeline_batch_durations AS
-SELECT p.name AS pipeline, h.le, sum(h.count)::bigint AS count, sum(h.sum_seconds) AS sum_seconds,
-	   sum(h.total)::bigint AS total
+SELECT p.name AS pipeline, h.le, pg_catalog.sum(h.count)::bigint AS count, pg_catalog.sum(h.sum_seconds) AS sum_seconds,
+	   pg_catalog.sum(h.total)::bigint AS total
 FROM streamguard._pipeline_histogram() h
 JOIN streamguard.pipeline p ON p.id = h.pipeline_id
 GROUP BY p.name, h.le;
@@ -727,8 +727,14 @@ GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.
 	TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;
--- _partition_stats and _next_event_time stay executable by PUBLIC: the views
--- call them with the caller's rights, and they reveal only positions and times.
+-- A view calls functions with its caller's rights, not its owner's: the
+-- internal functions the views call stay executable by PUBLIC and filter by
+-- themselves (_next_event_time, _pipeline_batches, _remote_runtime,
+-- _group_members) or return only what the views show every role
+-- (_partition_stats, _pipeline_runtime, _open_appends, _pipeline_histogram,
+-- _is_member, _can_read).  The others are revoked.  sql/15_trust.sql lists
+-- every function with its decision (docs/security.md, "Function privileges").
+REVOKE EXECUTE ON FUNCTION streamguard.remote_validator(text[], oid) FROM PUBLIC;
 
 -- ------------------------------------------------------- change capture
 
@@ -756,7 +762,7 @@ CREATE TABLE streamguard.capture (
 	backfill_started_at timestamptz,
 	backfill_done_at timestamptz,
 	backfill_error text,					-- of the last failed chunk
-	created_at timestamptz NOT NULL DEFAULT now(),
+	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	UNIQUE (relid, stream_id)
 );
 SELECT pg_catalog.pg_extension_config_dump('streamguard.capture', '');
@@ -820,13 +826,13 @@ ALTER EVENT TRIGGER streamguard_capture_drop ENABLE ALWAYS;
 CREATE VIEW streamguard.captures AS
 SELECT c.relid AS tab,
 	   s.name AS stream,
-	   ARRAY(SELECT a.attname FROM unnest(c.key_attnums) WITH ORDINALITY k(attnum, n)
-			 JOIN pg_attribute a ON a.attrelid = c.relid AND a.attnum = k.attnum
+	   ARRAY(SELECT a.attname FROM pg_catalog.unnest(c.key_attnums) WITH ORDINALITY k(attnum, n)
+			 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.relid AND a.attnum = k.attnum
 			 ORDER BY k.n) AS key_columns,
 	   c.operations::text[] AS operations,
 	   CASE WHEN c.column_attnums IS NOT NULL THEN
-		   ARRAY(SELECT a.attname FROM unnest(c.column_attnums) WITH ORDINALITY k(attnum, n)
-				 JOIN pg_attribute a ON a.attrelid = c.relid AND a.attnum = k.attnum
+		   ARRAY(SELECT a.attname FROM pg_catalog.unnest(c.column_attnums) WITH ORDINALITY k(attnum, n)
+				 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.relid AND a.attnum = k.attnum
 				 ORDER BY k.n)
 	   END AS columns,
 	   c.owner::regrole AS owner,
@@ -836,9 +842,9 @@ SELECT c.relid AS tab,
 	   c.backfill_total,
 	   CASE WHEN c.backfill_state = 'done' THEN 100
 			WHEN c.backfill_total > 0 THEN
-				least(99.9, round(100.0 * (c.backfill_rows + c.backfill_skipped) / c.backfill_total, 1))
+				least(99.9, pg_catalog.round(100.0 * (c.backfill_rows + c.backfill_skipped) / c.backfill_total, 1))
 	   END AS backfill_percent,
-	   CASE WHEN streamguard._is_member(c.owner) OR has_table_privilege(c.relid, 'SELECT')
+	   CASE WHEN streamguard._is_member(c.owner) OR pg_catalog.has_table_privilege(c.relid, 'SELECT')
 			THEN c.backfill_after END AS backfill_position,
 	   c.backfill_started_at,
 	   c.backfill_done_at,
@@ -881,8 +887,8 @@ SELECT s.name AS stream,
 FROM streamguard._group_members() m
 JOIN streamguard.stream s ON s.id = m.stream_id
 LEFT JOIN LATERAL (
-	SELECT array_agg(ga.partition ORDER BY ga.partition) AS partitions,
-		   sum(c.lag_events) AS lag_events
+	SELECT pg_catalog.array_agg(ga.partition ORDER BY ga.partition) AS partitions,
+		   pg_catalog.sum(c.lag_events) AS lag_events
 	FROM streamguard.consumer ga
 	LEFT JOIN streamguard.consumers c
 		   ON c.stream = s.name AND c.consumer = ga.name AND c.partition = ga.partition
@@ -922,7 +928,7 @@ CREATE TABLE streamguard.window_def (
 	corrections bigint NOT NULL DEFAULT 0,
 	superseded bigint NOT NULL DEFAULT 0,	-- sessions merged into one starting elsewhere
 	CHECK ((kind = 'hopping') = (slide IS NOT NULL)),
-	CHECK (cardinality(agg_names) = cardinality(agg_funcs)),
+	CHECK (pg_catalog.cardinality(agg_names) = pg_catalog.cardinality(agg_funcs)),
 	CHECK ((target IS NULL) <> (target_stream IS NULL)),
 	CHECK ((late = 'update') = (keep_closed IS NOT NULL))
 );
@@ -997,6 +1003,7 @@ BEGIN
 END $$;
 CREATE TRIGGER window_pipeline_guard BEFORE UPDATE OF sql, workers ON streamguard.pipeline
 FOR EACH ROW EXECUTE FUNCTION streamguard._window_pipeline_guard();
+REVOKE EXECUTE ON FUNCTION streamguard._window_pipeline_guard() FROM PUBLIC;
 
 -- an event's window time, checked (runs in the owner's generated SQL)
 CREATE FUNCTION streamguard._window_time(timestamptz)
@@ -1019,7 +1026,7 @@ SELECT p.name AS pipeline,
 	   w.late::text AS late,
 	   w.keep_closed,
 	   w.watermark,
-	   (SELECT count(*) FROM streamguard.window_state s
+	   (SELECT pg_catalog.count(*) FROM streamguard.window_state s
 		WHERE s.pipeline_id = w.pipeline_id AND NOT s.closed) AS open_windows,
 	   w.windows_closed,
 	   w.late_events,
@@ -1047,7 +1054,7 @@ CREATE TABLE streamguard.kafka_position (
 	partition int NOT NULL CHECK (partition >= 0),
 	next_offset bigint NOT NULL CHECK (next_offset >= -2),
 	high_watermark bigint,
-	updated_at timestamptz NOT NULL DEFAULT now(),
+	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (pipeline_id, partition)
 ) WITH (fillfactor = 50);
 SELECT pg_catalog.pg_extension_config_dump('streamguard.kafka_position', '');
@@ -1058,6 +1065,7 @@ AS 'MODULE_PATHNAME', 'sg_kafka_validator'
 LANGUAGE C STRICT;
 
 CREATE FOREIGN DATA WRAPPER streamguard_kafka VALIDATOR streamguard.kafka_validator;
+REVOKE EXECUTE ON FUNCTION streamguard.kafka_validator(text[], oid) FROM PUBLIC;
 
 -- Kafka lag per partition: for the pipeline's owner, its members and
 -- superusers.

@@ -419,7 +419,8 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 }
 
 /*
- * _pipeline_batches() -> the checkpoint log held in shared memory
+ * _pipeline_batches() -> the checkpoint log held in shared memory, of the
+ * pipelines the caller may see (owner, members, superusers)
  */
 Datum
 sg_pipeline_batches(PG_FUNCTION_ARGS)
@@ -442,6 +443,8 @@ sg_pipeline_batches(PG_FUNCTION_ARGS)
 			continue;
 		copy = s->history;
 		id = s->pipeline_id;
+		if (!PipelineVisibleToCaller(id))
+			continue;
 		n = s->nhistory;
 		from = Max(0, n - SG_BATCH_HISTORY);
 		for (k = from; k < n; k++)
@@ -469,7 +472,9 @@ sg_pipeline_batches(PG_FUNCTION_ARGS)
 }
 
 /*
- * _remote_runtime() -> (pipeline_id, side, server, connected, rtt_ms, last_error)
+ * _remote_runtime() -> (pipeline_id, side, server, connected, rtt_ms, last_error);
+ * last_error (which can quote event values) only for the pipeline's owner,
+ * its members and superusers
  */
 Datum
 sg_remote_runtime(PG_FUNCTION_ARGS)
@@ -485,10 +490,13 @@ sg_remote_runtime(PG_FUNCTION_ARGS)
 	{
 		SgRemoteStatus *copy = s->remote;
 		int32		id;
+		bool		visible;
 
 		if (!sg_copy_slot(i, s))
 			continue;
 		id = s->pipeline_id;
+		visible = (copy[0].last_error[0] == '\0' && copy[1].last_error[0] == '\0') ||
+			PipelineVisibleToCaller(id);
 		for (side = 0; side < 2; side++)
 		{
 			Datum		values[6];
@@ -503,7 +511,7 @@ sg_remote_runtime(PG_FUNCTION_ARGS)
 			values[4] = Float8GetDatum(copy[side].rtt_us / 1000.0);
 			nulls[4] = copy[side].rtt_us == 0;
 			values[5] = CStringGetTextDatum(copy[side].last_error);
-			nulls[5] = copy[side].last_error[0] == '\0';
+			nulls[5] = copy[side].last_error[0] == '\0' || !visible;
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}

@@ -279,6 +279,7 @@ extern void StreamLockAppendExclusive(int32 stream_id);
 extern void StreamCheckPartition(SgStreamMeta *meta, int32 partition);
 extern void StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg);
 extern SPIPlanPtr SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes);
+extern bool PipelineVisibleToCaller(int32 pipeline_id);
 extern Snapshot SgFreshSnapshot(void);
 extern int64 StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg);
 extern Oid	SgCreateSegment(int32 stream_id, int32 seg);

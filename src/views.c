@@ -26,6 +26,7 @@
 PG_FUNCTION_INFO_V1(sg_partition_stats);
 PG_FUNCTION_INFO_V1(sg_next_event_time);
 PG_FUNCTION_INFO_V1(sg_open_appends);
+PG_FUNCTION_INFO_V1(sg_can_read);
 
 /*
  * First or last seq of a partition over the retained segments (0 = none).
@@ -129,7 +130,8 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 
 /*
  * _next_event_time(stream_id, partition, after_seq): appended_at of the
- * first retained event after after_seq, or NULL.
+ * first retained event after after_seq, or NULL; NULL too for a caller who
+ * may not read the stream (it filters by itself: PUBLIC may call it).
  */
 Datum
 sg_next_event_time(PG_FUNCTION_ARGS)
@@ -145,6 +147,8 @@ sg_next_event_time(PG_FUNCTION_ARGS)
 	bool		found = false;
 
 	StreamguardCheckLoaded();
+	if (!DatumGetBool(DirectFunctionCall1(sg_can_read, Int32GetDatum(stream_id))))
+		PG_RETURN_NULL();
 	slot = HorizonFindSlot(MyDatabaseId, stream_id);
 	if (slot < 0)
 		PG_RETURN_NULL();
@@ -207,7 +211,6 @@ sg_open_appends(PG_FUNCTION_ARGS)
 /* ------------------------------------------------------ view predicates */
 
 PG_FUNCTION_INFO_V1(sg_is_member);
-PG_FUNCTION_INFO_V1(sg_can_read);
 
 /* the current role acts as `role`: superuser, the role, or a member */
 static bool
@@ -267,4 +270,40 @@ sg_can_read(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	PG_RETURN_BOOL(result);
+}
+
+/*
+ * Whether the current role may see what only a pipeline's owner sees (its
+ * errors, its checkpoint log): superuser, the owner or a member of it.
+ * False for a pipeline that no longer exists.  The internal functions
+ * behind the views call it, so that they filter by themselves whoever
+ * calls them (docs/security.md, "Function privileges").
+ */
+bool
+PipelineVisibleToCaller(int32 pipeline_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(pipeline_id)};
+	SgUserSave	save;
+	bool		result = false;
+
+	if (superuser())
+		return true;
+	SgEnterCatalog(&save);
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "SELECT owner FROM streamguard.pipeline WHERE id OPERATOR(pg_catalog.=) $1",
+									  1, types),
+						 values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "pipeline owner lookup failed");
+	SgRestoreUser(&save);
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		owner = SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull);
+
+		result = !isnull && sg_acts_as(DatumGetObjectId(owner));
+	}
+	SPI_finish();
+	return result;
 }
