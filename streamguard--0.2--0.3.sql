@@ -1,3 +1,458 @@
 -- streamguard 0.2 -> 0.3: trust round 2 (install-time schema checks,
 -- bounded work, server-wide caps) and every supported PostgreSQL major.
 \echo Use "ALTER EXTENSION streamguard UPDATE TO '0.3'" to load this file. \quit
+
+-- ------------------------------------------------------ install schema
+-- An update runs with search_path = <the extension's schema>, pg_temp: for
+-- 0.2 that is schema streamguard, which CREATE EXTENSION may have adopted
+-- from whoever created it first.  Pin the path first, refuse a schema that
+-- someone other than a superuser controls, then move the extension into
+-- pg_catalog with schema streamguard as one of its members -- the state a
+-- fresh 0.3 installation has (docs/security.md, "Install schema").
+SET search_path = pg_catalog, pg_temp;
+
+DO $check$
+DECLARE
+	bad text;
+BEGIN
+	SELECT pg_catalog.string_agg(pg_catalog.format('schema %s (owner %s)', n.nspname,
+			pg_catalog.pg_get_userbyid(n.nspowner)), ', ')
+	INTO bad
+	FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+	WHERE n.nspname OPERATOR(pg_catalog.=) ANY (ARRAY['streamguard', 'streamguard_data']) AND NOT r.rolsuper;
+	IF bad IS NOT NULL THEN
+		RAISE EXCEPTION 'streamguard cannot be updated: a role that is not a superuser owns its schema'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = pg_catalog.format('Owned by other roles: %s.  The owner of the schema can put functions in it that the extension''s views would call for every role, superusers included.', bad),
+				  HINT = 'Check the schema for objects that are not the extension''s, then give it to a superuser (ALTER SCHEMA streamguard OWNER TO ...) and update again.';
+	END IF;
+
+	SELECT pg_catalog.string_agg(pg_catalog.format('%s on schema %s',
+			CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee) END,
+			n.nspname), ', ')
+	INTO bad
+	FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+	WHERE n.nspname OPERATOR(pg_catalog.=) ANY (ARRAY['streamguard', 'streamguard_data'])
+	  AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+	  AND NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) a.grantee), false);
+	IF bad IS NOT NULL THEN
+		RAISE EXCEPTION 'streamguard cannot be updated: roles that are not superusers may create objects in its schema'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = pg_catalog.format('CREATE granted to: %s.', bad),
+				  HINT = 'Check the schema for objects that are not the extension''s, revoke CREATE on it from those roles and update again.';
+	END IF;
+
+	-- objects in the schema that are not the extension's, owned by roles
+	-- that are not superusers: look-alikes of pg_catalog functions and
+	-- operators that the 0.1 and 0.2 scripts may have bound views to
+	WITH ext AS (
+		SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
+		WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+		  AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_catalog.pg_extension e
+								WHERE e.extname OPERATOR(pg_catalog.=) 'streamguard')
+		  AND d.deptype OPERATOR(pg_catalog.=) 'e'),
+	objs(classid, objid, owner) AS (
+		SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, oid, proowner FROM pg_catalog.pg_proc
+		WHERE pronamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
+		UNION ALL SELECT 'pg_catalog.pg_operator'::pg_catalog.regclass, oid, oprowner FROM pg_catalog.pg_operator
+		WHERE oprnamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
+		UNION ALL SELECT 'pg_catalog.pg_class'::pg_catalog.regclass, oid, relowner FROM pg_catalog.pg_class
+		WHERE relnamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
+		UNION ALL SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, oid, typowner FROM pg_catalog.pg_type
+		WHERE typnamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
+		UNION ALL SELECT 'pg_catalog.pg_collation'::pg_catalog.regclass, oid, collowner FROM pg_catalog.pg_collation
+		WHERE collnamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
+		UNION ALL SELECT 'pg_catalog.pg_conversion'::pg_catalog.regclass, oid, conowner FROM pg_catalog.pg_conversion
+		WHERE connamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
+		UNION ALL SELECT 'pg_catalog.pg_opclass'::pg_catalog.regclass, oid, opcowner FROM pg_catalog.pg_opclass
+		WHERE opcnamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
+		UNION ALL SELECT 'pg_catalog.pg_opfamily'::pg_catalog.regclass, oid, opfowner FROM pg_catalog.pg_opfamily
+		WHERE opfnamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
+		UNION ALL SELECT 'pg_catalog.pg_ts_config'::pg_catalog.regclass, oid, cfgowner FROM pg_catalog.pg_ts_config
+		WHERE cfgnamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
+		UNION ALL SELECT 'pg_catalog.pg_ts_dict'::pg_catalog.regclass, oid, dictowner FROM pg_catalog.pg_ts_dict
+		WHERE dictnamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
+		UNION ALL SELECT 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass, oid, stxowner FROM pg_catalog.pg_statistic_ext
+		WHERE stxnamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace)
+	SELECT pg_catalog.string_agg(pg_catalog.format('%s (owner %s)',
+			pg_catalog.pg_describe_object(o.classid, o.objid, 0), pg_catalog.pg_get_userbyid(o.owner)), ', ')
+	INTO bad
+	FROM objs o JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) o.owner
+	WHERE NOT r.rolsuper
+	  AND NOT EXISTS (SELECT 1 FROM ext WHERE ext.classid OPERATOR(pg_catalog.=) o.classid
+					  AND ext.objid OPERATOR(pg_catalog.=) o.objid);
+	IF bad IS NOT NULL THEN
+		RAISE EXCEPTION 'streamguard cannot be updated: schema streamguard holds objects of other roles'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = pg_catalog.format('Not part of the extension: %s.  They may be look-alikes of pg_catalog functions that the extension''s views call.', bad),
+				  HINT = 'Give them to a superuser (ALTER ... OWNER TO ...) and update again: the update binds the extension''s views to pg_catalog; drop them afterwards.';
+	END IF;
+END
+$check$;
+
+-- the extension moves into pg_catalog (like a fresh 0.3 installation,
+-- whose control file says schema = pg_catalog); its schema becomes a
+-- member, which DROP EXTENSION removes
+UPDATE pg_catalog.pg_extension SET extnamespace = 'pg_catalog'::pg_catalog.regnamespace
+WHERE extname OPERATOR(pg_catalog.=) 'streamguard';
+DELETE FROM pg_catalog.pg_depend
+WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+  AND objid OPERATOR(pg_catalog.=) (SELECT oid FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'streamguard')
+  AND refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+  AND refobjid OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace;
+ALTER EXTENSION streamguard ADD SCHEMA streamguard;
+
+-- --------------------------------------------------- pg_catalog bindings
+-- Views and constraints made by the 0.1 and 0.2 scripts were bound under
+-- search_path = streamguard: rebuild every view, and the constraints whose
+-- functions or operators a look-alike could have won (the others compare
+-- integers, which pg_catalog matches exactly).  The last block of this
+-- script checks that nothing is left bound outside pg_catalog.
+ALTER TABLE streamguard.window_def
+	DROP CONSTRAINT window_def_check,
+	DROP CONSTRAINT window_def_check1,
+	DROP CONSTRAINT window_def_check3,
+	ADD CONSTRAINT window_def_check CHECK ((kind OPERATOR(pg_catalog.=) 'hopping') = (slide IS NOT NULL)),
+	ADD CONSTRAINT window_def_check1 CHECK (pg_catalog.cardinality(agg_names) OPERATOR(pg_catalog.=) pg_catalog.cardinality(agg_funcs)),
+	ADD CONSTRAINT window_def_check3 CHECK ((late OPERATOR(pg_catalog.=) 'update') = (keep_closed IS NOT NULL));
+
+-- every view, as a fresh 0.3 installation defines it
+
+CREATE OR REPLACE VIEW streamguard.stream_partitions AS
+SELECT s.name AS stream, p.partition, p.first_seq, p.last_seq,
+	   p.readable_horizon, p.next_seq, p.in_flight,
+	   sp.seq_floor
+FROM streamguard._partition_stats() p
+JOIN streamguard.stream s ON s.id = p.stream_id
+JOIN streamguard.stream_partition sp ON sp.stream_id = p.stream_id AND sp.partition = p.partition;
+
+CREATE OR REPLACE VIEW streamguard.streams AS
+SELECT s.name AS stream,
+	   s.owner::regrole AS owner,
+	   s.partitions,
+	   s.retention,
+	   s.dedup_window,
+	   s.current_seg - s.min_seg + 1 AS segments,
+	   coalesce(pg_catalog.sum(p.last_seq - p.first_seq + 1), 0)::bigint AS retained_events,
+	   pg_catalog.min(p.first_seq) AS first_seq,
+	   pg_catalog.max(p.last_seq) AS last_seq,
+	   pg_catalog.min(p.readable_horizon) AS readable_horizon,
+	   coalesce(pg_catalog.sum(p.in_flight), 0)::int AS in_flight,
+	   coalesce(pg_catalog.max(p.append_rate), 0) AS append_rate,
+	   s.created_at
+FROM streamguard.stream s
+LEFT JOIN streamguard._partition_stats() p ON p.stream_id = s.id
+GROUP BY s.id;
+
+-- changes of a stream's partition count and their switch points (alter_stream)
+CREATE OR REPLACE VIEW streamguard.stream_repartitions AS
+SELECT s.name AS stream,
+	   r.epoch,
+	   r.old_partitions,
+	   r.new_partitions,
+	   r.switch_seqs,
+	   r.changed_at
+FROM streamguard.stream_repartition r
+JOIN streamguard.stream s ON s.id = r.stream_id;
+
+-- a consumer's positions are shown to the roles that may read its stream
+CREATE OR REPLACE VIEW streamguard.consumers WITH (security_barrier) AS
+SELECT s.name AS stream,
+	   c.name AS consumer,
+	   c.partition,
+	   c.position AS committed_seq,
+	   p.readable_horizon,
+	   greatest(coalesce(p.last_seq, 0) - c.position, 0) AS lag_events,
+	   coalesce(extract(epoch FROM pg_catalog.now() - streamguard._next_event_time(c.stream_id, c.partition, c.position)), 0)::float8 AS lag_seconds,
+	   c.lost AS lost_events,
+	   c.updated_at
+FROM streamguard.consumer c
+JOIN streamguard.stream s ON s.id = c.stream_id
+LEFT JOIN streamguard._partition_stats() p
+	   ON p.stream_id = c.stream_id AND p.partition = c.partition
+WHERE streamguard._can_read(c.stream_id);
+
+-- every role sees every pipeline's state and counters; its error text (which
+-- can quote the events' values) only the owner, its members and superusers
+CREATE OR REPLACE VIEW streamguard.pipelines AS
+SELECT p.name AS pipeline,
+	   coalesce(s.name, p.source_server || ':' || p.remote_stream) AS source,
+	   p.sink_server,
+	   p.sink_table,
+	   p.state::text AS state,
+	   p.guarantee::text AS guarantee,
+	   p.owner::regrole AS owner,
+	   r.worker_pid,
+	   p.batch_size,
+	   p.error_policy::text AS error_policy,
+	   p.batches,
+	   p.events_in,
+	   p.rows_out,
+	   coalesce((SELECT pg_catalog.sum(rw.events_per_sec) FROM streamguard._pipeline_runtime() rw
+				 WHERE rw.pipeline_id = p.id), 0) AS events_per_sec,
+	   lag.lag_events,
+	   lag.lag_seconds,
+	   p.last_batch_at,
+	   r.last_batch_ms,
+	   r.last_fetch_ms,
+	   r.last_process_ms,
+	   r.last_commit_ms,
+	   CASE WHEN streamguard._is_member(p.owner) THEN p.last_error END AS last_error,
+	   CASE WHEN streamguard._is_member(p.owner) THEN p.last_error_at END AS last_error_at,
+	   p.restarts,
+	   p.skipped,
+	   p.dead_letters,
+	   p.epoch,
+	   CASE WHEN p.state = 'running' THEN coalesce(r.worker_status, 'starting') END AS worker_status,
+	   p.batch_timeout,
+	   p.workers,
+	   CASE WHEN p.source_server IS NULL THEN lag.lost_events
+			ELSE (SELECT pg_catalog.sum(rp.lost)::bigint FROM streamguard.remote_position rp
+				  WHERE rp.pipeline_id = p.id) END AS lost_events
+FROM streamguard.pipeline p
+LEFT JOIN streamguard.stream s ON s.id = p.stream_id
+LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id AND r.worker = 0
+LEFT JOIN LATERAL (
+	SELECT pg_catalog.sum(c.lag_events)::bigint AS lag_events, pg_catalog.max(c.lag_seconds) AS lag_seconds,
+		   pg_catalog.sum(c.lost_events)::bigint AS lost_events
+	FROM streamguard.consumers c
+	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name) lag ON true;
+
+-- each worker of each pipeline: the partitions it owns (p % workers =
+-- worker), its process, rate, last batch and lag
+CREATE OR REPLACE VIEW streamguard.pipeline_workers AS
+SELECT p.name AS pipeline,
+	   w.worker,
+	   -- a remote source's partitions are its remote_position rows
+	   coalesce((SELECT pg_catalog.array_agg(sp.partition ORDER BY sp.partition) FROM streamguard.stream_partition sp
+		WHERE sp.stream_id = p.stream_id AND sp.partition % p.workers = w.worker),
+		(SELECT pg_catalog.array_agg(rp.partition ORDER BY rp.partition) FROM streamguard.remote_position rp
+		WHERE rp.pipeline_id = p.id AND rp.partition % p.workers = w.worker)) AS partitions,
+	   r.worker_pid,
+	   pw.epoch,
+	   pw.started_at,
+	   coalesce(r.events_per_sec, 0) AS events_per_sec,
+	   r.last_batch_ms,
+	   lag.lag_events,
+	   lag.lag_seconds,
+	   CASE WHEN p.state = 'running' THEN coalesce(r.worker_status, 'starting') END AS worker_status
+FROM streamguard.pipeline p
+CROSS JOIN LATERAL pg_catalog.generate_series(0, p.workers - 1) AS w(worker)
+LEFT JOIN streamguard.stream s ON s.id = p.stream_id
+LEFT JOIN streamguard.pipeline_worker pw ON pw.pipeline_id = p.id AND pw.worker = w.worker
+LEFT JOIN streamguard._pipeline_runtime() r ON r.pipeline_id = p.id AND r.worker = w.worker
+LEFT JOIN LATERAL (
+	SELECT pg_catalog.sum(c.lag_events)::bigint AS lag_events, pg_catalog.max(c.lag_seconds) AS lag_seconds
+	FROM streamguard.consumers c
+	WHERE c.stream = s.name AND c.consumer = 'pipeline:' || p.name
+	  AND c.partition % p.workers = w.worker) lag ON true;
+
+CREATE OR REPLACE VIEW streamguard.remote_status AS
+SELECT p.name AS pipeline,
+	   side.side,
+	   side.server,
+	   coalesce(r.connected, false) AS connected,
+	   r.rtt_ms,
+	   CASE WHEN streamguard._is_member(p.owner) THEN r.last_error END AS last_error,
+	   (SELECT pg_catalog.count(*) FROM streamguard.remote_prepared rp WHERE rp.pipeline_id = p.id) AS prepared_pending
+FROM streamguard.pipeline p
+CROSS JOIN LATERAL (VALUES ('source', p.source_server), ('sink', p.sink_server)) AS side(side, server)
+-- one row per pipeline and side whatever its workers: connected only if every
+-- worker is, the slowest round trip, an error of any
+LEFT JOIN (SELECT rr.pipeline_id, rr.side, pg_catalog.bool_and(rr.connected) AS connected,
+				  pg_catalog.max(rr.rtt_ms) AS rtt_ms, pg_catalog.max(rr.last_error) AS last_error
+		   FROM streamguard._remote_runtime() rr GROUP BY rr.pipeline_id, rr.side) r
+	ON r.pipeline_id = p.id AND r.side = side.side
+WHERE side.server IS NOT NULL;
+
+-- the checkpoint log: for the pipeline's owner, its members and superusers
+CREATE OR REPLACE VIEW streamguard.pipeline_batches WITH (security_barrier) AS
+SELECT p.name AS pipeline, b.batch_id, b.epoch, b.committed_at, b.events_in, b.rows_out,
+	   b.partitions, b.first_seq, b.last_seq, b.fetch_ms, b.process_ms, r.commit_ms
+FROM streamguard.pipeline_batch b
+JOIN streamguard.pipeline p ON p.id = b.pipeline_id
+LEFT JOIN streamguard._pipeline_batches() r
+	   ON r.pipeline_id = b.pipeline_id AND r.batch_id = b.batch_id
+WHERE streamguard._is_member(p.owner);
+
+-- dead letters hold payloads: each role sees those of the pipelines it owns
+CREATE OR REPLACE VIEW streamguard.dead_letters WITH (security_barrier) AS
+SELECT d.pipeline, d.partition, d.seq, d.key, d.payload, d.dedup_key, d.appended_at,
+	   d.error, d.sqlstate, d.failed_at
+FROM streamguard.dead_letter d
+JOIN streamguard.pipeline p ON p.id = d.pipeline_id
+WHERE streamguard._is_member(p.owner);
+
+CREATE OR REPLACE VIEW streamguard.horizon_holders AS
+SELECT s.name AS stream, o.partition, o.pid, o.first_seq,
+	   a.xact_start, pg_catalog.now() - a.xact_start AS xact_age, a.state
+FROM streamguard._open_appends() o
+JOIN streamguard.stream s ON s.id = o.stream_id
+LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = o.pid;
+
+-- cumulative counts of committed batches by duration, since the server started
+CREATE OR REPLACE VIEW streamguard.pipeline_batch_durations AS
+SELECT p.name AS pipeline, h.le, pg_catalog.sum(h.count)::bigint AS count, pg_catalog.sum(h.sum_seconds) AS sum_seconds,
+	   pg_catalog.sum(h.total)::bigint AS total
+FROM streamguard._pipeline_histogram() h
+JOIN streamguard.pipeline p ON p.id = h.pipeline_id
+GROUP BY p.name, h.le;
+
+-- every role sees every capture (as it sees every table in pg_class); the
+-- backfill's position (key values) and its error text only those who may
+-- read the table or own the capture
+CREATE OR REPLACE VIEW streamguard.captures AS
+SELECT c.relid AS tab,
+	   s.name AS stream,
+	   ARRAY(SELECT a.attname FROM pg_catalog.unnest(c.key_attnums) WITH ORDINALITY k(attnum, n)
+			 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.relid AND a.attnum = k.attnum
+			 ORDER BY k.n) AS key_columns,
+	   c.operations::text[] AS operations,
+	   CASE WHEN c.column_attnums IS NOT NULL THEN
+		   ARRAY(SELECT a.attname FROM pg_catalog.unnest(c.column_attnums) WITH ORDINALITY k(attnum, n)
+				 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.relid AND a.attnum = k.attnum
+				 ORDER BY k.n)
+	   END AS columns,
+	   c.owner::regrole AS owner,
+	   c.backfill_state::text AS backfill_state,
+	   c.backfill_rows,
+	   c.backfill_skipped,
+	   c.backfill_total,
+	   CASE WHEN c.backfill_state = 'done' THEN 100
+			WHEN c.backfill_total > 0 THEN
+				least(99.9, pg_catalog.round(100.0 * (c.backfill_rows + c.backfill_skipped) / c.backfill_total, 1))
+	   END AS backfill_percent,
+	   CASE WHEN streamguard._is_member(c.owner) OR pg_catalog.has_table_privilege(c.relid, 'SELECT')
+			THEN c.backfill_after END AS backfill_position,
+	   c.backfill_started_at,
+	   c.backfill_done_at,
+	   CASE WHEN streamguard._is_member(c.owner) THEN c.backfill_error END AS backfill_error,
+	   c.created_at
+FROM streamguard.capture c
+JOIN streamguard.stream s ON s.id = c.stream_id;
+
+-- the members of consumer groups on streams the role may read
+-- (_group_members filters too)
+CREATE OR REPLACE VIEW streamguard.consumer_group_members WITH (security_barrier) AS
+SELECT s.name AS stream,
+	   m.consumer,
+	   m.member,
+	   coalesce(a.partitions, '{}') AS partitions,
+	   m.lease_expires_at,
+	   m.last_poll_at,
+	   m.joined_at,
+	   m.pid,
+	   coalesce(a.lag_events, 0)::bigint AS lag_events
+FROM streamguard._group_members() m
+JOIN streamguard.stream s ON s.id = m.stream_id
+LEFT JOIN LATERAL (
+	SELECT pg_catalog.array_agg(ga.partition ORDER BY ga.partition) AS partitions,
+		   pg_catalog.sum(c.lag_events) AS lag_events
+	FROM streamguard.consumer ga
+	LEFT JOIN streamguard.consumers c
+		   ON c.stream = s.name AND c.consumer = ga.name AND c.partition = ga.partition
+	WHERE ga.stream_id = m.stream_id AND ga.name = m.consumer AND ga.member = m.member
+) a ON true
+WHERE streamguard._can_read(m.stream_id);
+
+CREATE OR REPLACE VIEW streamguard.windows WITH (security_barrier) AS
+SELECT p.name AS pipeline,
+	   w.kind::text AS kind,
+	   w.size,
+	   w.slide,
+	   w.time_expr AS event_time,
+	   w.key_expr AS key,
+	   w.target,
+	   w.target_stream,
+	   w.emit::text AS emit,
+	   w.allowed_lateness,
+	   w.idle_timeout,
+	   w.late::text AS late,
+	   w.keep_closed,
+	   w.watermark,
+	   (SELECT pg_catalog.count(*) FROM streamguard.window_state s
+		WHERE s.pipeline_id = w.pipeline_id AND NOT s.closed) AS open_windows,
+	   w.windows_closed,
+	   w.late_events,
+	   w.corrections,
+	   w.superseded
+FROM streamguard.window_def w
+JOIN streamguard.pipeline p ON p.id = w.pipeline_id
+WHERE streamguard._is_member(p.owner);
+
+-- Kafka lag per partition: for the pipeline's owner, its members and
+-- superusers.
+CREATE OR REPLACE VIEW streamguard.kafka_lag WITH (security_barrier) AS
+SELECT p.name AS pipeline,
+	   p.source_server AS server,
+	   p.remote_stream AS topic,
+	   k.partition,
+	   CASE WHEN k.next_offset >= 0 THEN k.next_offset END AS next_offset,
+	   k.high_watermark,
+	   CASE WHEN k.next_offset >= 0 AND k.high_watermark IS NOT NULL
+			THEN greatest(k.high_watermark - k.next_offset, 0) END AS lag,
+	   k.updated_at
+FROM streamguard.kafka_position k
+JOIN streamguard.pipeline p ON p.id = k.pipeline_id
+WHERE streamguard._is_member(p.owner);
+
+-- ------------------------------------------------------ function privileges
+-- a view calls functions with its caller's rights: what the views call stays
+-- executable and filters by itself; the rest is revoked (sql/15_trust.sql)
+REVOKE EXECUTE ON FUNCTION streamguard.remote_validator(text[], oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard.kafka_validator(text[], oid) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard._window_pipeline_guard() FROM PUBLIC;
+
+-- ------------------------------------------ keep this block the last one
+-- Nothing the extension's views, defaults, constraints and triggers use
+-- lives outside pg_catalog and the extension: what the update could not
+-- rebind refuses the update instead of staying bound to a look-alike.
+DO $verify$
+DECLARE
+	bad text;
+BEGIN
+	WITH members AS (
+		SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
+		WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+		  AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_catalog.pg_extension e
+								WHERE e.extname OPERATOR(pg_catalog.=) 'streamguard')
+		  AND d.deptype OPERATOR(pg_catalog.=) 'e'),
+	rels AS (SELECT objid AS relid FROM members
+			 WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass),
+	users(classid, objid) AS (
+		SELECT 'pg_catalog.pg_rewrite'::pg_catalog.regclass, rw.oid
+		FROM pg_catalog.pg_rewrite rw JOIN rels ON rw.ev_class OPERATOR(pg_catalog.=) rels.relid
+		UNION ALL SELECT 'pg_catalog.pg_attrdef'::pg_catalog.regclass, ad.oid
+		FROM pg_catalog.pg_attrdef ad JOIN rels ON ad.adrelid OPERATOR(pg_catalog.=) rels.relid
+		UNION ALL SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass, c.oid
+		FROM pg_catalog.pg_constraint c JOIN rels ON c.conrelid OPERATOR(pg_catalog.=) rels.relid
+		UNION ALL SELECT 'pg_catalog.pg_trigger'::pg_catalog.regclass, t.oid
+		FROM pg_catalog.pg_trigger t JOIN rels ON t.tgrelid OPERATOR(pg_catalog.=) rels.relid),
+	refs AS (
+		SELECT u.classid, u.objid, d.refclassid, d.refobjid,
+			   CASE d.refclassid
+					WHEN 'pg_catalog.pg_proc'::pg_catalog.regclass THEN
+						(SELECT pronamespace FROM pg_catalog.pg_proc WHERE oid OPERATOR(pg_catalog.=) d.refobjid)
+					WHEN 'pg_catalog.pg_operator'::pg_catalog.regclass THEN
+						(SELECT oprnamespace FROM pg_catalog.pg_operator WHERE oid OPERATOR(pg_catalog.=) d.refobjid)
+					WHEN 'pg_catalog.pg_type'::pg_catalog.regclass THEN
+						(SELECT typnamespace FROM pg_catalog.pg_type WHERE oid OPERATOR(pg_catalog.=) d.refobjid)
+			   END AS nsp
+		FROM users u JOIN pg_catalog.pg_depend d
+			ON d.classid OPERATOR(pg_catalog.=) u.classid AND d.objid OPERATOR(pg_catalog.=) u.objid)
+	SELECT pg_catalog.string_agg(pg_catalog.format('%s uses %s',
+			pg_catalog.pg_describe_object(r.classid, r.objid, 0),
+			pg_catalog.pg_describe_object(r.refclassid, r.refobjid, 0)), ', ')
+	INTO bad
+	FROM refs r
+	WHERE r.nsp OPERATOR(pg_catalog.<>) 'pg_catalog'::pg_catalog.regnamespace
+	  AND NOT EXISTS (SELECT 1 FROM members m WHERE m.classid OPERATOR(pg_catalog.=) r.refclassid
+					  AND m.objid OPERATOR(pg_catalog.=) r.refobjid);
+	IF bad IS NOT NULL THEN
+		RAISE EXCEPTION 'streamguard cannot be updated: its objects use objects that are not part of it'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = pg_catalog.format('%s.', bad),
+				  HINT = 'Report this: the update should have rebound them to pg_catalog.';
+	END IF;
+END
+$verify$;

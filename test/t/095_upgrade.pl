@@ -3,7 +3,8 @@
 # ALTER EXTENSION streamguard UPDATE and keeps working; the updated schema is
 # the same as a fresh installation of the current version (every member
 # object, every column with its type, default and nullability, every
-# function signature, every view's columns).
+# function signature and ACL, every view's columns and definition, the
+# extension's schema, dependencies and its schemas' owners).
 #
 # The library on disk is the current one: as in a real upgrade, the 0.1
 # catalog meets the new library until the update runs.  A pipeline worker
@@ -113,6 +114,25 @@ WHERE relnamespace = 'streamguard'::regnamespace
 UNION ALL
 SELECT format('config %s', e.extconfig::regclass[]) FROM pg_catalog.pg_extension e
 WHERE e.extname = 'streamguard'
+UNION ALL
+-- where the extension lives, what it depends on, its schemas' owners and
+-- privileges (docs/security.md, "Install schema")
+SELECT format('extension in schema %s', e.extnamespace::regnamespace) FROM pg_catalog.pg_extension e
+WHERE e.extname = 'streamguard'
+UNION ALL
+SELECT format('extension depends on %s (%s)', pg_catalog.pg_describe_object(d.refclassid, d.refobjid, 0), d.deptype)
+FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.objid
+WHERE d.classid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'streamguard'
+UNION ALL
+SELECT format('schema %s superuser-owned %s acl %s', n.nspname, r.rolsuper, n.nspacl)
+FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+WHERE n.nspname IN ('streamguard', 'streamguard_data')
+UNION ALL
+SELECT format('function acl %s %s', p.oid::regprocedure, p.proacl)
+FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'streamguard'::regnamespace
+UNION ALL
+SELECT format('view %s %s', c.oid::regclass, pg_catalog.pg_get_viewdef(c.oid))
+FROM pg_catalog.pg_class c WHERE c.relnamespace = 'streamguard'::regnamespace AND c.relkind = 'v'
 ORDER BY 1};
 my $old = $node->safe_psql('old_db', $describe);
 my $fresh = $node->safe_psql('fresh_db', $describe);
