@@ -404,19 +404,25 @@ REVOKE EXECUTE ON FUNCTION streamguard.kafka_validator(text[], oid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._window_pipeline_guard() FROM PUBLIC;
 
 -- ------------------------------------------ keep this block the last one
--- Nothing the extension's views, defaults, constraints and triggers use
--- lives outside pg_catalog and the extension: what the update could not
+-- Nothing the extension's objects, views, defaults, constraints and
+-- triggers use lives outside pg_catalog and the extension: what the update could not
 -- rebind refuses the update instead of staying bound to a look-alike.
 DO $verify$
 DECLARE
 	bad text;
 BEGIN
-	WITH members AS (
+	WITH direct AS (
 		SELECT d.classid, d.objid FROM pg_catalog.pg_depend d
 		WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
 		  AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_catalog.pg_extension e
 								WHERE e.extname OPERATOR(pg_catalog.=) 'streamguard')
 		  AND d.deptype OPERATOR(pg_catalog.=) 'e'),
+	-- and what PostgreSQL made along with them (array types, row types)
+	members AS (
+		SELECT classid, objid FROM direct
+		UNION SELECT d.classid, d.objid FROM pg_catalog.pg_depend d JOIN direct m
+			ON d.refclassid OPERATOR(pg_catalog.=) m.classid AND d.refobjid OPERATOR(pg_catalog.=) m.objid
+			AND d.deptype OPERATOR(pg_catalog.=) 'i'),
 	rels AS (SELECT objid AS relid FROM members
 			 WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass),
 	users(classid, objid) AS (
@@ -427,7 +433,9 @@ BEGIN
 		UNION ALL SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass, c.oid
 		FROM pg_catalog.pg_constraint c JOIN rels ON c.conrelid OPERATOR(pg_catalog.=) rels.relid
 		UNION ALL SELECT 'pg_catalog.pg_trigger'::pg_catalog.regclass, t.oid
-		FROM pg_catalog.pg_trigger t JOIN rels ON t.tgrelid OPERATOR(pg_catalog.=) rels.relid),
+		FROM pg_catalog.pg_trigger t JOIN rels ON t.tgrelid OPERATOR(pg_catalog.=) rels.relid
+		-- signatures, argument defaults, column types
+		UNION ALL SELECT classid, objid FROM members),
 	refs AS (
 		SELECT u.classid, u.objid, d.refclassid, d.refobjid,
 			   CASE d.refclassid

@@ -26,14 +26,20 @@ WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'streamguard') 
 	WHEN 'pg_operator'::regclass THEN (SELECT oprnamespace FROM pg_operator WHERE oid = d.objid) END;
 
 -- --------------------------------------------------- pg_catalog qualification
--- every function, operator and type that a view, a column default or a
--- constraint of the extension refers to is in pg_catalog or belongs to the
--- extension (a look-alike in any other schema is listed here)
+-- every function, operator and type that a view, a column default, a
+-- constraint, a trigger or an object of the extension refers to (function
+-- signatures and argument defaults, column types included) is in pg_catalog
+-- or belongs to the extension (a look-alike in any other schema is listed)
 CREATE TEMP VIEW foreign_bindings AS
 WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'streamguard'),
-members AS (
+direct AS (
 	SELECT d.classid, d.objid FROM pg_depend d, ext
 	WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e'),
+-- and what PostgreSQL made along with them (array types, row types)
+members AS (
+	SELECT classid, objid FROM direct
+	UNION SELECT d.classid, d.objid FROM pg_depend d JOIN direct m
+		ON d.refclassid = m.classid AND d.refobjid = m.objid AND d.deptype = 'i'),
 rels AS (SELECT objid AS relid FROM members WHERE classid = 'pg_class'::regclass),
 users AS (
 	-- a view's rewrite rule, a default, a constraint of the extension's relations
@@ -45,7 +51,9 @@ users AS (
 	UNION ALL
 	SELECT 'pg_trigger'::regclass, t.oid FROM pg_trigger t JOIN rels ON t.tgrelid = rels.relid
 	UNION ALL
-	SELECT 'pg_event_trigger'::regclass, objid FROM members WHERE classid = 'pg_event_trigger'::regclass),
+	-- the members themselves: a function's argument, result and default
+	-- types and calls, a table's column types, a type's base or elements
+	SELECT classid, objid FROM members),
 refs AS (
 	SELECT u.classid, u.objid, d.refclassid, d.refobjid,
 		   CASE d.refclassid
@@ -55,14 +63,14 @@ refs AS (
 				WHEN 'pg_collation'::regclass THEN (SELECT collnamespace FROM pg_collation WHERE oid = d.refobjid)
 		   END AS nsp
 	FROM users u JOIN pg_depend d ON d.classid = u.classid AND d.objid = u.objid)
-SELECT pg_describe_object(r.classid, r.objid, 0) AS used_by,
+SELECT DISTINCT pg_describe_object(r.classid, r.objid, 0) AS used_by,
 	   pg_describe_object(r.refclassid, r.refobjid, 0) AS binds_to
 FROM refs r
 WHERE r.nsp IS NOT NULL AND r.nsp <> 'pg_catalog'::regnamespace
   AND NOT EXISTS (SELECT 1 FROM members m WHERE m.classid = r.refclassid AND m.objid = r.refobjid);
 SELECT * FROM foreign_bindings ORDER BY 1, 2;
--- the check sees what it looks for: a default, a constraint and a view
--- bound to look-alikes are listed
+-- the check sees what it looks for: a default, a constraint, a view and a
+-- column bound to look-alikes are listed
 CREATE SCHEMA lookalike;
 CREATE FUNCTION lookalike.now() RETURNS timestamptz LANGUAGE sql AS 'SELECT pg_catalog.now()';
 CREATE FUNCTION lookalike.unnest(int2[]) RETURNS SETOF int2 LANGUAGE sql AS 'SELECT 1::int2';
@@ -76,6 +84,8 @@ ALTER TABLE streamguard.stream ALTER COLUMN created_at SET DEFAULT now();
 ALTER TABLE streamguard.window_def ADD CONSTRAINT lookalike_check CHECK (kind = 'session');
 CREATE OR REPLACE VIEW streamguard.captures AS SELECT * FROM streamguard.captures
 	WHERE EXISTS (SELECT FROM unnest('{1}'::int2[]));
+CREATE DOMAIN lookalike.d AS int;
+ALTER TABLE streamguard.stream_grant ADD COLUMN lookalike_col lookalike.d;
 SELECT * FROM foreign_bindings ORDER BY 1, 2;
 ROLLBACK;
 DROP SCHEMA lookalike CASCADE;

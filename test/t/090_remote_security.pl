@@ -215,6 +215,13 @@ for my $role (qw(carol bob))
 like( (try_psql($local, q{SELECT pipeline || ' ' || server || ' ' || coalesce(last_error, '') FROM streamguard.remote_status
 	WHERE pipeline = 'a_ok'}, user => 'carol'))[1],
 	qr/a_ok srv/, 'carol sees the remote status of alice\'s pipeline');
+# the internal function behind remote_status: PUBLIC may call it (the view
+# calls it with the caller's rights), and it filters the error by itself
+ok(wait_for_value($local, q{SELECT count(*) > 0 FROM streamguard._remote_runtime() WHERE last_error IS NOT NULL},
+	't', 30), 'a superuser sees the remote error of alice\'s pipeline in _remote_runtime()');
+like( (try_psql($local, q{SELECT count(*) || ' ' || count(last_error) FROM streamguard._remote_runtime()},
+		user => 'carol'))[1],
+	qr/^[1-9]\d* 0$/, 'carol calling _remote_runtime() directly sees the connections but no error text');
 
 # restore and deliver again
 $local->safe_psql('postgres', q{GRANT USAGE ON FOREIGN SERVER srv TO alice});

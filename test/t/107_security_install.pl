@@ -68,19 +68,25 @@ SELECT count(*) FROM streamguard.consumer_group_members;
 };
 my $is_super = q{SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'};
 
-# every function, operator or type the extension's views, defaults,
-# constraints and triggers use that is neither in pg_catalog nor the
+# every function, operator or type the extension's objects, views,
+# defaults, constraints and triggers use that is neither in pg_catalog nor the
 # extension's (sql/15_trust.sql has the same check)
 my $foreign_bindings = q{
-WITH members AS (
+WITH direct AS (
 	SELECT d.classid, d.objid FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
 	WHERE e.extname = 'streamguard' AND d.deptype = 'e'),
+members AS (
+	SELECT classid, objid FROM direct
+	UNION SELECT d.classid, d.objid FROM pg_depend d JOIN direct m
+		ON d.refclassid = m.classid AND d.refobjid = m.objid AND d.deptype = 'i'),
 rels AS (SELECT objid AS relid FROM members WHERE classid = 'pg_class'::regclass),
 users AS (
 	SELECT 'pg_rewrite'::regclass AS classid, rw.oid AS objid FROM pg_rewrite rw JOIN rels ON rw.ev_class = rels.relid
 	UNION ALL SELECT 'pg_attrdef'::regclass, ad.oid FROM pg_attrdef ad JOIN rels ON ad.adrelid = rels.relid
-	UNION ALL SELECT 'pg_constraint'::regclass, c.oid FROM pg_constraint c JOIN rels ON c.conrelid = rels.relid)
-SELECT pg_describe_object(d.refclassid, d.refobjid, 0)
+	UNION ALL SELECT 'pg_constraint'::regclass, c.oid FROM pg_constraint c JOIN rels ON c.conrelid = rels.relid
+	UNION ALL SELECT 'pg_trigger'::regclass, t.oid FROM pg_trigger t JOIN rels ON t.tgrelid = rels.relid
+	UNION ALL SELECT classid, objid FROM members)
+SELECT DISTINCT pg_describe_object(d.refclassid, d.refobjid, 0)
 FROM users u JOIN pg_depend d ON d.classid = u.classid AND d.objid = u.objid
 WHERE CASE d.refclassid
 		WHEN 'pg_proc'::regclass THEN (SELECT pronamespace FROM pg_proc WHERE oid = d.refobjid)
