@@ -12,6 +12,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -239,7 +240,23 @@ sg_is_member(PG_FUNCTION_ARGS)
  * (owner, member of the owner, or a read grant to a role it acts as).
  * Reads the catalog directly, so a view using it works even when shared
  * memory has no room for the stream.
+ *
+ * The views call it once per row (consumers: in the filter and through
+ * _next_event_time), mostly for the same stream row after row: the last
+ * answer is kept for the same stream, role, statement and command.  The
+ * function is STABLE, so PostgreSQL already takes its answer as fixed
+ * within a statement; a grant or revoke by this backend bumps the command.
  */
+static struct
+{
+	bool		valid;
+	int32		stream_id;
+	Oid			userid;
+	TimestampTz statement;
+	CommandId	cid;
+	bool		result;
+}			sg_can_read_last;
+
 Datum
 sg_can_read(PG_FUNCTION_ARGS)
 {
@@ -249,9 +266,17 @@ sg_can_read(PG_FUNCTION_ARGS)
 	SgUserSave	save;
 	bool		result = false;
 	uint64		i;
+	Oid			userid = GetUserId();
+	TimestampTz statement = GetCurrentStatementStartTimestamp();
+	CommandId	cid = GetCurrentCommandId(false);
 
 	if (superuser())
 		PG_RETURN_BOOL(true);
+	if (sg_can_read_last.valid && sg_can_read_last.stream_id == stream_id &&
+		sg_can_read_last.userid == userid && sg_can_read_last.statement == statement &&
+		sg_can_read_last.cid == cid)
+		PG_RETURN_BOOL(sg_can_read_last.result);
+	sg_can_read_last.valid = false;
 	SgEnterCatalog(&save);
 	if (SPI_execute_plan(SgPlanCached(NULL,
 									  "SELECT owner FROM streamguard.stream WHERE id OPERATOR(pg_catalog.=) $1 "
@@ -269,6 +294,12 @@ sg_can_read(PG_FUNCTION_ARGS)
 														   SPI_tuptable->tupdesc, 1, &isnull)));
 	}
 	SPI_finish();
+	sg_can_read_last.stream_id = stream_id;
+	sg_can_read_last.userid = userid;
+	sg_can_read_last.statement = statement;
+	sg_can_read_last.cid = cid;
+	sg_can_read_last.result = result;
+	sg_can_read_last.valid = true;
 	PG_RETURN_BOOL(result);
 }
 
