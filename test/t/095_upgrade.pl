@@ -131,6 +131,13 @@ UNION ALL
 SELECT format('function acl %s %s', p.oid::regprocedure, p.proacl)
 FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'streamguard'::regnamespace
 UNION ALL
+-- the initial privileges pg_dump compares the current ones with
+SELECT format('init privs %s %s %s', pg_catalog.pg_describe_object(i.classoid, i.objoid, i.objsubid), i.privtype,
+	i.initprivs)
+FROM pg_catalog.pg_init_privs i JOIN pg_catalog.pg_depend d
+	ON d.classid = i.classoid AND d.objid = i.objoid AND d.deptype = 'e'
+JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'streamguard'
+UNION ALL
 SELECT format('view %s %s', c.oid::regclass, pg_catalog.pg_get_viewdef(c.oid))
 FROM pg_catalog.pg_class c WHERE c.relnamespace = 'streamguard'::regnamespace AND c.relkind = 'v'
 ORDER BY 1};
