@@ -156,7 +156,8 @@ struct SgKafkaCall
 	/* results, read once done */
 	rd_kafka_resp_err_t err;
 	rd_kafka_error_t *error;
-	int			partitions;		/* the topic's partition count (metadata) */
+	rd_kafka_resp_err_t topic_err;	/* metadata: the topic's error */
+	int			partitions;		/* metadata: the topic's partition count */
 	int64		lo;				/* watermarks */
 	int64		hi;
 };
@@ -862,21 +863,20 @@ sg_call_metadata(SgKafkaCall *c)
 	{
 		/* reported as the topic's error */
 		c->err = RD_KAFKA_RESP_ERR_NO_ERROR;
-		c->lo = (int64) rd_kafka_last_error();
+		c->topic_err = rd_kafka_last_error();
 		return;
 	}
 	c->err = rd_kafka_metadata(c->rk, 0, rkt, &md, c->timeout_ms);
-	c->lo = RD_KAFKA_RESP_ERR_NO_ERROR;
 	if (c->err == RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		if (md->topic_cnt == 1)
 		{
-			c->lo = md->topics[0].err;
+			c->topic_err = md->topics[0].err;
 			if (md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
 				c->partitions = md->topics[0].partition_cnt;
 		}
 		else
-			c->lo = RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+			c->topic_err = RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
 		rd_kafka_metadata_destroy(md);
 	}
 	/* never left behind: it would hold up the client's end */
@@ -1100,7 +1100,7 @@ KafkaTopicPartitions(SgKafka *k, const char *topic, TimestampTz deadline)
 		sg_kafka_call(k, c, psprintf("metadata for topic \"%s\"", topic),
 					  Min(SG_KAFKA_STEP_MS, sg_kafka_left_ms(deadline)), give_up, PG_WAIT_EXTENSION);
 		err = c->err;
-		terr = (rd_kafka_resp_err_t) c->lo;
+		terr = c->topic_err;
 		n = c->partitions;
 		sg_kafka_call_free(c);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
