@@ -176,7 +176,16 @@ ok(wait_for_value($node, q{SELECT worker_pid IS NULL FROM streamguard.pipelines 
 $node->safe_psql('postgres', q{ALTER SYSTEM SET streamguard.remote_timeout = '4s'; SELECT pg_reload_conf();
 SELECT streamguard.resume_pipeline('kp')});
 ok(wait_pipelines_running($node, ['kp'], 60), 'source runs again');
-hang('ListOffsets', 'stall check') and settle();
+# bounded: the call given up on at streamguard.remote_timeout, not minutes later
+my $hung_at = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+hang('ListOffsets', 'stall check');
+my $t1 = time;
+ok(wait_for_value($node, qq{SELECT last_error ~ 'end of partition \\d+ of topic "src": no answer within streamguard.remote_timeout'
+AND last_error_at > '$hung_at' FROM streamguard.pipelines WHERE pipeline = 'kp'}, 't', $bound),
+	sprintf('source, stall check: an error at streamguard.remote_timeout (4 s) (%.1f s)', time - $t1))
+  or diag(pipelines_report($node));
+# interruptible
+hang('ListOffsets', 'stall check, again') and settle();
 stop_fast('source, stall check');
 $node->start;
 $node->safe_psql('postgres', q{ALTER SYSTEM RESET streamguard.remote_timeout; SELECT pg_reload_conf();
@@ -200,13 +209,13 @@ control(q{SELECT streamguard.drop_pipeline('ke2')}, 'source, end offsets');
 # fetch or metadata (the mock's Metadata answers cannot be delayed)
 $node->safe_psql('postgres', q{SELECT streamguard.resume_pipeline('kp')});
 ok(wait_pipelines_running($node, ['kp'], 60), 'source runs again');
-kill 'STOP', $kafka->pid;
+$kafka->freeze;
 sleep 2;	# any time: the worker must answer wherever it is
 terminate('kp', 'source, broker frozen');
 ok(wait_pipelines_running($node, ['kp'], 60), 'source runs again, broker still frozen');
 sleep 2;	# the new worker asks the frozen broker for metadata
 stop_fast('source, broker frozen');
-kill 'CONT', $kafka->pid;
+$kafka->thaw;
 $node->start;
 $node->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('kp')});
 
@@ -249,7 +258,7 @@ $node->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('ka')});
 # --------------------------------------------------------------- backend
 
 # the broker frozen while create_pipeline asks for the topic's metadata
-kill 'STOP', $kafka->pid;
+$kafka->freeze;
 my ($out, $err) = ('', '');
 my $h = IPC::Run::start(
 	[ 'psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d', $node->connstr('postgres'), '-c',
@@ -263,7 +272,7 @@ eval { $h->finish; };
 my $took = time - $t0;
 ok($took < $bound, sprintf('backend, create_pipeline: pg_cancel_backend within %d s (%.1f s)', $bound, $took));
 is(sqlstate($err), '57014', 'backend, create_pipeline: cancelled') or diag($err);
-kill 'CONT', $kafka->pid;
+$kafka->thaw;
 
 # ---------------------------------------------------- exactly once after
 
