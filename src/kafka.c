@@ -54,12 +54,12 @@
  *		rd_kafka_assign					KafkaAssign
  *		rd_kafka_incremental_assign		KafkaAssignMore
  *		rd_kafka_init_transactions		KafkaTxnInit
+ *		rd_kafka_begin_transaction		KafkaTxnBegin
  *		rd_kafka_commit_transaction		KafkaTxnCommit
  *	 and rd_kafka_destroy runs on the reaper thread (KafkaClose).  The
  *	 others we make do not wait: rd_kafka_consumer_poll and rd_kafka_poll
  *	 with timeout 0, rd_kafka_producev without RD_KAFKA_MSG_F_BLOCK (a
- *	 full queue is waited out on the latch), rd_kafka_begin_transaction,
- *	 rd_kafka_position, rd_kafka_get_watermark_offsets, rd_kafka_outq_len,
+ *	 full queue is waited out on the latch), rd_kafka_position, rd_kafka_get_watermark_offsets, rd_kafka_outq_len,
  *	 rd_kafka_commit with async set, topic and queue handles.  A flush is
  *	 rd_kafka_poll(0) and the latch (KafkaFlush).  We never abort a Kafka
  *	 transaction: a producer that failed is closed, and the next one's
@@ -923,6 +923,13 @@ sg_call_init(SgKafkaCall *c)
 	c->error = rd_kafka_init_transactions(c->rk, c->timeout_ms);
 }
 
+/* rd_kafka_begin_transaction waits, without a timeout, for librdkafka's main thread */
+static void
+sg_call_begin(SgKafkaCall *c)
+{
+	c->error = rd_kafka_begin_transaction(c->rk);
+}
+
 static void
 sg_call_commit(SgKafkaCall *c)
 {
@@ -1516,8 +1523,14 @@ KafkaTxnInit(SgKafka *k, TimestampTz deadline)
 void
 KafkaTxnBegin(SgKafka *k)
 {
-	rd_kafka_error_t *error = rd_kafka_begin_transaction(k->rk);
+	SgKafkaCall *c = sg_kafka_call_new(k, sg_call_begin, NULL);
+	rd_kafka_error_t *error;
 
+	sg_kafka_call(k, c, "beginning a transaction", sg_remote_timeout_ms,
+				  TimestampTzPlusMilliseconds(KafkaDeadline(), 1000), PG_WAIT_EXTENSION);
+	error = c->error;
+	c->error = NULL;
+	sg_kafka_call_free(c);
 	if (error)
 		sg_kafka_raise_error(k, error, "beginning a transaction");
 	KafkaDeliveryReset(k);
