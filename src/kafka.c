@@ -1094,6 +1094,7 @@ int
 KafkaTopicPartitions(SgKafka *k, const char *topic, TimestampTz deadline)
 {
 	TimestampTz give_up = TimestampTzPlusMilliseconds(deadline, 1000);
+	char	   *what = psprintf("metadata for topic \"%s\"", topic);
 
 	for (;;)
 	{
@@ -1104,7 +1105,7 @@ KafkaTopicPartitions(SgKafka *k, const char *topic, TimestampTz deadline)
 
 		sg_kafka_tick();
 		c = sg_kafka_call_new(k, sg_call_metadata, topic);
-		sg_kafka_call(k, c, psprintf("metadata for topic \"%s\"", topic),
+		sg_kafka_call(k, c, what,
 					  Min(SG_KAFKA_STEP_MS, sg_kafka_left_ms(deadline)), give_up, PG_WAIT_EXTENSION);
 		err = c->err;
 		terr = c->topic_err;
@@ -1144,6 +1145,7 @@ int64
 KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, TimestampTz deadline, int64 *start)
 {
 	TimestampTz give_up = TimestampTzPlusMilliseconds(deadline, 1000);
+	char	   *what = psprintf("end of partition %d of topic \"%s\"", partition, topic);
 
 	for (;;)
 	{
@@ -1155,7 +1157,7 @@ KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, TimestampTz de
 		sg_kafka_tick();
 		c = sg_kafka_call_new(k, sg_call_watermarks, topic);
 		c->partition = partition;
-		sg_kafka_call(k, c, psprintf("end of partition %d of topic \"%s\"", partition, topic),
+		sg_kafka_call(k, c, what,
 					  sg_kafka_left_ms(deadline), give_up, PG_WAIT_EXTENSION);
 		err = c->err;
 		lo = c->lo;
@@ -1169,7 +1171,7 @@ KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, TimestampTz de
 		}
 		if (err != RD_KAFKA_RESP_ERR__TIMED_OUT && err != RD_KAFKA_RESP_ERR__TRANSPORT &&
 			err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE && err != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
-			KafkaRaise(k, err, psprintf("end of partition %d of topic \"%s\"", partition, topic));
+			KafkaRaise(k, err, what);
 		if (GetCurrentTimestamp() >= deadline)
 			KafkaRaise(k, err, psprintf("no end offset for partition %d of topic \"%s\" within streamguard.remote_timeout (%d ms)",
 										partition, topic, sg_remote_timeout_ms));
@@ -1311,6 +1313,9 @@ KafkaSeek(SgKafka *k, const char *topic, SgKafkaStart *starts, int n, TimestampT
 	KafkaMessageDone(k);
 	for (i = 0; i < n; i++)
 	{
+		char	   *what = psprintf("moving to offset %lld of partition %d of topic \"%s\"",
+									(long long) starts[i].offset, (int) starts[i].partition, topic);
+
 		for (;;)
 		{
 			SgKafkaCall *c;
@@ -1319,8 +1324,7 @@ KafkaSeek(SgKafka *k, const char *topic, SgKafkaStart *starts, int n, TimestampT
 			sg_kafka_tick();
 			c = sg_kafka_call_new(k, sg_call_seek, NULL);
 			c->list = sg_start_list(topic, &starts[i], 1);
-			sg_kafka_call(k, c, psprintf("moving to offset %lld of partition %d of topic \"%s\"",
-										 (long long) starts[i].offset, (int) starts[i].partition, topic),
+			sg_kafka_call(k, c, what,
 						  Min(SG_KAFKA_STEP_MS, sg_kafka_left_ms(deadline)),
 						  TimestampTzPlusMilliseconds(deadline, 1000), PG_WAIT_EXTENSION);
 			err = c->err;
@@ -1328,8 +1332,7 @@ KafkaSeek(SgKafka *k, const char *topic, SgKafkaStart *starts, int n, TimestampT
 			if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 				break;
 			if (err != RD_KAFKA_RESP_ERR__TIMED_OUT)
-				KafkaRaise(k, err, psprintf("moving to offset %lld of partition %d of topic \"%s\"",
-											(long long) starts[i].offset, (int) starts[i].partition, topic));
+				KafkaRaise(k, err, what);
 			if (GetCurrentTimestamp() >= deadline)
 				KafkaRaise(k, err, psprintf("moving to offset %lld of partition %d of topic \"%s\" within streamguard.remote_timeout (%d ms)",
 											(long long) starts[i].offset, (int) starts[i].partition, topic,
