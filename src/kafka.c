@@ -31,18 +31,39 @@
  *	 a full mask and SIGTERM, SIGINT, SIGUSR1 and the latch's signal reach
  *	 the backend's own thread.
  *
- * - Nothing waits inside librdkafka for long.  The consumer queue writes a
- *	 byte into a pipe of ours when it turns non-empty
+ * - The backend's thread never waits inside librdkafka.  The consumer
+ *	 queue writes a byte into a pipe of ours when it turns non-empty
  *	 (rd_kafka_queue_io_event_enable); we wait on that pipe with
  *	 WaitLatchOrSocket (WL_EXIT_ON_PM_DEATH, CHECK_FOR_INTERRUPTS when the
- *	 latch is set) and poll the queue without blocking.  The few calls that
- *	 can only block (metadata, end offsets) are made with short timeouts in
- *	 a loop that checks interrupts and a deadline of
- *	 streamguard.remote_timeout.  A producer's transactional calls
- *	 (init_transactions, commit_transaction), which were seen to block far
- *	 past their timeout, run on a thread of their own (signals blocked)
- *	 while the backend waits on the latch; an abandoned one is joined by
- *	 the client's destroy.
+ *	 latch is set) and poll the queue without blocking.  Every call that
+ *	 can wait — for a broker or for one of librdkafka's own threads — goes
+ *	 through sg_kafka_call: it runs on a thread of its own (signals
+ *	 blocked) while the backend waits on its latch, so that a SIGTERM or a
+ *	 cancel is answered at once and the wait ends with an error at
+ *	 streamguard.remote_timeout (plus a second) whatever librdkafka does;
+ *	 an abandoned call is joined by the client's destroy, itself on a
+ *	 thread (KafkaClose), so nothing of ours ever waits for a broker.
+ *	 librdkafka's own timeouts are not enough: rd_kafka_query_watermark_offsets
+ *	 (2.0.2) ignores its timeout once its requests are sent and waits for
+ *	 the broker up to socket.timeout.ms, retried (minutes, against a broker
+ *	 that hangs), and the transactional calls were seen to block far past
+ *	 theirs.  The calls that go through sg_kafka_call (the whole class):
+ *		rd_kafka_metadata				KafkaTopicPartitions
+ *		rd_kafka_query_watermark_offsets	KafkaPartitionEnd
+ *		rd_kafka_seek_partitions		KafkaSeek
+ *		rd_kafka_assign					KafkaAssign
+ *		rd_kafka_incremental_assign		KafkaAssignMore
+ *		rd_kafka_init_transactions		KafkaTxnInit
+ *		rd_kafka_begin_transaction		KafkaTxnBegin
+ *		rd_kafka_commit_transaction		KafkaTxnCommit
+ *	 and rd_kafka_destroy runs on the reaper thread (KafkaClose).  The
+ *	 others we make do not wait: rd_kafka_consumer_poll and rd_kafka_poll
+ *	 with timeout 0, rd_kafka_producev without RD_KAFKA_MSG_F_BLOCK (a
+ *	 full queue is waited out on the latch), rd_kafka_position, rd_kafka_get_watermark_offsets, rd_kafka_outq_len,
+ *	 rd_kafka_commit with async set, topic and queue handles.  A flush is
+ *	 rd_kafka_poll(0) and the latch (KafkaFlush).  We never abort a Kafka
+ *	 transaction: a producer that failed is closed, and the next one's
+ *	 init_transactions aborts what it left open.
  *
  * - Producers (the Kafka sink): idempotent always, transactional for
  *	 exactly_once; their main queue (delivery reports, logs, errors) is the
@@ -109,24 +130,37 @@ typedef struct SgKafkaReport
 	rd_kafka_resp_err_t dr_err; /* the first delivery error */
 } SgKafkaReport;
 
-typedef rd_kafka_error_t *(*SgKafkaTxnCall) (rd_kafka_t *rk, int timeout_ms);
+typedef struct SgKafkaCall SgKafkaCall;
+typedef void (*SgKafkaCallFn) (SgKafkaCall *c);
 
 /*
- * A transactional API call made on a thread of its own (malloc'd): the
- * backend waits for it on the latch and may give up on it; the client's
- * destroy joins the thread first.
+ * A librdkafka call that may wait, made on a thread of its own (malloc'd,
+ * see sg_kafka_call): the backend waits for it on the latch and may give
+ * up on it; the client's destroy joins the thread first.  Its arguments
+ * are its own (malloc'd here or by librdkafka, freed with it): nothing of
+ * the backend's memory, which an error frees while the call may go on.
  */
-typedef struct SgKafkaCall
+struct SgKafkaCall
 {
 	rd_kafka_t *rk;
-	SgKafkaTxnCall fn;
-	int			timeout_ms;
+	SgKafkaCallFn fn;
+	int			timeout_ms;		/* librdkafka's timeout for the call */
 	int			wake_fd;		/* written when done: the handle's pipe */
 	pthread_t	thread;
 	pthread_mutex_t lock;
 	bool		done;
-	rd_kafka_error_t *error;	/* its result, once done */
-} SgKafkaCall;
+	/* arguments */
+	char	   *topic;
+	int32		partition;
+	rd_kafka_topic_partition_list_t *list;
+	/* results, read once done */
+	rd_kafka_resp_err_t err;
+	rd_kafka_error_t *error;
+	rd_kafka_resp_err_t topic_err;	/* metadata: the topic's error */
+	int			partitions;		/* metadata: the topic's partition count */
+	int64		lo;				/* watermarks */
+	int64		hi;
+};
 
 struct SgKafka
 {
@@ -138,11 +172,19 @@ struct SgKafka
 	bool		producer;
 	rd_kafka_topic_t *topics[SG_KAFKA_MAX_TOPICS];	/* a producer's topics */
 	int			ntopics;
-	struct SgKafkaCall *call;	/* a transactional call on its thread, or NULL */
+	SgKafkaCall *call;			/* a call on its thread (sg_kafka_call), or NULL */
 	char		server[NAMEDATALEN];
 };
 
 static void sg_kafka_raise_error(SgKafka *k, rd_kafka_error_t *error, const char *what);
+static void sg_kafka_tick(void);
+static SgKafkaCall *sg_kafka_call_new(SgKafka *k, SgKafkaCallFn fn, const char *topic);
+static void sg_kafka_call(SgKafka *k, SgKafkaCall *c, const char *what, int timeout_ms,
+						  TimestampTz give_up, uint32 wait_event);
+static void sg_kafka_call_free(SgKafkaCall *c);
+static void sg_kafka_pause(long ms);
+static void sg_kafka_drain_pipe(SgKafka *k);
+static void sg_kafka_wait(SgKafka *k, TimestampTz deadline, uint32 wait_event);
 
 typedef struct SgKafkaOption
 {
@@ -445,6 +487,7 @@ sg_kafka_open(const char *server, Oid userid, rd_kafka_type_t type, const char *
 	bool		has_group = false;
 	bool		has_bootstrap = false;
 	bool		has_backoff = false;
+	bool		has_socket_timeout = false;
 	SgKafka    *k;
 	char		errstr[512];
 	sigset_t	all,
@@ -473,6 +516,8 @@ sg_kafka_open(const char *server, Oid userid, rd_kafka_type_t type, const char *
 			has_bootstrap = true;
 		if (strcmp(prop, "reconnect.backoff.max.ms") == 0)
 			has_backoff = true;
+		if (strcmp(prop, "socket.timeout.ms") == 0)
+			has_socket_timeout = true;
 		/* consumer properties mean nothing to a producer (it would warn) */
 		if (type == RD_KAFKA_PRODUCER &&
 			(strncmp(prop, "fetch.", 6) == 0 || strcmp(prop, "max.partition.fetch.bytes") == 0 ||
@@ -493,6 +538,16 @@ sg_kafka_open(const char *server, Oid userid, rd_kafka_type_t type, const char *
 	/* an unreachable broker is retried often enough to notice it in time */
 	if (!has_backoff)
 		sg_kafka_set(conf, "reconnect.backoff.max.ms", "1000");
+
+	/*
+	 * A request the broker does not answer fails (and its connection is
+	 * closed) after streamguard.remote_timeout rather than librdkafka's
+	 * minute, at least 10 s (the consumer's long polls, a loaded machine):
+	 * what bounds a call the backend gave up on, which its client's destroy
+	 * waits for.
+	 */
+	if (!has_socket_timeout)
+		sg_kafka_set(conf, "socket.timeout.ms", psprintf("%d", Min(Max(sg_remote_timeout_ms, 10000), 300000)));
 	/* what the guarantees rest on: not options */
 	for (; fixed && fixed[0]; fixed += 2)
 		sg_kafka_set(conf, fixed[0], fixed[1]);
@@ -608,15 +663,12 @@ typedef struct SgKafkaReaper
 	int			pipe_fd[2];		/* ... which may still write to this pipe */
 } SgKafkaReaper;
 
-/* the end of a transactional call the backend gave up on: join, free */
+/* the end of a call the backend gave up on: join, free */
 static void
 sg_kafka_call_end(SgKafkaCall *c)
 {
 	pthread_join(c->thread, NULL);
-	if (c->error)
-		rd_kafka_error_destroy(c->error);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
+	sg_kafka_call_free(c);
 }
 
 /*
@@ -794,63 +846,280 @@ KafkaRaise(SgKafka *k, rd_kafka_resp_err_t err, const char *what)
 					   last[0] ? " Last client report: " : "", last)));
 }
 
+/* ------------------------------------------ calls that may wait, on a thread */
+
+/*
+ * The calls sg_kafka_call runs on their thread: librdkafka calls and
+ * malloc/free only, arguments and results in the SgKafkaCall.
+ */
+static void
+sg_call_metadata(SgKafkaCall *c)
+{
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(c->rk, c->topic, NULL);
+	const struct rd_kafka_metadata *md = NULL;
+
+	c->partitions = -1;
+	if (rkt == NULL)
+	{
+		/* reported as the topic's error */
+		c->err = RD_KAFKA_RESP_ERR_NO_ERROR;
+		c->topic_err = rd_kafka_last_error();
+		return;
+	}
+	c->err = rd_kafka_metadata(c->rk, 0, rkt, &md, c->timeout_ms);
+	if (c->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		if (md->topic_cnt == 1)
+		{
+			c->topic_err = md->topics[0].err;
+			if (md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+				c->partitions = md->topics[0].partition_cnt;
+		}
+		else
+			c->topic_err = RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+		rd_kafka_metadata_destroy(md);
+	}
+	/* never left behind: it would hold up the client's end */
+	rd_kafka_topic_destroy(rkt);
+}
+
+static void
+sg_call_watermarks(SgKafkaCall *c)
+{
+	int64_t		lo = -1,
+				hi = -1;
+
+	c->err = rd_kafka_query_watermark_offsets(c->rk, c->topic, c->partition, &lo, &hi, c->timeout_ms);
+	c->lo = (int64) lo;
+	c->hi = (int64) hi;
+}
+
+static void
+sg_call_seek(SgKafkaCall *c)
+{
+	rd_kafka_error_t *error = rd_kafka_seek_partitions(c->rk, c->list, c->timeout_ms);
+
+	c->err = error ? rd_kafka_error_code(error) : c->list->elems[0].err;
+	if (error)
+		rd_kafka_error_destroy(error);
+}
+
+/* rd_kafka_assign waits, without a timeout, for librdkafka's main thread */
+static void
+sg_call_assign(SgKafkaCall *c)
+{
+	c->err = rd_kafka_assign(c->rk, c->list);
+}
+
+static void
+sg_call_assign_more(SgKafkaCall *c)
+{
+	c->error = rd_kafka_incremental_assign(c->rk, c->list);
+}
+
+static void
+sg_call_init(SgKafkaCall *c)
+{
+	c->error = rd_kafka_init_transactions(c->rk, c->timeout_ms);
+}
+
+/* rd_kafka_begin_transaction waits, without a timeout, for librdkafka's main thread */
+static void
+sg_call_begin(SgKafkaCall *c)
+{
+	c->error = rd_kafka_begin_transaction(c->rk);
+}
+
+static void
+sg_call_commit(SgKafkaCall *c)
+{
+	c->error = rd_kafka_commit_transaction(c->rk, c->timeout_ms);
+}
+
+static void *
+sg_kafka_call_main(void *arg)
+{
+	SgKafkaCall *c = (SgKafkaCall *) arg;
+
+	c->fn(c);
+	pthread_mutex_lock(&c->lock);
+	c->done = true;
+	pthread_mutex_unlock(&c->lock);
+	if (write(c->wake_fd, "1", 1) < 0)
+		(void) 0;				/* the waiter also looks at done every 100 ms */
+	return NULL;
+}
+
+static void
+sg_kafka_call_free(SgKafkaCall *c)
+{
+	if (c->error)
+		rd_kafka_error_destroy(c->error);
+	if (c->list)
+		rd_kafka_topic_partition_list_destroy(c->list);
+	free(c->topic);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/*
+ * A call of `fn` on `k`, not started yet, with its own copy of `topic`
+ * (or NULL).  A call the backend gave up on and that has ended since is
+ * reaped here; one still running makes the client unusable (every error
+ * path closes it).
+ */
+static SgKafkaCall *
+sg_kafka_call_new(SgKafka *k, SgKafkaCallFn fn, const char *topic)
+{
+	SgKafkaCall *c;
+
+	if (k->call)
+	{
+		bool		done;
+
+		pthread_mutex_lock(&k->call->lock);
+		done = k->call->done;
+		pthread_mutex_unlock(&k->call->lock);
+		if (!done)
+			elog(ERROR, "a Kafka call is still running on this client");
+		sg_kafka_call_end(k->call);
+		k->call = NULL;
+	}
+	c = malloc(sizeof(SgKafkaCall));
+	if (c == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	memset(c, 0, sizeof(SgKafkaCall));
+	pthread_mutex_init(&c->lock, NULL);
+	c->rk = k->rk;
+	c->fn = fn;
+	c->wake_fd = k->pipe_fd[1];
+	if (topic)
+	{
+		c->topic = strdup(topic);
+		if (c->topic == NULL)
+		{
+			sg_kafka_call_free(c);
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+		}
+	}
+	return c;
+}
+
+/*
+ * THE way to make a librdkafka call that may wait: `c` (sg_kafka_call_new,
+ * its arguments set) runs on a thread of its own, all signals blocked,
+ * with librdkafka's timeout `timeout_ms`, while the backend waits on its
+ * latch and the handle's pipe (which the thread writes when done),
+ * serving a producer's queue meanwhile and checking interrupts: a SIGTERM
+ * ends the process, a cancel raises, at once.  At `give_up` (a deadline of
+ * streamguard.remote_timeout, plus a second for librdkafka's own timeout
+ * to fire first) the backend gives up with an error, whatever librdkafka
+ * does.  Returns with `c` done (its results to read, then
+ * sg_kafka_call_free); after an error the call belongs to the client,
+ * whose destroy (KafkaClose's reaper) joins the thread first.
+ */
+static void
+sg_kafka_call(SgKafka *k, SgKafkaCall *c, const char *what, int timeout_ms, TimestampTz give_up,
+			  uint32 wait_event)
+{
+	sigset_t	all,
+				old;
+	int			rc;
+
+	c->timeout_ms = Max(timeout_ms, 1);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&c->thread, NULL, sg_kafka_call_main, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+	{
+		sg_kafka_call_free(c);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not start a thread for a Kafka call: %s", strerror(rc))));
+	}
+	/* from here an ERROR leaves the call to KafkaClose */
+	k->call = c;
+	for (;;)
+	{
+		bool		done;
+
+		sg_kafka_drain_pipe(k);
+		/* a producer's delivery reports; a consumer's queue is KafkaPoll's */
+		if (k->producer)
+			(void) rd_kafka_poll(k->rk, 0);
+		pthread_mutex_lock(&c->lock);
+		done = c->done;
+		pthread_mutex_unlock(&c->lock);
+		if (done)
+			break;
+		if (!PostmasterIsAlive())
+			proc_exit(1);
+		if (GetCurrentTimestamp() >= give_up)
+			KafkaRaise(k, RD_KAFKA_RESP_ERR__TIMED_OUT,
+					   psprintf("%s: no answer within streamguard.remote_timeout (%d ms)", what, sg_remote_timeout_ms));
+		sg_kafka_wait(k, give_up, wait_event);
+	}
+	pthread_join(c->thread, NULL);
+	k->call = NULL;
+}
+
+/* a pause between two calls (a retry), on the latch */
+static void
+sg_kafka_pause(long ms)
+{
+	int			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
+
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/* milliseconds until `deadline` (at least 1) */
+static int
+sg_kafka_left_ms(TimestampTz deadline)
+{
+	int64		left = (deadline - GetCurrentTimestamp()) / 1000;
+
+	return (int) Max(Min(left, INT_MAX), 1);
+}
+
 /*
  * The number of partitions of `topic`, from a metadata request; raises an
  * error when the topic does not exist or no broker answered before
- * `deadline`.
+ * `deadline`.  Each request waits up to SG_KAFKA_STEP_MS, so that another
+ * broker may answer the next one.
  */
 int
 KafkaTopicPartitions(SgKafka *k, const char *topic, TimestampTz deadline)
 {
-	rd_kafka_topic_t *rkt = rd_kafka_topic_new(k->rk, topic, NULL);
-	rd_kafka_resp_err_t err;
+	TimestampTz give_up = TimestampTzPlusMilliseconds(deadline, 1000);
+	char	   *what = psprintf("metadata for topic \"%s\"", topic);
 
-	if (rkt == NULL)
-		KafkaRaise(k, rd_kafka_last_error(), psprintf("topic \"%s\"", topic));
 	for (;;)
 	{
-		const struct rd_kafka_metadata *md = NULL;
-		int			n = -1;
+		SgKafkaCall *c;
+		rd_kafka_resp_err_t err;
+		rd_kafka_resp_err_t terr;
+		int			n;
 
-		PG_TRY();
-		{
-			sg_kafka_tick();
-		}
-		PG_CATCH();
-		{
-			/* a topic handle left behind would hold up the client's end */
-			rd_kafka_topic_destroy(rkt);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		err = rd_kafka_metadata(k->rk, 0, rkt, &md, SG_KAFKA_STEP_MS);
+		sg_kafka_tick();
+		c = sg_kafka_call_new(k, sg_call_metadata, topic);
+		sg_kafka_call(k, c, what,
+					  Min(SG_KAFKA_STEP_MS, sg_kafka_left_ms(deadline)), give_up, PG_WAIT_EXTENSION);
+		err = c->err;
+		terr = c->topic_err;
+		n = c->partitions;
+		sg_kafka_call_free(c);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 		{
-			if (md->topic_cnt == 1)
-			{
-				err = md->topics[0].err;
-				if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
-					n = md->topics[0].partition_cnt;
-			}
-			else
-				err = RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
-			rd_kafka_metadata_destroy(md);
 			if (n > 0)
-			{
-				rd_kafka_topic_destroy(rkt);
 				return n;
-			}
 			/* a leader election in progress is retried; the rest is final */
-			if (err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE &&
-				err != RD_KAFKA_RESP_ERR_NO_ERROR)
-			{
-				rd_kafka_topic_destroy(rkt);
-				KafkaRaise(k, err, psprintf("topic \"%s\"", topic));
-			}
+			if (terr != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE && terr != RD_KAFKA_RESP_ERR_NO_ERROR)
+				KafkaRaise(k, terr, psprintf("topic \"%s\"", topic));
 		}
 		if (GetCurrentTimestamp() >= deadline)
-		{
-			rd_kafka_topic_destroy(rkt);
 		{
 			char		last[256];
 
@@ -859,38 +1128,54 @@ KafkaTopicPartitions(SgKafka *k, const char *topic, TimestampTz deadline)
 					   psprintf("no metadata for topic \"%s\" within streamguard.remote_timeout (%d ms)%s%s",
 								topic, sg_remote_timeout_ms, last[0] ? " (client: " : "", last[0] ? psprintf("%s)", last) : ""));
 		}
-		}
+		/* an answer that came at once (an error) is not asked again at once */
+		if (err != RD_KAFKA_RESP_ERR__TIMED_OUT)
+			sg_kafka_pause(50);
 	}
 }
 
 /*
  * The end of a partition for a read_committed reader (its last stable
  * offset), asked of the broker, within `deadline`; its start in *start
- * when not NULL.
+ * when not NULL.  rd_kafka_query_watermark_offsets does not keep to its
+ * timeout (it waits for the broker's answer up to socket.timeout.ms, and
+ * retries): only sg_kafka_call bounds it.
  */
 int64
 KafkaPartitionEnd(SgKafka *k, const char *topic, int32 partition, TimestampTz deadline, int64 *start)
 {
+	TimestampTz give_up = TimestampTzPlusMilliseconds(deadline, 1000);
+	char	   *what = psprintf("end of partition %d of topic \"%s\"", partition, topic);
+
 	for (;;)
 	{
-		int64_t		lo,
-					hi;
+		SgKafkaCall *c;
 		rd_kafka_resp_err_t err;
+		int64		lo,
+					hi;
 
 		sg_kafka_tick();
-		err = rd_kafka_query_watermark_offsets(k->rk, topic, partition, &lo, &hi, SG_KAFKA_STEP_MS);
+		c = sg_kafka_call_new(k, sg_call_watermarks, topic);
+		c->partition = partition;
+		sg_kafka_call(k, c, what,
+					  sg_kafka_left_ms(deadline), give_up, PG_WAIT_EXTENSION);
+		err = c->err;
+		lo = c->lo;
+		hi = c->hi;
+		sg_kafka_call_free(c);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 		{
 			if (start)
-				*start = (int64) lo;
-			return (int64) hi;
+				*start = lo;
+			return hi;
 		}
 		if (err != RD_KAFKA_RESP_ERR__TIMED_OUT && err != RD_KAFKA_RESP_ERR__TRANSPORT &&
 			err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE && err != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
-			KafkaRaise(k, err, psprintf("end of partition %d of topic \"%s\"", partition, topic));
+			KafkaRaise(k, err, what);
 		if (GetCurrentTimestamp() >= deadline)
 			KafkaRaise(k, err, psprintf("no end offset for partition %d of topic \"%s\" within streamguard.remote_timeout (%d ms)",
 										partition, topic, sg_remote_timeout_ms));
+		sg_kafka_pause(50);
 	}
 }
 
@@ -970,13 +1255,16 @@ sg_start_list(const char *topic, const SgKafkaStart *starts, int n)
 void
 KafkaAssign(SgKafka *k, const char *topic, SgKafkaStart *starts, int n)
 {
-	rd_kafka_topic_partition_list_t *list;
+	SgKafkaCall *c;
 	rd_kafka_resp_err_t err;
 
 	KafkaMessageDone(k);
-	list = sg_start_list(topic, starts, n);
-	err = rd_kafka_assign(k->rk, list);
-	rd_kafka_topic_partition_list_destroy(list);
+	c = sg_kafka_call_new(k, sg_call_assign, NULL);
+	c->list = sg_start_list(topic, starts, n);
+	sg_kafka_call(k, c, psprintf("assigning the partitions of topic \"%s\"", topic), sg_remote_timeout_ms,
+				  TimestampTzPlusMilliseconds(KafkaDeadline(), 1000), PG_WAIT_EXTENSION);
+	err = c->err;
+	sg_kafka_call_free(c);
 	if (err)
 		KafkaRaise(k, err, psprintf("assigning the partitions of topic \"%s\"", topic));
 }
@@ -989,13 +1277,17 @@ KafkaAssign(SgKafka *k, const char *topic, SgKafkaStart *starts, int n)
 void
 KafkaAssignMore(SgKafka *k, const char *topic, SgKafkaStart *starts, int n)
 {
-	rd_kafka_topic_partition_list_t *list;
+	SgKafkaCall *c;
 	rd_kafka_error_t *error;
 
 	KafkaMessageDone(k);
-	list = sg_start_list(topic, starts, n);
-	error = rd_kafka_incremental_assign(k->rk, list);
-	rd_kafka_topic_partition_list_destroy(list);
+	c = sg_kafka_call_new(k, sg_call_assign_more, NULL);
+	c->list = sg_start_list(topic, starts, n);
+	sg_kafka_call(k, c, psprintf("adding partitions of topic \"%s\" to the assignment", topic), sg_remote_timeout_ms,
+				  TimestampTzPlusMilliseconds(KafkaDeadline(), 1000), PG_WAIT_EXTENSION);
+	error = c->error;
+	c->error = NULL;
+	sg_kafka_call_free(c);
 	if (error)
 		sg_kafka_raise_error(k, error, psprintf("adding partitions of topic \"%s\" to the assignment", topic));
 }
@@ -1021,23 +1313,26 @@ KafkaSeek(SgKafka *k, const char *topic, SgKafkaStart *starts, int n, TimestampT
 	KafkaMessageDone(k);
 	for (i = 0; i < n; i++)
 	{
+		char	   *what = psprintf("moving to offset %lld of partition %d of topic \"%s\"",
+									(long long) starts[i].offset, (int) starts[i].partition, topic);
+
 		for (;;)
 		{
-			rd_kafka_topic_partition_list_t *list = sg_start_list(topic, &starts[i], 1);
-			rd_kafka_error_t *error;
+			SgKafkaCall *c;
 			rd_kafka_resp_err_t err;
 
 			sg_kafka_tick();
-			error = rd_kafka_seek_partitions(k->rk, list, SG_KAFKA_STEP_MS);
-			err = error ? rd_kafka_error_code(error) : list->elems[0].err;
-			if (error)
-				rd_kafka_error_destroy(error);
-			rd_kafka_topic_partition_list_destroy(list);
+			c = sg_kafka_call_new(k, sg_call_seek, NULL);
+			c->list = sg_start_list(topic, &starts[i], 1);
+			sg_kafka_call(k, c, what,
+						  Min(SG_KAFKA_STEP_MS, sg_kafka_left_ms(deadline)),
+						  TimestampTzPlusMilliseconds(deadline, 1000), PG_WAIT_EXTENSION);
+			err = c->err;
+			sg_kafka_call_free(c);
 			if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 				break;
 			if (err != RD_KAFKA_RESP_ERR__TIMED_OUT)
-				KafkaRaise(k, err, psprintf("moving to offset %lld of partition %d of topic \"%s\"",
-											(long long) starts[i].offset, (int) starts[i].partition, topic));
+				KafkaRaise(k, err, what);
 			if (GetCurrentTimestamp() >= deadline)
 				KafkaRaise(k, err, psprintf("moving to offset %lld of partition %d of topic \"%s\" within streamguard.remote_timeout (%d ms)",
 											(long long) starts[i].offset, (int) starts[i].partition, topic,
@@ -1181,103 +1476,27 @@ sg_kafka_raise_error(SgKafka *k, rd_kafka_error_t *error, const char *what)
 					   last[0] ? " Last client report: " : "", last)));
 }
 
-static void *
-sg_kafka_call_main(void *arg)
-{
-	SgKafkaCall *c = (SgKafkaCall *) arg;
-	rd_kafka_error_t *error = c->fn(c->rk, c->timeout_ms);
-
-	pthread_mutex_lock(&c->lock);
-	c->error = error;
-	c->done = true;
-	pthread_mutex_unlock(&c->lock);
-	if (write(c->wake_fd, "1", 1) < 0)
-		(void) 0;				/* the waiter also looks at done every 100 ms */
-	return NULL;
-}
-
 /*
- * One blocking transactional call, on a thread of its own (all signals
- * blocked) while the backend waits on the latch and the handle's pipe:
- * librdkafka's transactional calls were seen to block far longer than
- * their timeout (a commit after broker errors, minutes).  Past `deadline`
- * (plus a second) or on an interrupt the backend gives up on it with an
- * error; the thread then ends on its own and the client's destroy joins
- * it.  Returns the call's result.
- */
-static rd_kafka_error_t *
-sg_kafka_call(SgKafka *k, SgKafkaTxnCall fn, const char *what, TimestampTz deadline, uint32 wait_event)
-{
-	SgKafkaCall *c;
-	sigset_t	all,
-				old;
-	int			rc;
-	long		left = (long) ((deadline - GetCurrentTimestamp()) / 1000);
-	TimestampTz give_up = TimestampTzPlusMilliseconds(deadline, 1000);
-	rd_kafka_error_t *error;
-
-	if (k->call)
-		elog(ERROR, "a Kafka transactional call is still running on this client");
-	c = malloc(sizeof(SgKafkaCall));
-	if (c == NULL)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	memset(c, 0, sizeof(SgKafkaCall));
-	c->rk = k->rk;
-	c->fn = fn;
-	c->timeout_ms = (int) Max(Min(left, INT_MAX), 1);
-	c->wake_fd = k->pipe_fd[1];
-	pthread_mutex_init(&c->lock, NULL);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&c->thread, NULL, sg_kafka_call_main, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0)
-	{
-		pthread_mutex_destroy(&c->lock);
-		free(c);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("could not start a thread for a Kafka call: %s", strerror(rc))));
-	}
-	/* from here an ERROR leaves the call to KafkaClose */
-	k->call = c;
-	for (;;)
-	{
-		bool		done;
-
-		sg_kafka_serve(k);
-		pthread_mutex_lock(&c->lock);
-		done = c->done;
-		pthread_mutex_unlock(&c->lock);
-		if (done)
-			break;
-		if (GetCurrentTimestamp() >= give_up)
-			KafkaRaise(k, RD_KAFKA_RESP_ERR__TIMED_OUT,
-					   psprintf("%s: no answer within streamguard.remote_timeout (%d ms)", what, sg_remote_timeout_ms));
-		sg_kafka_wait(k, give_up, wait_event);
-	}
-	pthread_join(c->thread, NULL);
-	error = c->error;
-	pthread_mutex_destroy(&c->lock);
-	free(c);
-	k->call = NULL;
-	return error;
-}
-
-/*
- * A transactional call, made again while it fails with an error that
- * says so (retriable, a timeout) until `deadline`; any other error raised
- * with its code.
+ * A transactional call (on its thread: sg_kafka_call), made again while it
+ * fails with an error that says so (retriable, a timeout) until
+ * `deadline`; any other error raised with its code.
  */
 static void
-sg_kafka_txn_call(SgKafka *k, SgKafkaTxnCall fn, const char *what, TimestampTz deadline)
+sg_kafka_txn_call(SgKafka *k, SgKafkaCallFn fn, const char *what, TimestampTz deadline)
 {
+	TimestampTz give_up = TimestampTzPlusMilliseconds(deadline, 1000);
+
 	for (;;)
 	{
+		SgKafkaCall *c;
 		rd_kafka_error_t *error;
 
 		sg_kafka_tick();
-		error = sg_kafka_call(k, fn, what, deadline, PG_WAIT_EXTENSION);
+		c = sg_kafka_call_new(k, fn, NULL);
+		sg_kafka_call(k, c, what, sg_kafka_left_ms(deadline), give_up, PG_WAIT_EXTENSION);
+		error = c->error;
+		c->error = NULL;
+		sg_kafka_call_free(c);
 		if (error == NULL)
 			return;
 		if ((rd_kafka_error_is_retriable(error) || rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__TIMED_OUT) &&
@@ -1285,22 +1504,11 @@ sg_kafka_txn_call(SgKafka *k, SgKafkaTxnCall fn, const char *what, TimestampTz d
 			GetCurrentTimestamp() < deadline)
 		{
 			rd_kafka_error_destroy(error);
+			sg_kafka_pause(50);
 			continue;
 		}
 		sg_kafka_raise_error(k, error, what);
 	}
-}
-
-static rd_kafka_error_t *
-sg_kafka_init_call(rd_kafka_t *rk, int timeout_ms)
-{
-	return rd_kafka_init_transactions(rk, timeout_ms);
-}
-
-static rd_kafka_error_t *
-sg_kafka_commit_call(rd_kafka_t *rk, int timeout_ms)
-{
-	return rd_kafka_commit_transaction(rk, timeout_ms);
 }
 
 /*
@@ -1312,14 +1520,20 @@ sg_kafka_commit_call(rd_kafka_t *rk, int timeout_ms)
 void
 KafkaTxnInit(SgKafka *k, TimestampTz deadline)
 {
-	sg_kafka_txn_call(k, sg_kafka_init_call, "initializing the transactional producer", deadline);
+	sg_kafka_txn_call(k, sg_call_init, "initializing the transactional producer", deadline);
 }
 
 void
 KafkaTxnBegin(SgKafka *k)
 {
-	rd_kafka_error_t *error = rd_kafka_begin_transaction(k->rk);
+	SgKafkaCall *c = sg_kafka_call_new(k, sg_call_begin, NULL);
+	rd_kafka_error_t *error;
 
+	sg_kafka_call(k, c, "beginning a transaction", sg_remote_timeout_ms,
+				  TimestampTzPlusMilliseconds(KafkaDeadline(), 1000), PG_WAIT_EXTENSION);
+	error = c->error;
+	c->error = NULL;
+	sg_kafka_call_free(c);
 	if (error)
 		sg_kafka_raise_error(k, error, "beginning a transaction");
 	KafkaDeliveryReset(k);
@@ -1329,7 +1543,7 @@ KafkaTxnBegin(SgKafka *k)
 void
 KafkaTxnCommit(SgKafka *k, TimestampTz deadline)
 {
-	sg_kafka_txn_call(k, sg_kafka_commit_call, "committing the transaction", deadline);
+	sg_kafka_txn_call(k, sg_call_commit, "committing the transaction", deadline);
 }
 
 /* forget the delivery reports counted so far */
@@ -1437,9 +1651,12 @@ KafkaProduce(SgKafka *k, const char *topic, int32 partition, const char *key, si
 uint64
 KafkaFlush(SgKafka *k, uint32 wait_event)
 {
-	/* message.timeout.ms, plus time for the last reports to be served */
+	/*
+	 * message.timeout.ms, plus time for the last reports to be served
+	 * (librdkafka looks for messages timed out once a second)
+	 */
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   2 * (int64) Max(sg_remote_timeout_ms, 1000) + 5000);
+													   (int64) Max(sg_remote_timeout_ms, 1000) + 2000);
 	uint64		failed,
 				delivered;
 	rd_kafka_resp_err_t err;

@@ -36,6 +36,13 @@
  *	rtt BROKER MS					a mock broker's round-trip delay
  *	error APIKEY CODE COUNT			the next COUNT requests of that API
  *									(by number) fail with error CODE
+ *	delay BROKER APIKEY MS			the broker's answer to the next request
+ *									of that API is held back MS ms (and
+ *									every later answer on that connection
+ *									behind it): a broker that hangs at
+ *									exactly that request
+ *	pending BROKER APIKEY			"ok <n>": delays of that API not yet
+ *									met by a request (0: it arrived)
  *	topic_error TOPIC CODE			the topic's metadata carries CODE
  *	quit
  *
@@ -630,6 +637,43 @@ command(char *line)
 		for (i = 0; i < c; i++)
 			rd_kafka_mock_push_request_errors(mc, atoi(api), 1, (rd_kafka_resp_err_t) atoi(code));
 		printf("ok\n");
+	}
+	else if (strcmp(cmd, "delay") == 0)
+	{
+		char	   *b = strtok(NULL, " ");
+		char	   *api = strtok(NULL, " ");
+		char	   *ms = strtok(NULL, " ");
+		rd_kafka_resp_err_t err;
+
+		if (!b || !api || !ms)
+		{
+			printf("error usage: delay BROKER APIKEY MS\n");
+			return;
+		}
+		err = rd_kafka_mock_broker_push_request_error_rtts(mc, atoi(b), (int16_t) atoi(api), 1,
+														   RD_KAFKA_RESP_ERR_NO_ERROR, atoi(ms));
+		if (err)
+			printf("error %s\n", rd_kafka_err2name(err));
+		else
+			printf("ok\n");
+	}
+	else if (strcmp(cmd, "pending") == 0)
+	{
+		char	   *b = strtok(NULL, " ");
+		char	   *api = strtok(NULL, " ");
+		size_t		cnt = 0;
+		rd_kafka_resp_err_t err;
+
+		if (!b || !api)
+		{
+			printf("error usage: pending BROKER APIKEY\n");
+			return;
+		}
+		err = rd_kafka_mock_broker_error_stack_cnt(mc, atoi(b), (int16_t) atoi(api), &cnt);
+		if (err)
+			printf("error %s\n", rd_kafka_err2name(err));
+		else
+			printf("ok %zu\n", cnt);
 	}
 	else if (strcmp(cmd, "topic_error") == 0)
 	{

@@ -7,6 +7,8 @@
 #   $k->cmd('topic orders 4')          # "ok ..." or dies with the error
 #   $k->try_cmd('...')                 # the answer line, never dies
 #   $k->kill9; $k->stop                # SIGKILL / quit and reap
+#   $k->freeze; $k->thaw               # SIGSTOP / SIGCONT: a broker that hangs
+#                                      # (connections accepted, never answered)
 #   $k->audit($node, $topic)           # the topic, read_committed, into table audit
 #   $k->check_topic($node, $topic, $n, $what)  # a sink test's events: once, in order
 #
@@ -99,6 +101,10 @@ WHERE prev IS NOT NULL AND i <= prev}), '0', "$what: order kept per partition");
 		'0', "$what: keys and partitions as the SELECT said");
 	return;
 }
+
+# a frozen broker answers no command either: thaw it before the next one
+sub freeze { my ($self) = @_; kill 'STOP', $self->pid; return; }
+sub thaw { my ($self) = @_; kill 'CONT', $self->pid; return; }
 
 sub kill9
 {
