@@ -9,7 +9,7 @@
 # the stream, that each row version reached the stream exactly once and that
 # the last event of each key is the table's row.
 #
-# Scenarios 1-4 drive the backfill by hand (run_backfill_chunk, no backfill
+# Scenarios 1-4 (and a partitioned table) drive the backfill by hand (run_backfill_chunk, no backfill
 # worker), so that they are deterministic; scenario 5 runs the backfill
 # worker with concurrent writers and tries the DDL while it runs.
 
@@ -122,6 +122,26 @@ is(check_exact('ta', 'sa', 'rewrite refused'), '997', 'ta: 997 backfill events')
 expect_ok($node, 'ALTER TABLE ta ALTER COLUMN v TYPE bigint', 'after the backfill, the rewrite is allowed');
 $node->safe_psql('postgres', q{UPDATE ta SET ver = ver + 1 WHERE v IN (1, 999)});
 check_exact('ta', 'sa', 'after the rewrite');
+
+# ... also of a partition, when the partitioned table is captured
+$node->safe_psql('postgres', q{
+SELECT streamguard.create_stream('sp', 2);
+CREATE TABLE tp (id int PRIMARY KEY, ver int NOT NULL, v int NOT NULL) PARTITION BY RANGE (id);
+CREATE TABLE tp1 PARTITION OF tp FOR VALUES FROM (1) TO (501);
+CREATE TABLE tp2 PARTITION OF tp FOR VALUES FROM (501) TO (1001);
+INSERT INTO tp SELECT g, 0, g FROM generate_series(1, 1000) g;
+SELECT streamguard.capture_table('tp', 'sp');
+SELECT streamguard.run_backfill_chunk('tp', 'sp', 100);
+UPDATE tp SET ver = ver + 1 WHERE id > 997;
+});
+expect_error($node, 'ALTER TABLE tp ALTER COLUMN v TYPE bigint', '55006',
+	qr/cannot rewrite table "tp1" while the backfill of its capture into stream "sp" is running/,
+	'a rewrite of a captured partitioned table during the backfill');
+expect_error($node, 'ALTER TABLE tp2 SET UNLOGGED', '55006', qr/cannot rewrite table "tp2"/,
+	'SET UNLOGGED of a partition (a rewrite) during the backfill');
+$node->safe_psql('postgres', q{SELECT finish_backfill('tp', 'sp')});
+is(state_of('tp'), 'done 997 3', 'tp: the backfill sent 997 rows and skipped the 3 sent live');
+check_exact('tp', 'sp', 'partitioned: rewrite refused');
 
 # ----------------------------- 2. the key's type (ALTER COLUMN id TYPE text)
 setup('tb', 'sb', 'int', 'g');
