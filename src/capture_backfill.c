@@ -527,6 +527,7 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 	Datum	   *values;
 	Oid		   *types;
 	Datum		stored_key = (Datum) 0; /* backfill_key, or 0 before the first chunk */
+	bool		key_column = true;	/* the catalog has backfill_key */
 	Datum		key_now;
 
 	*covered = 0;
@@ -546,8 +547,14 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 		Datum		v[1] = {Int32GetDatum(capture_id)};
 		bool		isnull;
 
-		sg_exec_args("SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until, "
-					 "backfill_key FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+		/* a 0.2 catalog (served until ALTER EXTENSION UPDATE) has no backfill_key */
+		key_column = get_attnum(get_relname_relid("capture", get_namespace_oid("streamguard", false)),
+								"backfill_key") != InvalidAttrNumber;
+		sg_exec_args(key_column ?
+					 "SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until, "
+					 "backfill_key FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE" :
+					 "SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until, "
+					 "NULL::pg_catalog.text[] FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 					 1, t, v, NULL, SPI_OK_SELECT);
 		if (SPI_processed == 0)
 		{
@@ -801,10 +808,9 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 		else
 			n[7] = 'n';
 		v[8] = key_now;
-		sg_exec_args("UPDATE streamguard.capture SET "
+		sg_exec_args(psprintf("UPDATE streamguard.capture SET %s"
 					 "backfill_after = $2, "
 					 "backfill_until = $8, "
-					 "backfill_key = $9, "
 					 "backfill_rows = backfill_rows OPERATOR(pg_catalog.+) $3, "
 					 "backfill_skipped = backfill_skipped OPERATOR(pg_catalog.+) $4, "
 					 "backfill_state = CASE WHEN $5 THEN 'done'::streamguard.backfill_state "
@@ -814,7 +820,8 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 					 "backfill_done_at = CASE WHEN $5 THEN pg_catalog.now() END, "
 					 "backfill_error = NULL "
 					 "WHERE id OPERATOR(pg_catalog.=) $1",
-					 9, t, v, n, SPI_OK_UPDATE);
+					 key_column ? "backfill_key = $9, " : ""),
+					 key_column ? 9 : 8, t, v, n, SPI_OK_UPDATE);
 		if (last)
 		{
 			/* writers stop claiming once they see the state (at their next lock of the table) */

@@ -121,6 +121,15 @@ SELECT count(*) FROM streamguard.append_batch('orders',
 });
 ok(wait_for_value($node, q{SELECT coalesce(sum(amount), 0) FROM totals}, '5050', 60, dbname => 'v02_db'),
 	'the library serves a 0.2 catalog: its pipeline runs before the update');
+$node->safe_psql('v02_db', q{
+SELECT streamguard.create_stream('cdc', 2);
+CREATE TABLE acct (id int PRIMARY KEY, v int NOT NULL);
+INSERT INTO acct SELECT g, g FROM generate_series(1, 50) g;
+SELECT streamguard.capture_table('acct', 'cdc');
+});
+ok(wait_for_value($node, q{SELECT backfill_state || ' ' || backfill_rows || ' ' || coalesce(backfill_error, '-')
+	FROM streamguard.captures WHERE tab = 'acct'::regclass}, 'done 50 -', 60, dbname => 'v02_db'),
+	'... and a capture\'s backfill');
 $node->safe_psql('v02_db', 'ALTER EXTENSION streamguard UPDATE');
 is($node->safe_psql('v02_db', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
 	'0.3', 'ALTER EXTENSION streamguard UPDATE from 0.2 reaches 0.3');
