@@ -561,7 +561,10 @@ static bool sg_extension_present;
  */
 static char *sg_version_problem = NULL;	/* in TopMemoryContext */
 static char *sg_version_hint = NULL;
-static char *sg_version_flagged = NULL;	/* the last_error we wrote */
+static char *sg_dbname = NULL;
+static char sg_extversion[NAMEDATALEN];
+static bool sg_version_flagged = false;	/* pipelines' last_error says so */
+static bool sg_version_cleared = false; /* errors of an earlier run cleared */
 static TimestampTz sg_version_warned = 0;
 
 #define SG_VERSION_WARN_EVERY_US	(600 * USECS_PER_SEC)
@@ -581,7 +584,9 @@ sg_step_check_extension(SgStreamTask *unused)
 				"WHERE extname OPERATOR(pg_catalog.=) 'streamguard'", SPI_OK_SELECT);
 		if (SPI_processed > 0)
 			version = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		problem = SgCatalogVersionProblem(version, get_database_name(MyDatabaseId), &hint);
+		if (sg_dbname == NULL)
+			sg_dbname = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
+		problem = SgCatalogVersionProblem(version, sg_dbname, &hint);
 		if (sg_version_problem)
 			pfree(sg_version_problem);
 		if (sg_version_hint)
@@ -589,6 +594,7 @@ sg_step_check_extension(SgStreamTask *unused)
 		old = MemoryContextSwitchTo(TopMemoryContext);
 		sg_version_problem = problem ? pstrdup(problem) : NULL;
 		sg_version_hint = hint ? pstrdup(hint) : NULL;
+		strlcpy(sg_extversion, version ? version : "?", sizeof(sg_extversion));
 		MemoryContextSwitchTo(old);
 	}
 	/* slots of an earlier incarnation (DROP + CREATE EXTENSION) are stale */
@@ -596,34 +602,35 @@ sg_step_check_extension(SgStreamTask *unused)
 		HorizonFreeDatabase(MyDatabaseId, StreamCatalogOid());
 }
 
-/* every pipeline's last_error says why it does not run (or no longer, once served) */
+/*
+ * Every pipeline's last_error says why it does not run; once the version is
+ * served, the errors of that kind go (also ones written before a restart).
+ */
 static void
 sg_step_flag_version(SgStreamTask *unused)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2];
-	char		nulls[2] = {' ', ' '};
-	char	   *text = sg_version_problem ? psprintf("%s. %s", sg_version_problem, sg_version_hint) : NULL;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
 
-	if (text)
-		values[0] = CStringGetTextDatum(text);
-	else
-		nulls[0] = 'n';
-	if (sg_version_flagged)
-		values[1] = CStringGetTextDatum(sg_version_flagged);
-	else
-		nulls[1] = 'n';
 	/* a 0.1 catalog has these columns too */
-	if (SPI_execute_with_args(text ?
-							  "UPDATE streamguard.pipeline SET last_error = $1, last_error_at = pg_catalog.now() "
-							  "WHERE last_error IS DISTINCT FROM $1" :
-							  "UPDATE streamguard.pipeline SET last_error = NULL, last_error_at = NULL "
-							  "WHERE last_error OPERATOR(pg_catalog.=) $2",
-							  2, types, values, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "pipeline error update failed");
-	if (sg_version_flagged)
-		pfree(sg_version_flagged);
-	sg_version_flagged = text ? MemoryContextStrdup(TopMemoryContext, text) : NULL;
+	if (sg_version_problem)
+	{
+		values[0] = CStringGetTextDatum(psprintf("%s. %s", sg_version_problem, sg_version_hint));
+		if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $1, last_error_at = pg_catalog.now() "
+								  "WHERE last_error IS DISTINCT FROM $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "pipeline error update failed");
+	}
+	else
+	{
+		values[0] = CStringGetTextDatum("the streamguard library % serves SQL versions % to %, but database % has version %: "
+										"its pipelines and backfills do not run%");
+		if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = NULL, last_error_at = NULL "
+								  "WHERE last_error OPERATOR(pg_catalog.~~) $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "pipeline error update failed");
+	}
+	sg_version_flagged = (sg_version_problem != NULL);
 }
 
 /*
@@ -638,12 +645,11 @@ sg_version_served(void)
 	if (sg_version_problem == NULL)
 	{
 		if (sg_version_flagged)
-		{
 			ereport(LOG,
-					(errmsg("streamguard maintenance: the SQL objects of this database are now at a version the library %s serves: pipelines and backfills start",
-							SG_LIBRARY_VERSION)));
-			sg_run_step(sg_step_flag_version, NULL, "version check");
-		}
+					(errmsg("streamguard maintenance: database \"%s\" is now at SQL version %s, which the library %s serves: its pipelines and backfills start",
+							sg_dbname, sg_extversion, SG_LIBRARY_VERSION)));
+		if (sg_version_flagged || !sg_version_cleared)
+			sg_version_cleared = sg_run_step(sg_step_flag_version, NULL, "version check");
 		return true;
 	}
 	if (sg_version_warned == 0 || now - sg_version_warned >= SG_VERSION_WARN_EVERY_US)
@@ -651,7 +657,7 @@ sg_version_served(void)
 		ereport(WARNING,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("%s", sg_version_problem),
-				 errdetail("A new library of streamguard was installed and the server restarted, but the extension's SQL objects were not updated."),
+				 errdetail("No pipeline or backfill worker starts in this database until its SQL objects are at a version the library serves."),
 				 errhint("%s", sg_version_hint)));
 		sg_version_warned = now;
 	}

@@ -68,7 +68,10 @@ is($node->safe_psql('old_db', q{SELECT events_in || ' ' || coalesce(worker_pid::
 	FROM streamguard.pipelines WHERE pipeline = 'totals'}), '0 no worker', '... and no worker ran it');
 
 # ----------------------------------------------------------------- update
+$offset = log_offset($node);
 $node->safe_psql('old_db', 'ALTER EXTENSION streamguard UPDATE');
+ok(wait_log($node, qr/database "old_db" is now at SQL version 0\.3, which the library 0\.3 serves: its pipelines and backfills start/,
+	$offset, 60), 'the maintenance worker logs that the pipelines start');
 is($node->safe_psql('old_db', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
 	'0.3', 'ALTER EXTENSION streamguard UPDATE reaches 0.3 (through 0.2)');
 
