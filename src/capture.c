@@ -969,7 +969,8 @@ sg_capture_table_rewrite(PG_FUNCTION_ARGS)
  * ALTER and DROP INDEX: the key of a table whose backfill has begun keeps
  * the order the backfill began with (backfill_key): its position is a key
  * in that order.  Runs after the command, under its locks, so it sees what
- * the command made, whichever subcommand or recursion made it.
+ * the command made, whichever subcommand or recursion made it; it looks at
+ * the captured tables the transaction holds in SHARE mode or stronger.
  */
 Datum
 sg_capture_ddl_end(PG_FUNCTION_ARGS)
@@ -1009,6 +1010,21 @@ sg_capture_ddl_end(PG_FUNCTION_ARGS)
 		bool		gone = false;
 
 		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+			continue;
+
+		/*
+		 * Only tables this transaction changed: a command that can change
+		 * the key's order locks the table at least in SHARE mode (ALTER
+		 * TABLE, DROP INDEX and a partition's share of a recursing ALTER:
+		 * ACCESS EXCLUSIVE), and a table we did not lock is none of this
+		 * command's business (nor waited for).
+		 */
+		rel = RelationIdGetRelation(relid);
+		if (!RelationIsValid(rel))
+			continue;
+		j = CheckRelationLockedByMe(rel, ShareLock, true);
+		RelationClose(rel);
+		if (!j)
 			continue;
 		rel = table_open(relid, AccessShareLock);
 		for (j = 0; j < nk; j++)
