@@ -756,6 +756,7 @@ CREATE TABLE streamguard.capture (
 	backfill_state streamguard.backfill_state NOT NULL,
 	backfill_after text[],					-- key of the last row a committed chunk covered
 	backfill_until text[],					-- the last key when the backfill began: its end
+	backfill_key text[],					-- the key's order (type, collation, operator family) it walks
 	backfill_rows bigint NOT NULL DEFAULT 0,	-- backfill events appended
 	backfill_skipped bigint NOT NULL DEFAULT 0,	-- rows whose version a live change sent
 	backfill_total bigint,					-- the table's estimated rows when it started
@@ -820,9 +821,31 @@ CREATE EVENT TRIGGER streamguard_capture_drop ON sql_drop
 	EXECUTE FUNCTION streamguard._capture_sql_drop();
 ALTER EVENT TRIGGER streamguard_capture_drop ENABLE ALWAYS;
 
+-- while a backfill is not done: no rewrite of the table (new xmins would
+-- make the rows writers sent look unsent), no change of the key's order
+-- (the backfill's position is a key in the order it began with)
+CREATE FUNCTION streamguard._capture_table_rewrite()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'sg_capture_table_rewrite'
+LANGUAGE C;
+
+CREATE FUNCTION streamguard._capture_ddl_end()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'sg_capture_ddl_end'
+LANGUAGE C;
+
+CREATE EVENT TRIGGER streamguard_capture_rewrite ON table_rewrite
+	EXECUTE FUNCTION streamguard._capture_table_rewrite();
+ALTER EVENT TRIGGER streamguard_capture_rewrite ENABLE ALWAYS;
+CREATE EVENT TRIGGER streamguard_capture_ddl ON ddl_command_end
+	WHEN TAG IN ('ALTER TABLE', 'CREATE INDEX', 'ALTER INDEX', 'DROP INDEX')
+	EXECUTE FUNCTION streamguard._capture_ddl_end();
+ALTER EVENT TRIGGER streamguard_capture_ddl ENABLE ALWAYS;
+
 -- every role sees every capture (as it sees every table in pg_class); the
--- backfill's position (key values) and its error text only those who may
--- read the table or own the capture
+-- backfill's position (key values) and its error text only the capture's
+-- owner and the table's owner (members of each, superusers): a role that
+-- may SELECT the table may still be kept from some rows by a policy
 CREATE VIEW streamguard.captures AS
 SELECT c.relid AS tab,
 	   s.name AS stream,
@@ -844,11 +867,14 @@ SELECT c.relid AS tab,
 			WHEN c.backfill_total > 0 THEN
 				least(99.9, pg_catalog.round(100.0 * (c.backfill_rows + c.backfill_skipped) / c.backfill_total, 1))
 	   END AS backfill_percent,
-	   CASE WHEN streamguard._is_member(c.owner) OR pg_catalog.has_table_privilege(c.relid, 'SELECT')
+	   CASE WHEN streamguard._is_member(c.owner) OR streamguard._is_member(
+				(SELECT r.relowner FROM pg_catalog.pg_class r WHERE r.oid OPERATOR(pg_catalog.=) c.relid))
 			THEN c.backfill_after END AS backfill_position,
 	   c.backfill_started_at,
 	   c.backfill_done_at,
-	   CASE WHEN streamguard._is_member(c.owner) THEN c.backfill_error END AS backfill_error,
+	   CASE WHEN streamguard._is_member(c.owner) OR streamguard._is_member(
+				(SELECT r.relowner FROM pg_catalog.pg_class r WHERE r.oid OPERATOR(pg_catalog.=) c.relid))
+			THEN c.backfill_error END AS backfill_error,
 	   c.created_at
 FROM streamguard.capture c
 JOIN streamguard.stream s ON s.id = c.stream_id;
@@ -857,6 +883,8 @@ REVOKE ALL ON streamguard.capture, streamguard.capture_claim FROM PUBLIC;
 GRANT SELECT ON streamguard.captures TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._capture_trigger() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._capture_sql_drop() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard._capture_table_rewrite() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard._capture_ddl_end() FROM PUBLIC;
 
 -- ------------------------------------------------------ consumer groups
 

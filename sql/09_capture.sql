@@ -327,6 +327,34 @@ SELECT try($$SELECT streamguard.uncapture_table('cap_priv')$$);
 SELECT tab, stream, owner, backfill_position IS NULL AS hidden FROM streamguard.captures
 WHERE tab = 'cap_priv'::regclass;
 RESET ROLE;
+-- a reader whom a row-level security policy keeps from a row may SELECT the
+-- table, but sees neither the backfill's position (a key) nor its error; a
+-- member of the table's owner does (the capture's owner here is the superuser)
+CREATE ROLE cap_reader;
+CREATE ROLE cap_owner_member IN ROLE cap_owner;
+SET ROLE cap_owner;
+CREATE TABLE cap_rls (id int PRIMARY KEY, secret text);
+INSERT INTO cap_rls VALUES (1, 'hidden'), (2, 'shown');
+ALTER TABLE cap_rls ENABLE ROW LEVEL SECURITY;
+CREATE POLICY only_two ON cap_rls FOR SELECT USING (id = 2);
+GRANT SELECT ON cap_rls TO cap_reader;
+RESET ROLE;
+SELECT streamguard.capture_table('cap_rls', 'cap_priv');
+SELECT streamguard.run_backfill_chunk('cap_rls', 'cap_priv', 1) >= 0 AS chunk;
+SET ROLE cap_reader;
+SELECT count(*) AS visible_rows FROM cap_rls;
+SELECT backfill_position IS NULL AS position_hidden, backfill_error IS NULL AS error_hidden
+FROM streamguard.captures WHERE tab = 'cap_rls'::regclass;
+RESET ROLE;
+SET ROLE cap_owner_member;
+SELECT backfill_position IS NOT NULL AS position_shown FROM streamguard.captures
+WHERE tab = 'cap_rls'::regclass;
+RESET ROLE;
+SELECT backfill_position IS NOT NULL AS position_shown FROM streamguard.captures
+WHERE tab = 'cap_rls'::regclass;
+SELECT streamguard.uncapture_table('cap_rls');
+DROP TABLE cap_rls;
+DROP ROLE cap_reader, cap_owner_member;
 -- owning the table is not enough: append on the stream is needed too
 SET ROLE cap_owner;
 SELECT try($$SELECT streamguard.capture_table('cap_priv2', 'cap')$$);

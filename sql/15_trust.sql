@@ -153,6 +153,8 @@ INSERT INTO decision VALUES
 	('streamguard.run_backfill_chunk(regclass,text,integer)', 'api'),
 	('streamguard._capture_trigger()', 'revoked'),
 	('streamguard._capture_sql_drop()', 'revoked'),
+	('streamguard._capture_table_rewrite()', 'revoked'),
+	('streamguard._capture_ddl_end()', 'revoked'),
 	('streamguard.leave_group(text,text,text)', 'api'),
 	('streamguard.create_window_pipeline(text,text,text,interval,jsonb,text,interval,text,text,text,interval,interval,text,integer,text,text,text,interval)', 'api'),
 	('streamguard._window_pipeline_guard()', 'revoked'),

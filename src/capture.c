@@ -21,6 +21,11 @@
  *	- a DDL command that would leave a capture without its triggers or
  *	  without a unique key (DROP TRIGGER, DROP COLUMN of a key column,
  *	  DROP INDEX of the key's index) is refused by that event trigger;
+ *	- while a backfill is not done, a rewrite of the table (which gives
+ *	  every row a new xmin) and a change of the key's order (type,
+ *	  collation, operator class, another unique index) are refused by the
+ *	  event triggers streamguard_capture_rewrite and streamguard_capture_ddl
+ *	  (capture_backfill.c says why the backfill needs both to stay);
  *	- DROP EXTENSION refuses while triggers use its function; with
  *	  CASCADE the triggers go and the tables are no longer captured.
  *
@@ -66,6 +71,8 @@
 PG_FUNCTION_INFO_V1(sg_capture_table);
 PG_FUNCTION_INFO_V1(sg_uncapture_table);
 PG_FUNCTION_INFO_V1(sg_capture_sql_drop);
+PG_FUNCTION_INFO_V1(sg_capture_table_rewrite);
+PG_FUNCTION_INFO_V1(sg_capture_ddl_end);
 
 /* ------------------------------------------------------------ helpers */
 
@@ -886,6 +893,157 @@ sg_capture_sql_drop(PG_FUNCTION_ARGS)
 						2, types, values, NULL, SPI_OK_UPDATE);
 				CaptureInvalidate(relid);
 			}
+		}
+		table_close(rel, AccessShareLock);
+	}
+	SgLeaveCatalog(&save);
+	PG_RETURN_VOID();
+}
+
+/*
+ * Is our catalog there, at a version with the backfill's key column?  An
+ * event trigger never blocks a command because of a catalog it cannot read.
+ */
+static bool
+sg_capture_catalog_ready(void)
+{
+	Oid			nsp = get_namespace_oid("streamguard", true);
+	Oid			relid;
+
+	if (!OidIsValid(nsp) || !OidIsValid(get_extension_oid("streamguard", true)))
+		return false;
+	relid = get_relname_relid("capture", nsp);
+	return OidIsValid(relid) && get_attnum(relid, "backfill_key") != InvalidAttrNumber;
+}
+
+/*
+ * streamguard_capture_rewrite, ON table_rewrite: a table (or a partition of
+ * one) whose capture's backfill is not done may not be rewritten.  A
+ * rewrite gives every row the rewriting transaction's xmin, so the versions
+ * that writers sent and claimed would look unsent to the backfill, which
+ * would send them again.  After the backfill the xmins no longer matter.
+ */
+Datum
+sg_capture_table_rewrite(PG_FUNCTION_ARGS)
+{
+	SgUserSave	save;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		elog(ERROR, "streamguard._capture_table_rewrite() must be called as an event trigger");
+	if (!sg_capture_catalog_ready())
+		PG_RETURN_VOID();
+
+	SgEnterCatalog(&save);
+	sg_capture_exec("SELECT pg_catalog.pg_event_trigger_table_rewrite_oid(), s.name, "
+			"c.backfill_state::pg_catalog.text, c.relid::pg_catalog.oid "
+			"FROM streamguard.capture c JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
+			"WHERE c.backfill_state OPERATOR(pg_catalog.=) ANY ('{pending,running}') "
+			"AND (c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) pg_catalog.pg_event_trigger_table_rewrite_oid() "
+			"OR c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (ARRAY("
+			"SELECT a.relid::pg_catalog.oid FROM pg_catalog.pg_partition_ancestors("
+			"pg_catalog.pg_event_trigger_table_rewrite_oid()) a))) "
+			"ORDER BY c.id LIMIT 1",
+			0, NULL, NULL, NULL, SPI_OK_SELECT);
+	if (SPI_processed > 0)
+	{
+		HeapTuple	t = SPI_tuptable->vals[0];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Oid			relid = DatumGetObjectId(SPI_getbinval(t, d, 1, &isnull));
+		Oid			captured = DatumGetObjectId(SPI_getbinval(t, d, 4, &isnull));
+
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot rewrite table \"%s\" while the backfill of its capture into stream \"%s\" is %s",
+						get_rel_name(relid), SPI_getvalue(t, d, 2), SPI_getvalue(t, d, 3)),
+				 errdetail("A rewrite gives every row a new version; the backfill of table \"%s\" would send again rows that writers have sent.",
+						   get_rel_name(captured)),
+				 errhint("Wait until backfill_state in streamguard.captures is done, or run streamguard.uncapture_table first.")));
+	}
+	SgLeaveCatalog(&save);
+	PG_RETURN_VOID();
+}
+
+/*
+ * streamguard_capture_ddl, ON ddl_command_end of ALTER TABLE and of CREATE,
+ * ALTER and DROP INDEX: the key of a table whose backfill has begun keeps
+ * the order the backfill began with (backfill_key): its position is a key
+ * in that order.  Runs after the command, under its locks, so it sees what
+ * the command made, whichever subcommand or recursion made it; it looks at
+ * the captured tables the transaction holds in SHARE mode or stronger.
+ */
+Datum
+sg_capture_ddl_end(PG_FUNCTION_ARGS)
+{
+	SgUserSave	save;
+	SPITupleTable *tt;
+	uint64		n,
+				i;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		elog(ERROR, "streamguard._capture_ddl_end() must be called as an event trigger");
+	if (!sg_capture_catalog_ready())
+		PG_RETURN_VOID();
+
+	SgEnterCatalog(&save);
+	sg_capture_exec("SELECT c.relid::pg_catalog.oid, s.name, c.key_attnums, c.backfill_key "
+			"FROM streamguard.capture c JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
+			"WHERE c.backfill_state OPERATOR(pg_catalog.=) ANY ('{pending,running}') "
+			"AND c.backfill_key IS NOT NULL ORDER BY c.id",
+			0, NULL, NULL, NULL, SPI_OK_SELECT);
+	tt = SPI_tuptable;
+	n = SPI_processed;
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	t = tt->vals[i];
+		bool		isnull;
+		Oid			relid = DatumGetObjectId(SPI_getbinval(t, tt->tupdesc, 1, &isnull));
+		ArrayType  *keys = DatumGetArrayTypeP(SPI_getbinval(t, tt->tupdesc, 3, &isnull));
+		Datum		stored = SPI_getbinval(t, tt->tupdesc, 4, &isnull);
+		int			nk = ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys));
+		int16	   *k = (int16 *) ARR_DATA_PTR(keys);
+		Relation	rel;
+		Oid			indexoid;
+		bool		nullable;
+		Datum		now;
+		int			j;
+		bool		gone = false;
+
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+			continue;
+
+		/*
+		 * Only tables this transaction changed: a command that can change
+		 * the key's order locks the table at least in SHARE mode (ALTER
+		 * TABLE, DROP INDEX and a partition's share of a recursing ALTER:
+		 * ACCESS EXCLUSIVE), and a table we did not lock is none of this
+		 * command's business (nor waited for).
+		 */
+		rel = RelationIdGetRelation(relid);
+		if (!RelationIsValid(rel))
+			continue;
+		j = CheckRelationLockedByMe(rel, ShareLock, true);
+		RelationClose(rel);
+		if (!j)
+			continue;
+		rel = table_open(relid, AccessShareLock);
+		for (j = 0; j < nk; j++)
+			if (k[j] > RelationGetDescr(rel)->natts ||
+				TupleDescAttr(RelationGetDescr(rel), k[j] - 1)->attisdropped)
+				gone = true;
+		/* a key without its index or columns: the sql_drop trigger refuses */
+		indexoid = gone ? InvalidOid : CaptureFindKeyIndex(rel, nk, k, &nullable);
+		if (OidIsValid(indexoid))
+		{
+			now = CaptureBackfillKey(rel, indexoid);
+			if (!CaptureBackfillKeySame(stored, now))
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_IN_USE),
+						 errmsg("cannot change the key of table \"%s\" while the backfill of its capture into stream \"%s\" runs",
+								RelationGetRelationName(rel), SPI_getvalue(t, tt->tupdesc, 2)),
+						 errdetail("The backfill walks the table in the key's order when it began (%s); the command would change it to %s, and the backfill would skip or repeat rows.",
+								   CaptureBackfillKeyText(stored), CaptureBackfillKeyText(now)),
+						 errhint("Wait until backfill_state in streamguard.captures is done, or run streamguard.uncapture_table first.")));
 		}
 		table_close(rel, AccessShareLock);
 	}

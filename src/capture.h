@@ -91,6 +91,9 @@ extern int	CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *row
 
 /* capture_backfill.c */
 extern void CaptureSuperviseBackfills(void);
+extern Datum CaptureBackfillKey(Relation rel, Oid indexoid);
+extern bool CaptureBackfillKeySame(Datum a, Datum b);
+extern char *CaptureBackfillKeyText(Datum key);
 
 /* capture.c */
 extern int64 CaptureCountForStream(int32 stream_id);

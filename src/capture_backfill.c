@@ -71,6 +71,19 @@
  * over.  run_backfill_chunk runs the same chunk in the caller's
  * transaction.
  *
+ * DDL.  Two things the argument relies on can be changed by DDL while a
+ * backfill runs: a row version's xmin (every rewrite of the table, ALTER
+ * TABLE ... TYPE or a volatile default, gives every row the rewriter's:
+ * rows writers sent would no longer match their claims) and the key's
+ * order (ALTER COLUMN ... TYPE or COLLATE of a key column, another unique
+ * index taking over: the position, kept as text, would be compared in
+ * another order).  capture.c's event triggers refuse both while the
+ * backfill is not done; the first chunk records the key's order
+ * (backfill_key) and every later chunk checks it, failing rather than
+ * skipping or repeating rows should a change get through.  VACUUM FULL and
+ * CLUSTER copy each row with its xmin (freezing marks a tuple frozen but
+ * keeps the xmin the system column shows) and keep the key: allowed.
+ *
  * WHY ONE FILE (about 1,000 lines).  The backfill's argument (chunks under
  * FOR SHARE, claims, the persisted progress) is one proof: the chunk
  * transaction, the claim lookups and the progress record must be read
@@ -89,6 +102,7 @@
 #include "fmgr.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
@@ -103,6 +117,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
@@ -223,6 +238,97 @@ sg_key_sql(Relation rel, Oid indexoid)
 	}
 	index_close(irel, AccessShareLock);
 	return k;
+}
+
+/*
+ * The key as the backfill compares it, one text per column of the key's
+ * unique index, in index order: the column (its number: a RENAME changes
+ * nothing), its type, the index's collation,
+ * operator family and direction, all by qualified name (so that a dump
+ * and restore gives the same texts).  The backfill's position is a key in
+ * this order; the first chunk records it (backfill_key), and a later chunk
+ * and the DDL guard (capture.c) compare: a position kept in one order and
+ * compared in another would skip or repeat rows.
+ */
+Datum
+CaptureBackfillKey(Relation rel, Oid indexoid)
+{
+	Relation	irel = index_open(indexoid, AccessShareLock);
+	int			n = IndexRelationGetNumberOfKeyAttributes(irel);
+	Datum	   *texts = palloc(sizeof(Datum) * n);
+	ArrayType  *arr;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		AttrNumber	attnum = irel->rd_index->indkey.values[i];
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+		Oid			coll = irel->rd_indcollation[i];
+		char	   *collname = "-";
+		HeapTuple	tup;
+		Form_pg_opfamily opf;
+		char	   *text;
+
+		if (OidIsValid(coll))
+		{
+			tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(coll));
+			if (!HeapTupleIsValid(tup))
+				elog(ERROR, "cache lookup failed for collation %u", coll);
+			collname = quote_qualified_identifier(get_namespace_name(((Form_pg_collation) GETSTRUCT(tup))->collnamespace),
+												  NameStr(((Form_pg_collation) GETSTRUCT(tup))->collname));
+			ReleaseSysCache(tup);
+		}
+		tup = SearchSysCache1(OPFAMILYOID, ObjectIdGetDatum(irel->rd_opfamily[i]));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for operator family %u", irel->rd_opfamily[i]);
+		opf = (Form_pg_opfamily) GETSTRUCT(tup);
+		text = psprintf("%d %s COLLATE %s USING %s %s", (int) attnum,
+						format_type_be_qualified(att->atttypid), collname,
+						quote_qualified_identifier(get_namespace_name(opf->opfnamespace),
+												   NameStr(opf->opfname)),
+						(irel->rd_indoption[i] & INDOPTION_DESC) ? "DESC" : "ASC");
+		ReleaseSysCache(tup);
+		texts[i] = CStringGetTextDatum(text);
+	}
+	index_close(irel, AccessShareLock);
+	arr = construct_array(texts, n, TEXTOID, -1, false, TYPALIGN_INT);
+	return PointerGetDatum(arr);
+}
+
+/* a key text (a text[] datum) for a message: its elements, comma-separated */
+char *
+CaptureBackfillKeyText(Datum key)
+{
+	Datum	   *e;
+	int			n,
+				i;
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	deconstruct_array(DatumGetArrayTypeP(key), TEXTOID, -1, false, TYPALIGN_INT, &e, NULL, &n);
+	for (i = 0; i < n; i++)
+		appendStringInfo(&buf, "%s%s", i ? ", " : "", TextDatumGetCString(e[i]));
+	return buf.data;
+}
+
+/* whether two key texts (text[] datums, as CaptureBackfillKey gives) are one */
+bool
+CaptureBackfillKeySame(Datum a, Datum b)
+{
+	Datum	   *ea,
+			   *eb;
+	int			na,
+				nb,
+				i;
+
+	deconstruct_array(DatumGetArrayTypeP(a), TEXTOID, -1, false, TYPALIGN_INT, &ea, NULL, &na);
+	deconstruct_array(DatumGetArrayTypeP(b), TEXTOID, -1, false, TYPALIGN_INT, &eb, NULL, &nb);
+	if (na != nb)
+		return false;
+	for (i = 0; i < na; i++)
+		if (strcmp(TextDatumGetCString(ea[i]), TextDatumGetCString(eb[i])) != 0)
+			return false;
+	return true;
 }
 
 /*
@@ -420,6 +526,9 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 				i;
 	Datum	   *values;
 	Oid		   *types;
+	Datum		stored_key = (Datum) 0; /* backfill_key, or 0 before the first chunk */
+	bool		key_column = true;	/* the catalog has backfill_key */
+	Datum		key_now;
 
 	*covered = 0;
 	def = CaptureDefLoad(capture_id, true);
@@ -438,8 +547,14 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 		Datum		v[1] = {Int32GetDatum(capture_id)};
 		bool		isnull;
 
-		sg_exec_args("SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until "
-					 "FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+		/* a 0.2 catalog (served until ALTER EXTENSION UPDATE) has no backfill_key */
+		key_column = get_attnum(get_relname_relid("capture", get_namespace_oid("streamguard", false)),
+								"backfill_key") != InvalidAttrNumber;
+		sg_exec_args(key_column ?
+					 "SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until, "
+					 "backfill_key FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE" :
+					 "SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until, "
+					 "NULL::pg_catalog.text[] FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 					 1, t, v, NULL, SPI_OK_SELECT);
 		if (SPI_processed == 0)
 		{
@@ -460,6 +575,8 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 			rows_done = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 			a = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull);
 			until = sg_text_array(a, isnull);
+			a = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull);
+			stored_key = isnull ? (Datum) 0 : datumCopy(a, false, -1);
 		}
 	}
 	SgRestoreUser(&save);
@@ -473,6 +590,21 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 						RelationGetRelationName(rel)),
 				 errdetail("The backfill walks the table in the order of a unique index on the key columns."),
 				 errhint("Restore the unique index and NOT NULL constraints, or run streamguard.uncapture_table.")));
+	/*
+	 * The position is a key in the order the backfill began with; DDL that
+	 * changes that order is refused while the backfill runs (capture.c).
+	 * Should one get through anyway (event triggers off), fail rather than
+	 * skip or repeat rows.
+	 */
+	key_now = CaptureBackfillKey(rel, indexoid);
+	if (stored_key != (Datum) 0 && !CaptureBackfillKeySame(stored_key, key_now))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the key of captured table \"%s\" changed while its backfill ran",
+						RelationGetRelationName(rel)),
+				 errdetail("The backfill's position is a key in the order it began with (%s), not in the key's order now (%s).",
+						   CaptureBackfillKeyText(stored_key), CaptureBackfillKeyText(key_now)),
+				 errhint("Run streamguard.uncapture_table and capture the table again.")));
 	k = sg_key_sql(rel, indexoid);
 	if (after != NULL && def->nkeys != k->n)
 		elog(ERROR, "backfill position has the wrong number of columns");
@@ -653,9 +785,10 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 	/* ... and the progress, in the same transaction */
 	SgBecomeDataOwner(&save, true);
 	{
-		Oid			t[8] = {INT4OID, TEXTARRAYOID, INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID, TEXTARRAYOID};
-		Datum		v[8];
-		char		n[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			t[9] = {INT4OID, TEXTARRAYOID, INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID, TEXTARRAYOID,
+		TEXTARRAYOID};
+		Datum		v[9];
+		char		n[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 		bool		isnull = true;
 
 		v[0] = Int32GetDatum(capture_id);
@@ -674,7 +807,8 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 			v[7] = sg_text_array_datum(until, k->n);
 		else
 			n[7] = 'n';
-		sg_exec_args("UPDATE streamguard.capture SET "
+		v[8] = key_now;
+		sg_exec_args(psprintf("UPDATE streamguard.capture SET %s"
 					 "backfill_after = $2, "
 					 "backfill_until = $8, "
 					 "backfill_rows = backfill_rows OPERATOR(pg_catalog.+) $3, "
@@ -686,7 +820,8 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 					 "backfill_done_at = CASE WHEN $5 THEN pg_catalog.now() END, "
 					 "backfill_error = NULL "
 					 "WHERE id OPERATOR(pg_catalog.=) $1",
-					 8, t, v, n, SPI_OK_UPDATE);
+					 key_column ? "backfill_key = $9, " : ""),
+					 key_column ? 9 : 8, t, v, n, SPI_OK_UPDATE);
 		if (last)
 		{
 			/* writers stop claiming once they see the state (at their next lock of the table) */

@@ -28,6 +28,8 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -35,9 +37,11 @@
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "capture.h"
 #include "pipeline.h"
@@ -545,13 +549,121 @@ sg_step_supervise(SgStreamTask *unused)
 
 static bool sg_extension_present;
 
+/*
+ * The SQL version of the database, as the last extension check saw it, and
+ * what is wrong with it for this library (NULL: nothing).  The library
+ * serves SG_OLDEST_SQL_VERSION to SG_LIBRARY_VERSION; under another version
+ * no pipeline or backfill worker is started (their SQL would fail, or do
+ * the wrong thing, against a catalog it was not written for), and that is
+ * said loudly: a WARNING when it is first seen and every ten minutes, and
+ * in every pipeline's last_error (which streamguard.pipelines shows to the
+ * owner), until ALTER EXTENSION streamguard UPDATE.
+ */
+static char *sg_version_problem = NULL;	/* in TopMemoryContext */
+static char *sg_version_hint = NULL;
+static char *sg_dbname = NULL;
+static char sg_extversion[NAMEDATALEN];
+static bool sg_version_flagged = false;	/* pipelines' last_error says so */
+static bool sg_version_cleared = false; /* errors of an earlier run cleared */
+static TimestampTz sg_version_warned = 0;
+
+#define SG_VERSION_WARN_EVERY_US	(600 * USECS_PER_SEC)
+
 static void
 sg_step_check_extension(SgStreamTask *unused)
 {
 	sg_extension_present = OidIsValid(get_extension_oid("streamguard", true));
+	if (sg_extension_present)
+	{
+		MemoryContext old;
+		char	   *version = NULL;
+		char	   *hint;
+		char	   *problem;
+
+		sg_exec("SELECT extversion FROM pg_catalog.pg_extension "
+				"WHERE extname OPERATOR(pg_catalog.=) 'streamguard'", SPI_OK_SELECT);
+		if (SPI_processed > 0)
+			version = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		if (sg_dbname == NULL)
+			sg_dbname = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
+		problem = SgCatalogVersionProblem(version, sg_dbname, &hint);
+		if (sg_version_problem)
+			pfree(sg_version_problem);
+		if (sg_version_hint)
+			pfree(sg_version_hint);
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		sg_version_problem = problem ? pstrdup(problem) : NULL;
+		sg_version_hint = hint ? pstrdup(hint) : NULL;
+		strlcpy(sg_extversion, version ? version : "?", sizeof(sg_extversion));
+		MemoryContextSwitchTo(old);
+	}
 	/* slots of an earlier incarnation (DROP + CREATE EXTENSION) are stale */
 	if (sg_extension_present)
 		HorizonFreeDatabase(MyDatabaseId, StreamCatalogOid());
+}
+
+/*
+ * Every pipeline's last_error says why it does not run; once the version is
+ * served, the errors of that kind go (also ones written before a restart).
+ */
+static void
+sg_step_flag_version(SgStreamTask *unused)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+
+	/* a 0.1 catalog has these columns too */
+	if (sg_version_problem)
+	{
+		values[0] = CStringGetTextDatum(psprintf("%s. %s", sg_version_problem, sg_version_hint));
+		if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $1, last_error_at = pg_catalog.now() "
+								  "WHERE last_error IS DISTINCT FROM $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "pipeline error update failed");
+	}
+	else
+	{
+		values[0] = CStringGetTextDatum("the streamguard library % serves SQL versions % to %, but database % has version %: "
+										"its pipelines and backfills do not run%");
+		if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = NULL, last_error_at = NULL "
+								  "WHERE last_error OPERATOR(pg_catalog.~~) $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "pipeline error update failed");
+	}
+	sg_version_flagged = (sg_version_problem != NULL);
+}
+
+/*
+ * Whether this library serves the database's SQL version; if not, say so
+ * (log, pipelines' last_error).
+ */
+static bool
+sg_version_served(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (sg_version_problem == NULL)
+	{
+		if (sg_version_flagged)
+			ereport(LOG,
+					(errmsg("streamguard maintenance: database \"%s\" is now at SQL version %s, which the library %s serves: its pipelines and backfills start",
+							sg_dbname, sg_extversion, SG_LIBRARY_VERSION)));
+		if (sg_version_flagged || !sg_version_cleared)
+			sg_version_cleared = sg_run_step(sg_step_flag_version, NULL, "version check");
+		return true;
+	}
+	if (sg_version_warned == 0 || now - sg_version_warned >= SG_VERSION_WARN_EVERY_US)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s", sg_version_problem),
+				 errdetail("No pipeline or backfill worker starts in this database until its SQL objects are at a version the library serves."),
+				 errhint("%s", sg_version_hint)));
+		sg_version_warned = now;
+	}
+	/* every round: a pipeline created meanwhile gets the error too */
+	sg_run_step(sg_step_flag_version, NULL, "version check");
+	return false;
 }
 
 static void
@@ -605,7 +717,8 @@ MaintenanceWorkerMain(Datum arg)
 			proc_exit(0);
 		}
 
-		sg_run_step(sg_step_supervise, NULL, "pipeline supervision");
+		if (sg_version_served())
+			sg_run_step(sg_step_supervise, NULL, "pipeline supervision");
 
 		sg_tasks = NULL;
 		sg_ntasks = 0;

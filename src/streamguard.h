@@ -230,6 +230,17 @@ typedef struct SgWordList
 extern int	SgParseWord(const SgWordList *list, const char *word);
 extern const char *SgWordName(const SgWordList *list, int value);
 extern Datum SgWordParam(const char *typname, const char *word, Oid *type);
+
+/*
+ * The SQL versions (pg_extension.extversion) this library serves: its own
+ * and the one before it, which a database keeps from the restart onto a
+ * new library until ALTER EXTENSION streamguard UPDATE.  Under any other
+ * version no pipeline or backfill worker runs, and the maintenance worker
+ * says why (SgCatalogVersionProblem).
+ */
+#define SG_LIBRARY_VERSION		"0.3"
+#define SG_OLDEST_SQL_VERSION	"0.2"
+extern char *SgCatalogVersionProblem(const char *extversion, const char *dbname, char **hint);
 extern void SgCheckName(const char *what, const char *name);
 extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern void SgTableStreamArgs(FunctionCallInfo fcinfo, const char *function, bool stream_required,

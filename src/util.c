@@ -321,6 +321,43 @@ SgWordParam(const char *typname, const char *word, Oid *type)
 	return word ? DirectFunctionCall2(enum_in, CStringGetDatum(word), ObjectIdGetDatum(typid)) : (Datum) 0;
 }
 
+/* "major.minor" as one number, or -1 */
+static int
+sg_version_number(const char *v)
+{
+	int			major,
+				minor;
+	char		rest;
+
+	if (v == NULL || sscanf(v, "%d.%d%c", &major, &minor, &rest) != 2 ||
+		major < 0 || minor < 0 || minor >= 1000)
+		return -1;
+	return major * 1000 + minor;
+}
+
+/*
+ * NULL if this library serves the SQL objects of version `extversion`;
+ * else what is wrong (an error message) and, in *hint, what to do.
+ */
+char *
+SgCatalogVersionProblem(const char *extversion, const char *dbname, char **hint)
+{
+	int			v = sg_version_number(extversion);
+
+	*hint = NULL;
+	if (v >= sg_version_number(SG_OLDEST_SQL_VERSION) && v <= sg_version_number(SG_LIBRARY_VERSION))
+		return NULL;
+	if (v >= 0 && v < sg_version_number(SG_OLDEST_SQL_VERSION))
+		*hint = psprintf("Run ALTER EXTENSION streamguard UPDATE in database \"%s\".", dbname);
+	else
+		*hint = psprintf("Install the streamguard library that the SQL objects of version %s belong to.",
+						 extversion ? extversion : "?");
+	return psprintf("the streamguard library %s serves SQL versions %s to %s, but database \"%s\" has version %s: "
+					"its pipelines and backfills do not run",
+					SG_LIBRARY_VERSION, SG_OLDEST_SQL_VERSION, SG_LIBRARY_VERSION, dbname,
+					extversion ? extversion : "?");
+}
+
 /*
  * The first two arguments of the capture functions (table, stream),
  * checked, after the entry checks of a function that writes.  With

@@ -7,8 +7,13 @@
 # extension's schema, dependencies and its schemas' owners).
 #
 # The library on disk is the current one: as in a real upgrade, the 0.1
-# catalog meets the new library until the update runs.  A pipeline worker
-# that starts meanwhile fails its batches and retries; nothing is lost.
+# catalog meets the new library until the update runs.  The library serves
+# the SQL objects of the version before it (0.2: a pipeline there runs
+# before the update) but not older ones: under 0.1 no pipeline worker runs,
+# and the server says so (a WARNING with both versions and the hint to run
+# ALTER EXTENSION UPDATE, and the pipeline's last_error); nothing is lost,
+# the pipeline starts once the update is done.  A database updated from 0.2
+# is compared with a fresh one too.
 
 use strict;
 use warnings;
@@ -49,8 +54,25 @@ SELECT streamguard.create_pipeline('totals', 'orders',
 	  ON CONFLICT (customer) DO UPDATE SET amount = totals.amount + excluded.amount$$)},
 	'a pipeline created on 0.1', dbname => 'old_db');
 
+# ------------------------------------ the new library meets the 0.1 catalog
+my $offset = log_offset($node);
+$node->restart;
+ok(wait_log($node, qr/WARNING:  the streamguard library 0\.3 serves SQL versions 0\.2 to 0\.3, but database "old_db" has version 0\.1: its pipelines and backfills do not run/,
+	$offset, 60), 'under the 0.1 catalog: a WARNING with the versions');
+ok(wait_log($node, qr/HINT:  Run ALTER EXTENSION streamguard UPDATE in database "old_db"\./, $offset, 60),
+	'... and the hint to update');
+ok(wait_for_value($node, q{SELECT last_error FROM streamguard.pipelines WHERE pipeline = 'totals'},
+	'the streamguard library 0.3 serves SQL versions 0.2 to 0.3, but database "old_db" has version 0.1: '
+	. 'its pipelines and backfills do not run. Run ALTER EXTENSION streamguard UPDATE in database "old_db".',
+	60, dbname => 'old_db'), "the 0.1 pipeline's last_error says why it does not run");
+is($node->safe_psql('old_db', q{SELECT events_in || ' ' || coalesce(worker_pid::text, 'no worker')
+	FROM streamguard.pipelines WHERE pipeline = 'totals'}), '0 no worker', '... and no worker ran it');
+
 # ----------------------------------------------------------------- update
+$offset = log_offset($node);
 $node->safe_psql('old_db', 'ALTER EXTENSION streamguard UPDATE');
+ok(wait_log($node, qr/database "old_db" is now at SQL version 0\.3, which the library 0\.3 serves: its pipelines and backfills start/,
+	$offset, 60), 'the maintenance worker logs that the pipelines start');
 is($node->safe_psql('old_db', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
 	'0.3', 'ALTER EXTENSION streamguard UPDATE reaches 0.3 (through 0.2)');
 
@@ -85,6 +107,36 @@ ok(wait_for_value($node, q{SELECT sum(amount) FROM totals}, '7260', 60, dbname =
 	'... and the 0.1 pipeline goes on across the change');
 is($node->safe_psql('old_db', q{SELECT count(*) FROM streamguard.installation}), '1',
 	'the update drew an installation identity');
+is($node->safe_psql('old_db', q{SELECT coalesce(last_error, 'none') FROM streamguard.pipelines WHERE pipeline = 'totals'}),
+	'none', "after the update, the version error is gone from last_error");
+
+# ---------------------------------- 0.2: served before the update, then updated
+$node->safe_psql('postgres', 'CREATE DATABASE v02_db');
+$node->safe_psql('v02_db', q{
+CREATE EXTENSION streamguard VERSION '0.2';
+SELECT streamguard.create_stream('orders', 2);
+CREATE TABLE totals (customer text PRIMARY KEY, amount numeric NOT NULL);
+SELECT streamguard.create_pipeline('totals', 'orders',
+	$$INSERT INTO totals SELECT key, sum((payload->>'amount')::numeric) FROM batch GROUP BY key
+	  ON CONFLICT (customer) DO UPDATE SET amount = totals.amount + excluded.amount$$);
+SELECT count(*) FROM streamguard.append_batch('orders',
+	ARRAY(SELECT jsonb_build_object('amount', g) FROM generate_series(1, 100) g),
+	ARRAY(SELECT 'c' || (g % 5) FROM generate_series(1, 100) g));
+});
+ok(wait_for_value($node, q{SELECT coalesce(sum(amount), 0) FROM totals}, '5050', 60, dbname => 'v02_db'),
+	'the library serves a 0.2 catalog: its pipeline runs before the update');
+$node->safe_psql('v02_db', q{
+SELECT streamguard.create_stream('cdc', 2);
+CREATE TABLE acct (id int PRIMARY KEY, v int NOT NULL);
+INSERT INTO acct SELECT g, g FROM generate_series(1, 50) g;
+SELECT streamguard.capture_table('acct', 'cdc');
+});
+ok(wait_for_value($node, q{SELECT backfill_state || ' ' || backfill_rows || ' ' || coalesce(backfill_error, '-')
+	FROM streamguard.captures WHERE tab = 'acct'::regclass}, 'done 50 -', 60, dbname => 'v02_db'),
+	'... and a capture\'s backfill');
+$node->safe_psql('v02_db', 'ALTER EXTENSION streamguard UPDATE');
+is($node->safe_psql('v02_db', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
+	'0.3', 'ALTER EXTENSION streamguard UPDATE from 0.2 reaches 0.3');
 
 # -------------------------------------------- same schema as a fresh 0.3
 $node->safe_psql('fresh_db', 'CREATE EXTENSION streamguard');
@@ -141,13 +193,16 @@ UNION ALL
 SELECT format('view %s %s', c.oid::regclass, pg_catalog.pg_get_viewdef(c.oid))
 FROM pg_catalog.pg_class c WHERE c.relnamespace = 'streamguard'::regnamespace AND c.relkind = 'v'
 ORDER BY 1};
-my $old = $node->safe_psql('old_db', $describe);
 my $fresh = $node->safe_psql('fresh_db', $describe);
-# extconfig lists tables in the order they were registered: compare as sets
-s/^config \{(.*)\}$/'config ' . join(',', sort split(m{,}, $1))/me for ($old, $fresh);
-is($old, $fresh, 'the updated schema equals a fresh installation of 0.3')
-  or diag(join("\n", 'only after the update:', grep({ my $l = $_; !grep { $_ eq $l } split /\n/, $fresh } split /\n/, $old),
-		'only in a fresh installation:', grep({ my $l = $_; !grep { $_ eq $l } split /\n/, $old } split /\n/, $fresh)));
+for my $db ('old_db', 'v02_db')
+{
+	my $old = $node->safe_psql($db, $describe);
+	# extconfig lists tables in the order they were registered: compare as sets
+	s/^config \{(.*)\}$/'config ' . join(',', sort split(m{,}, $1))/me for ($old, $fresh);
+	is($old, $fresh, "the updated schema ($db) equals a fresh installation of 0.3")
+	  or diag(join("\n", 'only after the update:', grep({ my $l = $_; !grep { $_ eq $l } split /\n/, $fresh } split /\n/, $old),
+			'only in a fresh installation:', grep({ my $l = $_; !grep { $_ eq $l } split /\n/, $old } split /\n/, $fresh)));
+}
 
 $node->stop;
 done_testing();
