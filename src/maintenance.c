@@ -378,21 +378,42 @@ typedef struct SgSupervised
 static SgSupervised *sg_supervised = NULL;
 static int	sg_nsupervised = 0;
 
+/*
+ * Start a worker of a pipeline, if the worker units allow it
+ * (worker_units.c): a worker the caps leave waiting says why in the
+ * pipelines view, and in the log when it starts waiting or the reason
+ * changes.  Retried every maintenance round.
+ */
 static void
-sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot)
+sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot, Oid owner)
 {
 	char		name[BGW_MAXLEN];
+	char		why[sizeof(slot->wait_reason)];
+	bool		changed;
 
 	if (sup->worker == 0)
 		snprintf(name, sizeof(name), "streamguard pipeline %d", sup->pipeline_id);
 	else
 		snprintf(name, sizeof(name), "streamguard pipeline %d worker %d", sup->pipeline_id, sup->worker);
-	sup->handle = SgStartDynamicWorker("PipelineWorkerMain", "streamguard pipeline", name,
-									   SgWorkerArg(sup->pipeline_id, sup->worker), MyDatabaseId);
-	/* shown in the pipelines view; retried every maintenance round */
+	why[0] = '\0';
+	sup->handle = NULL;
+	if (WorkerUnitClaim(SG_UNIT_PIPELINE, owner, sup->pipeline_id, sup->worker, why, sizeof(why)))
+	{
+		sup->handle = SgStartDynamicWorker("PipelineWorkerMain", "streamguard pipeline", name,
+										   SgWorkerArg(sup->pipeline_id, sup->worker), MyDatabaseId);
+		if (sup->handle == NULL)
+			WorkerUnitRelease(SG_UNIT_PIPELINE, sup->pipeline_id, sup->worker);
+	}
 	SpinLockAcquire(&slot->mutex);
 	slot->no_worker_slot = (sup->handle == NULL);
+	changed = strcmp(slot->wait_reason, why) != 0;
+	strlcpy(slot->wait_reason, why, sizeof(slot->wait_reason));
 	SpinLockRelease(&slot->mutex);
+	if (changed && why[0] != '\0')
+		ereport(LOG,
+				(errmsg("%s waits for a worker slot: %s", name, why),
+				 errdetail("Background workers are shared by the whole server; streamguard caps what one database and one role may take."),
+				 errhint("It starts once a worker of the same cap stops.  A superuser can review streamguard.reserved_worker_processes, streamguard.database_max_workers and streamguard.role_max_workers in the view streamguard.worker_slots.")));
 }
 
 /*
@@ -400,7 +421,8 @@ sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot)
  * restart it with exponential backoff after a crash.
  */
 static void
-sg_supervise_worker(SgSupervised *sup, SgPipelineSlot *slot, bool running, TimestampTz now)
+sg_supervise_worker(SgSupervised *sup, SgPipelineSlot *slot, bool running, Oid owner,
+					TimestampTz now)
 {
 	pid_t		pid;
 
@@ -425,13 +447,21 @@ sg_supervise_worker(SgSupervised *sup, SgPipelineSlot *slot, bool running, Times
 		SpinLockRelease(&slot->mutex);
 		pfree(sup->handle);
 		sup->handle = NULL;
+		WorkerUnitRelease(SG_UNIT_PIPELINE, sup->pipeline_id, sup->worker);
 	}
 	if (!running || slot->next_start > now)
-		return;					/* paused or failed, or backing off after a crash */
+	{
+		/* paused or failed, or backing off after a crash */
+		SpinLockAcquire(&slot->mutex);
+		slot->no_worker_slot = false;
+		slot->wait_reason[0] = '\0';
+		SpinLockRelease(&slot->mutex);
+		return;
+	}
 	SpinLockAcquire(&slot->mutex);
 	slot->clean_exit = false;
 	SpinLockRelease(&slot->mutex);
-	sg_start_worker(sup, slot);
+	sg_start_worker(sup, slot, owner);
 }
 
 /*
@@ -446,7 +476,8 @@ sg_supervise(void)
 	int			j;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (SPI_execute("SELECT id, state, stream_id, workers FROM streamguard.pipeline", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute("SELECT id, state, stream_id, workers, owner FROM streamguard.pipeline ORDER BY id",
+					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pipeline list failed");
 	if (sg_supervised == NULL)
 		sg_supervised = MemoryContextAllocZero(TopMemoryContext, sizeof(SgSupervised) * sg_max_pipelines);
@@ -462,6 +493,7 @@ sg_supervise(void)
 		bool		running = strcmp(SPI_getvalue(t, d, 2), "running") == 0;
 		int32		stream_id = DatumGetInt32(SPI_getbinval(t, d, 3, &isnull));
 		int32		nworkers = DatumGetInt32(SPI_getbinval(t, d, 4, &isnull));
+		Oid			owner = DatumGetObjectId(SPI_getbinval(t, d, 5, &isnull));
 		int32		w;
 
 		for (w = 0; w < nworkers; w++)
@@ -484,7 +516,7 @@ sg_supervise(void)
 			sup->seen = true;
 			slot = PipelineSlot(MyDatabaseId, id, w, true);
 			slot->stream_id = stream_id;
-			sg_supervise_worker(sup, slot, running, now);
+			sg_supervise_worker(sup, slot, running, owner, now);
 		}
 	}
 
@@ -503,6 +535,7 @@ sg_supervise(void)
 				continue;
 			}
 			pfree(sg_supervised[j].handle);
+			WorkerUnitRelease(SG_UNIT_PIPELINE, sg_supervised[j].pipeline_id, sg_supervised[j].worker);
 		}
 		PipelineFreeWorkers(MyDatabaseId, sg_supervised[j].pipeline_id, sg_supervised[j].worker);
 		sg_supervised[j] = sg_supervised[--sg_nsupervised];

@@ -428,6 +428,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	}
 	search_path = GetConfigOptionByName("search_path", NULL, false);
 
+	WorkerUnitsCheckCouldRun(owner, workers);
 	SgLockRoleForCreate(owner);
 	SgBecomeDataOwner(&save, true);
 	{
@@ -950,7 +951,10 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5),
 								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6));
 		if (PG_NARGS() > 8 && !PG_ARGISNULL(8) && PG_GETARG_INT32(8) > row.workers)
+		{
+			WorkerUnitsCheckCouldRun(row.owner, PG_GETARG_INT32(8));
 			sg_check_more_workers(row.owner, PG_GETARG_INT32(8) - row.workers);
+		}
 	}
 	if (search_path)
 	{

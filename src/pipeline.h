@@ -120,6 +120,7 @@ typedef struct SgPipelineSlot
 	bool		clean_exit;		/* the worker exited on purpose */
 	bool		fence_requested;	/* a control call waits for the row lock */
 	bool		no_worker_slot;	/* the last start found no worker slot */
+	char		wait_reason[128];	/* and why, when a cap refused it ('' otherwise) */
 	int32		failures;		/* consecutive failed starts or batches */
 	TimestampTz next_start;		/* backoff: not before this */
 	double		events_per_sec;	/* exponential moving average */

@@ -130,6 +130,7 @@ PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create)
 		slot->clean_exit = false;
 		slot->fence_requested = false;
 		slot->no_worker_slot = false;
+		slot->wait_reason[0] = '\0';
 		slot->failures = 0;
 		slot->next_start = 0;
 		slot->events_per_sec = 0;
@@ -409,6 +410,8 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 		else
 			nulls[3] = nulls[4] = nulls[5] = nulls[6] = true;
 		values[7] = CStringGetTextDatum(pid != 0 ? "running" :
+										no_slot && s->wait_reason[0] != '\0' ?
+										psprintf("waiting for a worker slot: %s", s->wait_reason) :
 										no_slot ? "waiting for a worker slot" :
 										next_start > GetCurrentTimestamp() ? "backing off after a failure" :
 										"starting");
