@@ -514,7 +514,27 @@ sg_supervise(void)
 				sup->handle = NULL;
 			}
 			sup->seen = true;
-			slot = PipelineSlot(MyDatabaseId, id, w, true);
+
+			/*
+			 * The slot table is the server's: when other databases filled
+			 * it, this worker waits (and the others of this database are
+			 * still supervised).
+			 */
+			slot = PipelineSlotOrNull(MyDatabaseId, id, w);
+			if (slot == NULL)
+			{
+				static TimestampTz last_report = 0;
+
+				if (last_report == 0 || TimestampDifferenceExceeds(last_report, now, 60 * 1000))
+				{
+					last_report = now;
+					ereport(LOG,
+							(errmsg("streamguard pipeline %d worker %d waits for a pipeline slot: all %d are in use",
+									id, w, sg_max_pipelines),
+							 errhint("Raise streamguard.max_pipelines and restart the server, or lower streamguard.database_max_pipelines.")));
+				}
+				continue;
+			}
 			slot->stream_id = stream_id;
 			sg_supervise_worker(sup, slot, running, owner, now);
 		}

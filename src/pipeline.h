@@ -141,6 +141,7 @@ extern Size PipelineShmemSize(void);
 extern void PipelineShmemRequest(void);
 extern void PipelineShmemInit(void);
 extern SgPipelineSlot *PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create);
+extern SgPipelineSlot *PipelineSlotOrNull(Oid dbid, int32 pipeline_id, int32 worker);
 extern int	PipelineRequestFence(Oid dbid, int32 pipeline_id, pid_t *pids, int max);
 extern void PipelineWakePipeline(Oid dbid, int32 pipeline_id);
 extern void PipelineResetBackoff(Oid dbid, int32 pipeline_id);

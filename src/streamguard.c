@@ -38,6 +38,9 @@ int			sg_launcher_naptime_ms = 10000;
 int			sg_role_max_streams = 64;
 int			sg_role_max_partitions = 1024;
 int			sg_role_max_pipelines = 16;
+int			sg_database_max_streams = -1;
+int			sg_database_max_partitions = -1;
+int			sg_database_max_pipelines = -1;
 int			sg_batch_history = 1000;
 int			sg_backfill_chunk_rows = 1000;
 int			sg_backfill_naptime_ms = 0;
@@ -144,6 +147,21 @@ _PG_init(void)
 							"Maximum number of pipelines one role may own in a database (-1: no limit).",
 							"Superusers are exempt.  Set it per role with ALTER ROLE ... SET.",
 							&sg_role_max_pipelines, 16, -1, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.database_max_streams",
+							"Maximum number of streams in one database (-1: three quarters of streamguard.max_streams).",
+							"The stream slots in shared memory are shared by every database; superusers are not exempt.  Set it per database with ALTER DATABASE ... SET.",
+							&sg_database_max_streams, -1, -1, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.database_max_partitions",
+							"Maximum number of stream partitions, over all its streams, in one database (-1: three quarters of streamguard.max_partitions).",
+							"The partition slots in shared memory are shared by every database; superusers are not exempt.  Set it per database with ALTER DATABASE ... SET.",
+							&sg_database_max_partitions, -1, -1, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.database_max_pipelines",
+							"Maximum number of pipeline workers, over all its pipelines, in one database (-1: three quarters of streamguard.max_pipelines).",
+							"The pipeline slots in shared memory (one per worker of a pipeline) are shared by every database; superusers are not exempt.  Set it per database with ALTER DATABASE ... SET.",
+							&sg_database_max_pipelines, -1, -1, INT_MAX,
 							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamguard.backfill_chunk_rows",
 							"Rows the backfill of a captured table reads, locks and appends per transaction.",

@@ -65,6 +65,12 @@ extern bool SgLoaded;
 extern void SgHardenWorkerSession(void);
 extern int	SgAddOid(Oid *set, int n, int max, Oid oid);
 extern void SgLockRoleForCreate(Oid roleid);
+extern void SgLockDatabaseForCreate(void);
+extern int	SgDatabaseCap(int setting, int server_size);
+extern void SgCheckDatabaseCap(const char *what, int64 have, int64 adding, int cap, const char *guc);
+extern int	sg_database_max_streams;
+extern int	sg_database_max_partitions;
+extern int	sg_database_max_pipelines;
 extern void SgCheckRoleQuota(const char *what, Oid roleid, int64 have, int64 adding, int limit,
 							 const char *guc);
 

@@ -164,7 +164,9 @@ $node->stop;
 
 # ================================================================= (full)
 
-$node = sg_node('sec102b', extra => "streamguard.max_streams=4\n");
+# (the database may hold more streams than the server has slots: a stream
+# takes its slot when used)
+$node = sg_node('sec102b', extra => "streamguard.max_streams=4\nstreamguard.database_max_streams=10\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
 {
 	my ($created, $appended, $refused, $other) = (0, 0, 0, '');

@@ -21,6 +21,10 @@
 #           (refused), then joins with as many member names as it can under
 #           a long lease; role C in db1 fills the database's share; role B's
 #           group poll in db2 still works.
+#  (tables) the stream, partition and pipeline slots: one database takes
+#           at most three quarters of each, superusers included; another
+#           database still creates and runs; ALTER DATABASE ... SET raises
+#           a database's share.
 
 use strict;
 use warnings;
@@ -205,5 +209,47 @@ SELECT max(lease_expires_at - last_poll_at) FROM streamguard.consumer_group_memb
 }
 
 $node->stop;
+
+# ================================================================= (tables)
+# the stream, partition and pipeline slots of shared memory: one database
+# may take three quarters of each (8 streams, 16 partitions, 8 pipeline
+# workers on this server: 6, 12 and 6)
+
+$node = sg_node('sec107t', extra => "streamguard.max_streams = 8\n"
+	  . "streamguard.max_partitions = 16\n"
+	  . "streamguard.max_pipelines = 8\n");
+for my $db (qw(db1 db2))
+{
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, q{CREATE EXTENSION streamguard; CREATE TABLE public.sink (seq bigint)});
+}
+expect_ok($node, join('', map { "SELECT streamguard.create_stream('t$_', 1);\n" } 1 .. 6),
+	'(tables) db1 creates 6 streams', dbname => 'db1');
+expect_error($node, q{SELECT streamguard.create_stream('t7', 1)}, '53400',
+	qr/database "db1" may hold at most 6 streams.*database_max_streams/s,
+	'(tables) a 7th stream in db1, over its share of the 8 stream slots (superusers too)', dbname => 'db1');
+expect_ok($node, q{SELECT streamguard.create_stream('u1', 11)}, '(tables) db2 still creates a stream of 11 partitions',
+	dbname => 'db2');
+expect_error($node, q{SELECT streamguard.create_stream('u2', 2)}, '53400',
+	qr/database "db2" may hold at most 12 stream partitions.*database_max_partitions/s,
+	'(tables) 2 more partitions in db2, over its share of the 16 partition slots', dbname => 'db2');
+expect_error($node, q{SELECT streamguard.alter_stream('u1', partitions => 13)}, '53400',
+	qr/at most 12 stream partitions/, '(tables) alter_stream to 13 partitions, over the share', dbname => 'db2');
+expect_ok($node, q{SELECT streamguard.create_pipeline('pa', 't1', $$INSERT INTO public.sink SELECT seq FROM batch$$, workers => 6)},
+	'(tables) db1 creates a pipeline of 6 workers', dbname => 'db1');
+expect_error($node, q{SELECT streamguard.create_pipeline('pb', 't2', $$INSERT INTO public.sink SELECT seq FROM batch$$)},
+	'53400', qr/database "db1" may hold at most 6 pipeline workers.*database_max_pipelines/s,
+	'(tables) a 7th pipeline worker in db1, over its share of the 8 pipeline slots', dbname => 'db1');
+expect_ok($node, q{SELECT streamguard.create_pipeline('pc', 'u1', $$INSERT INTO public.sink SELECT seq FROM batch$$)},
+	'(tables) db2 still creates a pipeline', dbname => 'db2');
+ok(wait_for_value($node, q{SELECT worker_status FROM streamguard.pipelines WHERE pipeline = 'pc'}, 'running', 120,
+		dbname => 'db2'), "(tables) ... which runs");
+$node->safe_psql('postgres', q{ALTER DATABASE db1 SET streamguard.database_max_streams = 7});
+expect_ok($node, q{SELECT streamguard.create_stream('t7', 1)},
+	'(tables) a superuser raises the share of db1 with ALTER DATABASE ... SET: a 7th stream', dbname => 'db1');
+is($node->safe_psql('db1', "SELECT context FROM pg_settings WHERE name = 'streamguard.database_max_streams'"),
+	'superuser', '(tables) streamguard.database_max_streams is superuser-only');
+$node->stop;
+
 diag(sprintf('duration %.0f s', time - $t_start));
 done_testing();
