@@ -605,7 +605,8 @@ GroupRebalance(SgStreamMeta *meta, const char *consumer, const char *me, char **
 
 /*
  * Before a member's fetch: renew its lease (joining if it is not a
- * member yet).
+ * member yet).  `roleid` is the polling role (the caller, not the data
+ * owner the poll runs as): its entries count against its cap.
  */
 void
 GroupHeartbeat(SgStreamMeta *meta, const char *consumer, const char *member, Oid roleid)

@@ -253,13 +253,14 @@ WorkerUnitClaim(SgUnitKind kind, Oid roleid, int32 object_id, int32 worker,
 		if (c->roleid == roleid)
 			myrole++;
 	}
-	if (free_claim == NULL || total + others >= budget)
-		snprintf(why, whylen, "server cap %d reached (max_worker_processes %d less streamguard.reserved_worker_processes %d)",
-				 budget, max_worker_processes, WorkerUnitsReserve());
+	/* the narrowest cap first: it still holds when the wider ones free up */
+	if (!exempt && myrole >= rolecap)
+		snprintf(why, whylen, "per-role cap %d reached", rolecap);
 	else if (mydb >= dbcap)
 		snprintf(why, whylen, "per-database cap %d reached", dbcap);
-	else if (!exempt && myrole >= rolecap)
-		snprintf(why, whylen, "per-role cap %d reached", rolecap);
+	else if (free_claim == NULL || total + others >= budget)
+		snprintf(why, whylen, "server cap %d reached (max_worker_processes %d less streamguard.reserved_worker_processes %d)",
+				 budget, max_worker_processes, WorkerUnitsReserve());
 	else
 	{
 		free_claim->dbid = MyDatabaseId;

@@ -15,7 +15,8 @@
 #           rest waits.  Parallel query in db1 still gets workers (the
 #           reserve).  worker_slots shows the use against the caps, to
 #           every role.  Pausing A's running pipeline lets its waiting one
-#           start.
+#           start.  A backfill of a table A captures waits while A's
+#           pipelines hold its cap, and runs once they are gone.
 #  (groups) streamguard.max_group_members = 16 (a role may hold 4, a
 #           database 8): role A sets a lease beyond streamguard.max_group_lease
 #           (refused), then joins with as many member names as it can under
@@ -150,12 +151,28 @@ ok(wait_for_value($node, q{SELECT count(worker_pid) FROM streamguard.pipeline_wo
 		'6', 120, dbname => 'db1'), '(workers) a2 starts its 6 workers once a1 let go of them');
 is($node->safe_psql('db1', $server), '12/12/4', '(workers) ... and streamguard still holds 12 slots, no more');
 
+# backfill workers count too: with A at its cap, the backfill of a table A
+# captures waits, and runs once A's pipeline is gone
+$node->safe_psql('db1', q{GRANT CREATE ON SCHEMA public TO role_a; SELECT streamguard.grant_stream('s', 'role_a', 'append')});
+$off = log_offset($node);
+expect_ok($node, q{CREATE TABLE public.acct (id int PRIMARY KEY, v int);
+INSERT INTO public.acct SELECT g, g FROM generate_series(1, 100) g;
+SELECT streamguard.capture_table('public.acct', 's');}, '(workers) role A captures a table of 100 rows',
+	dbname => 'db1', user => 'role_a');
+ok(wait_log($node, qr/streamguard backfill \d+ waits for a worker slot: per-role cap 6 reached/, $off, 60),
+	"(workers) its backfill waits for a worker slot: the role's pipelines hold its cap");
+is($node->safe_psql('db1', q{SELECT backfill_state FROM streamguard.captures}), 'pending',
+	'(workers) ... and has not started');
+$node->safe_psql('db1', q{SELECT streamguard.drop_pipeline('a2')});
+ok(wait_for_value($node, q{SELECT backfill_state FROM streamguard.captures}, 'done', 120, dbname => 'db1'),
+	'(workers) the backfill runs once the pipeline gave its slots back');
+
 # a pipeline that fits but finds the cap full waits; alter beyond the cap is refused
 expect_error($node, q{SELECT streamguard.alter_pipeline('c1', workers => 7)},
 	'53400', qr/7 workers could never run.*per-role cap is 6/s,
 	'(workers) alter_pipeline to 7 workers, over the per-role cap of 6', dbname => 'db1', user => 'role_c');
 
-for my $p (qw(a1 a2 c1))
+for my $p (qw(a1 c1))
 {
 	$node->safe_psql('db1', "SELECT streamguard.drop_pipeline('$p')");
 }
