@@ -243,15 +243,16 @@ sg_catalog_oid(SgStreamMeta *meta)
 }
 
 /*
- * streamguard.group_lease: a SET (or a connection option) above
- * streamguard.max_group_lease is refused.  Values from the configuration
- * file or ALTER ROLE ... SET are taken, and cut to the bound when used
- * (sg_lease_ms): the bound may change after them.
+ * streamguard.group_lease: a SET above streamguard.max_group_lease is
+ * refused.  Values from the configuration file, ALTER ROLE / DATABASE ...
+ * SET or the connection's options are taken, and cut to the bound when
+ * used (sg_lease_ms): the bound may change after them, and refusing them
+ * would refuse the connection.
  */
 bool
 GroupCheckLease(int *newval, void **extra, GucSource source)
 {
-	if (source >= PGC_S_CLIENT && source != PGC_S_TEST && *newval > sg_max_group_lease_ms)
+	if (source >= PGC_S_INTERACTIVE && source != PGC_S_TEST && *newval > sg_max_group_lease_ms)
 	{
 		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
 		GUC_check_errdetail("streamguard.max_group_lease is %d ms.", sg_max_group_lease_ms);

@@ -22,7 +22,9 @@
  *	- supervision: one pipeline worker per running pipeline, restarted
  *	  with exponential backoff after a crash (sg_supervise), and one
  *	  backfill worker per captured table whose backfill is not over
- *	  (CaptureSuperviseBackfills, capture_backfill.c).
+ *	  (CaptureSuperviseBackfills, capture_backfill.c); each start first
+ *	  claims a worker unit (worker_units.c), so that one database or one
+ *	  role cannot take the server's background worker slots.
  *
  *-------------------------------------------------------------------------
  */
