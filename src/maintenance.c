@@ -415,7 +415,7 @@ sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot, Oid owner)
 		ereport(LOG,
 				(errmsg("%s waits for a worker slot: %s", name, why),
 				 errdetail("Background workers are shared by the whole server; streamguard caps what one database and one role may take."),
-				 errhint("It starts once a worker of the same cap stops.  A superuser can review streamguard.reserved_worker_processes, streamguard.database_max_workers and streamguard.role_max_workers in the view streamguard.worker_slots.")));
+				 errhint("It starts once a worker under the same cap stops.  The view streamguard.worker_slots shows the use against each cap; a superuser can change streamguard.role_max_workers, streamguard.database_max_workers and streamguard.reserved_worker_processes.")));
 }
 
 /*
