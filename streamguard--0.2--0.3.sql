@@ -436,6 +436,23 @@ REVOKE EXECUTE ON FUNCTION streamguard.remote_validator(text[], oid) FROM PUBLIC
 REVOKE EXECUTE ON FUNCTION streamguard.kafka_validator(text[], oid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard._window_pipeline_guard() FROM PUBLIC;
 
+-- ------------------------------------------------ server-wide resources
+-- background worker slots as a server resource (docs/security.md,
+-- "Server-wide resources"): counts per database and per role against the
+-- caps; which pipelines hold them shows in each database's pipelines view
+CREATE FUNCTION streamguard._worker_slots(
+	OUT scope text, OUT name text, OUT pipeline_workers int, OUT backfill_workers int,
+	OUT workers int, OUT cap int, OUT reserved int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_worker_slots'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW streamguard.worker_slots AS
+SELECT w.scope, w.name, w.pipeline_workers, w.backfill_workers, w.workers, w.cap, w.reserved
+FROM streamguard._worker_slots() w;
+
+GRANT SELECT ON streamguard.worker_slots TO PUBLIC;
+
 -- ------------------------------------------ keep this block the last one
 -- Nothing the extension's objects, views, defaults, constraints and
 -- triggers use lives outside pg_catalog and the extension: what the update could not

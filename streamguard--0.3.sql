@@ -926,6 +926,22 @@ WHERE streamguard._can_read(m.stream_id);
 
 GRANT SELECT ON streamguard.consumer_group_members TO PUBLIC;
 
+-- background worker slots as a server resource (docs/security.md,
+-- "Server-wide resources"): counts per database and per role against the
+-- caps; which pipelines hold them shows in each database's pipelines view
+CREATE FUNCTION streamguard._worker_slots(
+	OUT scope text, OUT name text, OUT pipeline_workers int, OUT backfill_workers int,
+	OUT workers int, OUT cap int, OUT reserved int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'sg_worker_slots'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW streamguard.worker_slots AS
+SELECT w.scope, w.name, w.pipeline_workers, w.backfill_workers, w.workers, w.cap, w.reserved
+FROM streamguard._worker_slots() w;
+
+GRANT SELECT ON streamguard.worker_slots TO PUBLIC;
+
 -- windows (docs/windows.md): a window pipeline is a pipeline whose SQL
 -- streamguard generates from the window's definition; its state and its
 -- emission live here, written in the batch's transaction

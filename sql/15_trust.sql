@@ -141,6 +141,8 @@ INSERT INTO decision VALUES
 	('streamguard._partition_stats()', 'filters'),
 	('streamguard._next_event_time(integer,integer,bigint)', 'filters'),
 	('streamguard._is_member(oid)', 'filters'),
+	-- counts per database and role against the caps: no pipeline names
+	('streamguard._worker_slots()', 'filters'),
 	('streamguard._can_read(integer)', 'filters'),
 	('streamguard._pipeline_runtime()', 'filters'),
 	('streamguard._pipeline_batches()', 'filters'),
@@ -184,7 +186,9 @@ INSERT INTO public_views VALUES
 	('streamguard.consumers'), ('streamguard.pipelines'), ('streamguard.pipeline_workers'),
 	('streamguard.remote_status'), ('streamguard.pipeline_batches'), ('streamguard.dead_letters'),
 	('streamguard.horizon_holders'), ('streamguard.pipeline_batch_durations'), ('streamguard.captures'),
-	('streamguard.consumer_group_members'), ('streamguard.windows'), ('streamguard.kafka_lag');
+	('streamguard.consumer_group_members'), ('streamguard.windows'), ('streamguard.kafka_lag'),
+	-- counts per database and role (names any role sees in pg_database and pg_roles)
+	('streamguard.worker_slots');
 WITH rels AS (
 	SELECT c.oid::regclass::text AS rel, c.relkind,
 		   array(SELECT a.privilege_type FROM aclexplode(coalesce(c.relacl, acldefault(

@@ -974,6 +974,7 @@ typedef struct SgBackfillWorker
 	int			starts;			/* starts without finishing, for the backoff */
 	TimestampTz next_start;
 	bool		seen;
+	bool		waiting;		/* a worker-unit cap keeps it waiting (logged) */
 } SgBackfillWorker;
 
 static List *sg_backfill_workers = NIL;	/* in TopMemoryContext */
@@ -1022,7 +1023,7 @@ CaptureSuperviseBackfills(void)
 					false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "claim cleanup failed");
 
-	if (SPI_execute("SELECT id FROM streamguard.capture "
+	if (SPI_execute("SELECT id, owner FROM streamguard.capture "
 					"WHERE backfill_state OPERATOR(pg_catalog.=) ANY ('{pending,running}') ORDER BY id",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "capture list failed");
@@ -1034,7 +1035,9 @@ CaptureSuperviseBackfills(void)
 	{
 		bool		isnull;
 		int32		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		Oid			owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 		SgBackfillWorker *w = NULL;
+		char		why[128];
 		pid_t		pid;
 
 		foreach(lc, sg_backfill_workers)
@@ -1054,6 +1057,7 @@ CaptureSuperviseBackfills(void)
 			/* it stopped with work left: crashed or killed */
 			pfree(w->handle);
 			w->handle = NULL;
+			WorkerUnitRelease(SG_UNIT_BACKFILL, id, 0);
 			w->next_start = now + Min((int64) 250000 << Min(w->starts, 7), 30 * USECS_PER_SEC);
 		}
 		if (w->next_start > now)
@@ -1064,10 +1068,22 @@ CaptureSuperviseBackfills(void)
 			char		name[BGW_MAXLEN];
 
 			snprintf(name, sizeof(name), "streamguard backfill %d", id);
+			/* a worker unit first (worker_units.c): the caps are server-wide */
+			if (!WorkerUnitClaim(SG_UNIT_BACKFILL, owner, id, 0, why, sizeof(why)))
+			{
+				if (!w->waiting)
+					ereport(LOG,
+							(errmsg("%s waits for a worker slot: %s", name, why)));
+				w->waiting = true;
+				continue;
+			}
+			w->waiting = false;
 			w->handle = SgStartDynamicWorker("CaptureBackfillMain", "streamguard backfill", name,
 											 Int32GetDatum(id), MyDatabaseId);
 			if (w->handle != NULL)
 				w->starts++;
+			else
+				WorkerUnitRelease(SG_UNIT_BACKFILL, id, 0);
 		}
 	}
 
@@ -1082,7 +1098,10 @@ CaptureSuperviseBackfills(void)
 		else
 		{
 			if (w->handle)
+			{
 				pfree(w->handle);
+				WorkerUnitRelease(SG_UNIT_BACKFILL, w->capture_id, 0);
+			}
 			pfree(w);
 		}
 	}

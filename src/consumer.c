@@ -730,7 +730,7 @@ sg_poll(PG_FUNCTION_ARGS)
 		SgBecomeDataOwner(&save, false);
 		if (member)
 		{
-			GroupHeartbeat(meta, consumer, member);
+			GroupHeartbeat(meta, consumer, member, save.userid);
 			n = ConsumerFetchMember(meta, consumer, member, max_events, rsinfo->setResult,
 									rsinfo->setDesc, first, last);
 		}

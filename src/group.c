@@ -13,9 +13,15 @@
  * for its commit; a long-polling member renews it at every wake-up (it
  * sleeps at most a third of its lease at a time).  A member is live while
  * its lease runs; a backend that exits (pg_terminate_backend, a client
- * that disconnects) drops its entries at once, and a crash restart
- * empties the table.  One LWLock protects the array; no catalog access
- * happens while it is held.
+ * that disconnects) drops its entries at once, an entry whose lease ran
+ * out is free for anyone's next join, and a crash restart empties the
+ * table.  The table is shared by the whole server, so a join is refused
+ * when the joining role holds streamguard.role_max_group_members entries
+ * (superusers are exempt) or the database streamguard.database_max_group_members,
+ * and no lease is longer than streamguard.max_group_lease, which only a
+ * superuser sets: no session can keep entries past that bound, nor take
+ * every entry.  One LWLock protects the array; no catalog access happens
+ * while it is held.
  *
  * The assignment is the member column of the consumer's position rows
  * (streamguard.consumer, a row per partition): the member that reads the
@@ -58,6 +64,7 @@
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "streamguard.h"
@@ -70,11 +77,15 @@ extern Datum sg_can_read(PG_FUNCTION_ARGS);
 
 int			sg_group_lease_ms = 10000;
 int			sg_max_group_members = 1024;
+int			sg_max_group_lease_ms = 60000;
+int			sg_role_max_group_members = -1;
+int			sg_database_max_group_members = -1;
 
 typedef struct SgGroupMember
 {
 	Oid			dbid;			/* InvalidOid: free */
 	Oid			catalog_oid;	/* the extension's incarnation */
+	Oid			roleid;			/* the role that polled as the member */
 	int32		stream_id;
 	int			pid;			/* backend of the last poll */
 	TimestampTz joined_at;
@@ -232,15 +243,63 @@ sg_catalog_oid(SgStreamMeta *meta)
 }
 
 /*
- * Renew a member's lease (joining if it is not a member), at once.
+ * streamguard.group_lease: a SET above streamguard.max_group_lease is
+ * refused.  Values from the configuration file, ALTER ROLE / DATABASE ...
+ * SET or the connection's options are taken, and cut to the bound when
+ * used (sg_lease_ms): the bound may change after them, and refusing them
+ * would refuse the connection.
+ */
+bool
+GroupCheckLease(int *newval, void **extra, GucSource source)
+{
+	if (source >= PGC_S_INTERACTIVE && source != PGC_S_TEST && *newval > sg_max_group_lease_ms)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errdetail("streamguard.max_group_lease is %d ms.", sg_max_group_lease_ms);
+		GUC_check_errhint("A superuser can raise streamguard.max_group_lease.");
+		return false;
+	}
+	return true;
+}
+
+/* the lease a poll gives, within the superuser's bound */
+static int
+sg_lease_ms(void)
+{
+	return Min(sg_group_lease_ms, sg_max_group_lease_ms);
+}
+
+static int
+sg_role_member_cap(void)
+{
+	if (sg_role_max_group_members >= 0)
+		return sg_role_max_group_members;
+	return Max(sg_max_group_members / 4, 1);
+}
+
+static int
+sg_database_member_cap(void)
+{
+	if (sg_database_max_group_members >= 0)
+		return sg_database_max_group_members;
+	return Max(sg_max_group_members / 2, 1);
+}
+
+/*
+ * Renew a member's lease (joining if it is not a member), at once.  A
+ * join reuses an entry whose lease ran out, and is refused beyond the
+ * role's and the database's caps.
  */
 static void
-sg_heartbeat(SgStreamMeta *meta, const char *consumer, const char *member)
+sg_heartbeat(SgStreamMeta *meta, const char *consumer, const char *member, Oid roleid)
 {
 	Oid			catalog_oid = sg_catalog_oid(meta);
 	TimestampTz now = GetCurrentTimestamp();
 	SgGroupMember *found = NULL,
 			   *free_entry = NULL;
+	bool		exempt = superuser_arg(roleid);
+	int			nrole = 0,
+				ndb = 0;
 	int			i;
 
 	if (!sg_exit_registered)
@@ -253,23 +312,32 @@ sg_heartbeat(SgStreamMeta *meta, const char *consumer, const char *member)
 	{
 		SgGroupMember *e = &sg_groups->members[i];
 
+		if (e->dbid != InvalidOid && sg_entry_is(e, catalog_oid, meta->stream_id, consumer) &&
+			strcmp(e->member, member) == 0)
+		{
+			found = e;
+			break;
+		}
+		if (e->dbid != InvalidOid && e->lease_until < now)
+			sg_free_entry_locked(e);	/* expired: anyone's to take */
 		if (e->dbid == InvalidOid)
 		{
 			if (free_entry == NULL)
 				free_entry = e;
 			continue;
 		}
-		if (sg_entry_is(e, catalog_oid, meta->stream_id, consumer) &&
-			strcmp(e->member, member) == 0)
-		{
-			found = e;
-			break;
-		}
+		if (e->roleid == roleid)
+			nrole++;
+		if (e->dbid == MyDatabaseId)
+			ndb++;
 	}
 	if (found == NULL && free_entry == NULL && sg_groups->hwm < sg_max_group_members)
 		free_entry = &sg_groups->members[sg_groups->hwm++];
 	if (found == NULL)
 	{
+		int			rolecap = sg_role_member_cap();
+		int			dbcap = sg_database_member_cap();
+
 		if (free_entry == NULL)
 		{
 			LWLockRelease(sg_groups->lock);
@@ -279,10 +347,32 @@ sg_heartbeat(SgStreamMeta *meta, const char *consumer, const char *member)
 					 errdetail("All %d member entries are in use.", sg_max_group_members),
 					 errhint("Raise streamguard.max_group_members, or have idle members call leave_group.")));
 		}
+		if (!exempt && nrole >= rolecap)
+		{
+			LWLockRelease(sg_groups->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("role \"%s\" holds too many consumer group members",
+							GetUserNameFromId(roleid, false)),
+					 errdetail("The role holds %d member entries over all databases; streamguard.role_max_group_members is %d.",
+							   nrole, rolecap),
+					 errhint("Have idle members of the role call leave_group, or wait until their leases end.")));
+		}
+		if (ndb >= dbcap)
+		{
+			LWLockRelease(sg_groups->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many consumer group members in this database"),
+					 errdetail("The database holds %d member entries; streamguard.database_max_group_members is %d.",
+							   ndb, dbcap),
+					 errhint("Have idle members call leave_group, or wait until their leases end.")));
+		}
 		found = free_entry;
 		memset(found, 0, sizeof(*found));
 		found->dbid = MyDatabaseId;
 		found->catalog_oid = catalog_oid;
+		found->roleid = roleid;
 		found->stream_id = meta->stream_id;
 		strlcpy(found->consumer, consumer, sizeof(found->consumer));
 		strlcpy(found->member, member, sizeof(found->member));
@@ -291,7 +381,7 @@ sg_heartbeat(SgStreamMeta *meta, const char *consumer, const char *member)
 	}
 	found->pid = MyProcPid;
 	found->last_poll_at = now;
-	found->lease_until = now + (TimestampTz) sg_group_lease_ms * 1000;
+	found->lease_until = now + (TimestampTz) sg_lease_ms() * 1000;
 	LWLockRelease(sg_groups->lock);
 }
 
@@ -516,19 +606,20 @@ GroupRebalance(SgStreamMeta *meta, const char *consumer, const char *me, char **
 
 /*
  * Before a member's fetch: renew its lease (joining if it is not a
- * member yet).
+ * member yet).  `roleid` is the polling role (the caller, not the data
+ * owner the poll runs as): its entries count against its cap.
  */
 void
-GroupHeartbeat(SgStreamMeta *meta, const char *consumer, const char *member)
+GroupHeartbeat(SgStreamMeta *meta, const char *consumer, const char *member, Oid roleid)
 {
-	sg_heartbeat(meta, consumer, member);
+	sg_heartbeat(meta, consumer, member, roleid);
 }
 
 /* how long a long-polling member may sleep before renewing its lease */
 long
 GroupHeartbeatMs(void)
 {
-	return Max(sg_group_lease_ms / 3, 1);
+	return Max(sg_lease_ms() / 3, 1);
 }
 
 /*

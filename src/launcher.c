@@ -436,3 +436,20 @@ LauncherRegisterWorker(Oid dbid, pid_t pid)
 		e->worker_pid = pid;
 	LWLockRelease(sg_launcher->lock);
 }
+
+/* maintenance workers running now, over all databases */
+int
+LauncherRunningWorkers(void)
+{
+	HASH_SEQ_STATUS seq;
+	SgLauncherDb *e;
+	int			n = 0;
+
+	LWLockAcquire(sg_launcher->lock, LW_SHARED);
+	hash_seq_init(&seq, sg_launcher_dbs);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		if (e->worker_pid != 0)
+			n++;
+	LWLockRelease(sg_launcher->lock);
+	return n;
+}

@@ -22,7 +22,9 @@
  *	- supervision: one pipeline worker per running pipeline, restarted
  *	  with exponential backoff after a crash (sg_supervise), and one
  *	  backfill worker per captured table whose backfill is not over
- *	  (CaptureSuperviseBackfills, capture_backfill.c).
+ *	  (CaptureSuperviseBackfills, capture_backfill.c); each start first
+ *	  claims a worker unit (worker_units.c), so that one database or one
+ *	  role cannot take the server's background worker slots.
  *
  *-------------------------------------------------------------------------
  */
@@ -382,21 +384,42 @@ typedef struct SgSupervised
 static SgSupervised *sg_supervised = NULL;
 static int	sg_nsupervised = 0;
 
+/*
+ * Start a worker of a pipeline, if the worker units allow it
+ * (worker_units.c): a worker the caps leave waiting says why in the
+ * pipelines view, and in the log when it starts waiting or the reason
+ * changes.  Retried every maintenance round.
+ */
 static void
-sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot)
+sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot, Oid owner)
 {
 	char		name[BGW_MAXLEN];
+	char		why[sizeof(slot->wait_reason)];
+	bool		changed;
 
 	if (sup->worker == 0)
 		snprintf(name, sizeof(name), "streamguard pipeline %d", sup->pipeline_id);
 	else
 		snprintf(name, sizeof(name), "streamguard pipeline %d worker %d", sup->pipeline_id, sup->worker);
-	sup->handle = SgStartDynamicWorker("PipelineWorkerMain", "streamguard pipeline", name,
-									   SgWorkerArg(sup->pipeline_id, sup->worker), MyDatabaseId);
-	/* shown in the pipelines view; retried every maintenance round */
+	why[0] = '\0';
+	sup->handle = NULL;
+	if (WorkerUnitClaim(SG_UNIT_PIPELINE, owner, sup->pipeline_id, sup->worker, why, sizeof(why)))
+	{
+		sup->handle = SgStartDynamicWorker("PipelineWorkerMain", "streamguard pipeline", name,
+										   SgWorkerArg(sup->pipeline_id, sup->worker), MyDatabaseId);
+		if (sup->handle == NULL)
+			WorkerUnitRelease(SG_UNIT_PIPELINE, sup->pipeline_id, sup->worker);
+	}
 	SpinLockAcquire(&slot->mutex);
 	slot->no_worker_slot = (sup->handle == NULL);
+	changed = strcmp(slot->wait_reason, why) != 0;
+	strlcpy(slot->wait_reason, why, sizeof(slot->wait_reason));
 	SpinLockRelease(&slot->mutex);
+	if (changed && why[0] != '\0')
+		ereport(LOG,
+				(errmsg("%s waits for a worker slot: %s", name, why),
+				 errdetail("Background workers are shared by the whole server; streamguard caps what one database and one role may take."),
+				 errhint("It starts once a worker under the same cap stops.  The view streamguard.worker_slots shows the use against each cap; a superuser can change streamguard.role_max_workers, streamguard.database_max_workers and streamguard.reserved_worker_processes.")));
 }
 
 /*
@@ -404,7 +427,8 @@ sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot)
  * restart it with exponential backoff after a crash.
  */
 static void
-sg_supervise_worker(SgSupervised *sup, SgPipelineSlot *slot, bool running, TimestampTz now)
+sg_supervise_worker(SgSupervised *sup, SgPipelineSlot *slot, bool running, Oid owner,
+					TimestampTz now)
 {
 	pid_t		pid;
 
@@ -429,13 +453,21 @@ sg_supervise_worker(SgSupervised *sup, SgPipelineSlot *slot, bool running, Times
 		SpinLockRelease(&slot->mutex);
 		pfree(sup->handle);
 		sup->handle = NULL;
+		WorkerUnitRelease(SG_UNIT_PIPELINE, sup->pipeline_id, sup->worker);
 	}
 	if (!running || slot->next_start > now)
-		return;					/* paused or failed, or backing off after a crash */
+	{
+		/* paused or failed, or backing off after a crash */
+		SpinLockAcquire(&slot->mutex);
+		slot->no_worker_slot = false;
+		slot->wait_reason[0] = '\0';
+		SpinLockRelease(&slot->mutex);
+		return;
+	}
 	SpinLockAcquire(&slot->mutex);
 	slot->clean_exit = false;
 	SpinLockRelease(&slot->mutex);
-	sg_start_worker(sup, slot);
+	sg_start_worker(sup, slot, owner);
 }
 
 /*
@@ -450,7 +482,8 @@ sg_supervise(void)
 	int			j;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (SPI_execute("SELECT id, state, stream_id, workers FROM streamguard.pipeline", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute("SELECT id, state, stream_id, workers, owner FROM streamguard.pipeline ORDER BY id",
+					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pipeline list failed");
 	if (sg_supervised == NULL)
 		sg_supervised = MemoryContextAllocZero(TopMemoryContext, sizeof(SgSupervised) * sg_max_pipelines);
@@ -466,6 +499,7 @@ sg_supervise(void)
 		bool		running = strcmp(SPI_getvalue(t, d, 2), "running") == 0;
 		int32		stream_id = DatumGetInt32(SPI_getbinval(t, d, 3, &isnull));
 		int32		nworkers = DatumGetInt32(SPI_getbinval(t, d, 4, &isnull));
+		Oid			owner = DatumGetObjectId(SPI_getbinval(t, d, 5, &isnull));
 		int32		w;
 
 		for (w = 0; w < nworkers; w++)
@@ -486,9 +520,29 @@ sg_supervise(void)
 				sup->handle = NULL;
 			}
 			sup->seen = true;
-			slot = PipelineSlot(MyDatabaseId, id, w, true);
+
+			/*
+			 * The slot table is the server's: when other databases filled
+			 * it, this worker waits (and the others of this database are
+			 * still supervised).
+			 */
+			slot = PipelineSlotOrNull(MyDatabaseId, id, w);
+			if (slot == NULL)
+			{
+				static TimestampTz last_report = 0;
+
+				if (last_report == 0 || TimestampDifferenceExceeds(last_report, now, 60 * 1000))
+				{
+					last_report = now;
+					ereport(LOG,
+							(errmsg("streamguard pipeline %d worker %d waits for a pipeline slot: all %d are in use",
+									id, w, sg_max_pipelines),
+							 errhint("Raise streamguard.max_pipelines and restart the server, or lower streamguard.database_max_pipelines.")));
+				}
+				continue;
+			}
 			slot->stream_id = stream_id;
-			sg_supervise_worker(sup, slot, running, now);
+			sg_supervise_worker(sup, slot, running, owner, now);
 		}
 	}
 
@@ -507,6 +561,7 @@ sg_supervise(void)
 				continue;
 			}
 			pfree(sg_supervised[j].handle);
+			WorkerUnitRelease(SG_UNIT_PIPELINE, sg_supervised[j].pipeline_id, sg_supervised[j].worker);
 		}
 		PipelineFreeWorkers(MyDatabaseId, sg_supervised[j].pipeline_id, sg_supervised[j].worker);
 		sg_supervised[j] = sg_supervised[--sg_nsupervised];

@@ -229,12 +229,10 @@ sg_check_more_workers(Oid owner, int adding)
 	all = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	SgCheckRoleQuota("pipeline workers", owner, mine - adding, adding, sg_role_max_pipelines,
 					 "streamguard.role_max_pipelines");
-	if (all > sg_max_pipelines)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many pipeline workers"),
-				 errdetail("streamguard.max_pipelines is %d.", sg_max_pipelines),
-				 errhint("Lower the workers of a pipeline, or raise streamguard.max_pipelines and restart the server.")));
+	SgLockDatabaseForCreate();
+	SgCheckDatabaseCap("pipeline workers", all - adding, adding,
+					   SgDatabaseCap(sg_database_max_pipelines, sg_max_pipelines),
+					   "streamguard.database_max_pipelines");
 }
 
 /* names of create_pipeline's arguments from 13 on (the 0.2 settings) */
@@ -428,6 +426,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	}
 	search_path = GetConfigOptionByName("search_path", NULL, false);
 
+	WorkerUnitsCheckCouldRun(owner, workers);
 	SgLockRoleForCreate(owner);
 	SgBecomeDataOwner(&save, true);
 	{
@@ -450,15 +449,16 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 						 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
 						 workers, sg_role_max_pipelines, "streamguard.role_max_pipelines");
 	}
+	/* the database's share of the server's pipeline slots, every role's pipelines */
+	SgLockDatabaseForCreate();
 	if (SPI_execute(PG_NARGS() >= 19 ?
-					"SELECT coalesce(pg_catalog.sum(workers), 0) FROM streamguard.pipeline" :
-					"SELECT pg_catalog.count(*) FROM streamguard.pipeline", true, 0) == SPI_OK_SELECT &&
-		atoi(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)) + workers > sg_max_pipelines)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many pipelines"),
-				 errdetail("streamguard.max_pipelines is %d.", sg_max_pipelines),
-				 errhint("Drop a pipeline, or raise streamguard.max_pipelines and restart the server.")));
+					"SELECT coalesce(pg_catalog.sum(workers), 0)::int8 FROM streamguard.pipeline" :
+					"SELECT pg_catalog.count(*) FROM streamguard.pipeline", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pipeline count failed");
+	SgCheckDatabaseCap("pipeline workers",
+					   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+					   workers, SgDatabaseCap(sg_database_max_pipelines, sg_max_pipelines),
+					   "streamguard.database_max_pipelines");
 	{
 		Oid			types[15] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
 		BOOLOID, INTERVALOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
@@ -950,7 +950,10 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5),
 								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6));
 		if (PG_NARGS() > 8 && !PG_ARGISNULL(8) && PG_GETARG_INT32(8) > row.workers)
+		{
+			WorkerUnitsCheckCouldRun(row.owner, PG_GETARG_INT32(8));
 			sg_check_more_workers(row.owner, PG_GETARG_INT32(8) - row.workers);
+		}
 	}
 	if (search_path)
 	{

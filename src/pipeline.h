@@ -120,6 +120,7 @@ typedef struct SgPipelineSlot
 	bool		clean_exit;		/* the worker exited on purpose */
 	bool		fence_requested;	/* a control call waits for the row lock */
 	bool		no_worker_slot;	/* the last start found no worker slot */
+	char		wait_reason[128];	/* and why, when a cap refused it ('' otherwise) */
 	int32		failures;		/* consecutive failed starts or batches */
 	TimestampTz next_start;		/* backoff: not before this */
 	double		events_per_sec;	/* exponential moving average */
@@ -140,6 +141,7 @@ extern Size PipelineShmemSize(void);
 extern void PipelineShmemRequest(void);
 extern void PipelineShmemInit(void);
 extern SgPipelineSlot *PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create);
+extern SgPipelineSlot *PipelineSlotOrNull(Oid dbid, int32 pipeline_id, int32 worker);
 extern int	PipelineRequestFence(Oid dbid, int32 pipeline_id, pid_t *pids, int max);
 extern void PipelineWakePipeline(Oid dbid, int32 pipeline_id);
 extern void PipelineResetBackoff(Oid dbid, int32 pipeline_id);

@@ -88,8 +88,13 @@ PipelineShmemInit(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
-SgPipelineSlot *
-PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create)
+/*
+ * The slot of worker `worker` of a pipeline; with `create`, made if there
+ * is none, and if the table is full an error (PipelineSlot) or NULL
+ * (PipelineSlotOrNull).
+ */
+static SgPipelineSlot *
+sg_pipeline_slot(Oid dbid, int32 pipeline_id, int32 worker, bool create, bool full_ok)
 {
 	int			i,
 				free_slot = -1;
@@ -113,6 +118,8 @@ PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create)
 		if (free_slot < 0)
 		{
 			LWLockRelease(sg_pipes->lock);
+			if (full_ok)
+				return NULL;
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("too many pipelines"),
@@ -130,6 +137,7 @@ PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create)
 		slot->clean_exit = false;
 		slot->fence_requested = false;
 		slot->no_worker_slot = false;
+		slot->wait_reason[0] = '\0';
 		slot->failures = 0;
 		slot->next_start = 0;
 		slot->events_per_sec = 0;
@@ -144,6 +152,19 @@ PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create)
 	}
 	LWLockRelease(sg_pipes->lock);
 	return slot;
+}
+
+SgPipelineSlot *
+PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create)
+{
+	return sg_pipeline_slot(dbid, pipeline_id, worker, create, false);
+}
+
+/* the slot of a pipeline's worker, made if need be; NULL if the table is full */
+SgPipelineSlot *
+PipelineSlotOrNull(Oid dbid, int32 pipeline_id, int32 worker)
+{
+	return sg_pipeline_slot(dbid, pipeline_id, worker, true, true);
 }
 
 /* free the slot of one worker of a pipeline, or of all (worker < 0) */
@@ -409,6 +430,8 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 		else
 			nulls[3] = nulls[4] = nulls[5] = nulls[6] = true;
 		values[7] = CStringGetTextDatum(pid != 0 ? "running" :
+										no_slot && s->wait_reason[0] != '\0' ?
+										psprintf("waiting for a worker slot: %s", s->wait_reason) :
 										no_slot ? "waiting for a worker slot" :
 										next_start > GetCurrentTimestamp() ? "backing off after a failure" :
 										"starting");

@@ -18,6 +18,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/postmaster.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
@@ -37,6 +38,9 @@ int			sg_launcher_naptime_ms = 10000;
 int			sg_role_max_streams = 64;
 int			sg_role_max_partitions = 1024;
 int			sg_role_max_pipelines = 16;
+int			sg_database_max_streams = -1;
+int			sg_database_max_partitions = -1;
+int			sg_database_max_pipelines = -1;
 int			sg_batch_history = 1000;
 int			sg_backfill_chunk_rows = 1000;
 int			sg_backfill_naptime_ms = 0;
@@ -62,6 +66,7 @@ sg_shmem_request(void)
 	LauncherShmemRequest();
 	PipelineShmemRequest();
 	GroupShmemRequest();
+	WorkerUnitsShmemRequest();
 }
 
 static void
@@ -73,6 +78,7 @@ sg_shmem_startup(void)
 	LauncherShmemInit();
 	PipelineShmemInit();
 	GroupShmemInit();
+	WorkerUnitsShmemInit();
 }
 
 void
@@ -142,6 +148,21 @@ _PG_init(void)
 							"Superusers are exempt.  Set it per role with ALTER ROLE ... SET.",
 							&sg_role_max_pipelines, 16, -1, INT_MAX,
 							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.database_max_streams",
+							"Maximum number of streams in one database (-1: three quarters of streamguard.max_streams).",
+							"The stream slots in shared memory are shared by every database; superusers are not exempt.  Set it per database with ALTER DATABASE ... SET.",
+							&sg_database_max_streams, -1, -1, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.database_max_partitions",
+							"Maximum number of stream partitions, over all its streams, in one database (-1: three quarters of streamguard.max_partitions).",
+							"The partition slots in shared memory are shared by every database; superusers are not exempt.  Set it per database with ALTER DATABASE ... SET.",
+							&sg_database_max_partitions, -1, -1, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.database_max_pipelines",
+							"Maximum number of pipeline workers, over all its pipelines, in one database (-1: three quarters of streamguard.max_pipelines).",
+							"The pipeline slots in shared memory (one per worker of a pipeline) are shared by every database; superusers are not exempt.  Set it per database with ALTER DATABASE ... SET.",
+							&sg_database_max_pipelines, -1, -1, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamguard.backfill_chunk_rows",
 							"Rows the backfill of a captured table reads, locks and appends per transaction.",
 							"Writers of the rows of a chunk wait until it commits; a failed chunk is retried with half as many rows.",
@@ -166,7 +187,37 @@ _PG_init(void)
 							"How long a consumer group member stays a member after its last poll.",
 							"A member that does not poll again within its lease loses the partitions it does not hold in an open transaction.",
 							&sg_group_lease_ms, 10000, 100, 3600 * 1000,
-							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_USERSET, GUC_UNIT_MS, GroupCheckLease, NULL, NULL);
+	DefineCustomIntVariable("streamguard.max_group_lease",
+							"Longest lease a consumer group member may have.",
+							"A SET of streamguard.group_lease above it is refused, and a longer lease from any other source is cut to it, so that no session keeps a member entry in shared memory longer than this after its last poll.",
+							&sg_max_group_lease_ms, 60000, 100, 3600 * 1000,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.role_max_group_members",
+							"Maximum number of consumer group member entries one role may hold at once, over all databases (-1: a quarter of streamguard.max_group_members).",
+							"Superusers are exempt.  A poll that would need one more entry fails until a member of the role leaves or its lease ends.",
+							&sg_role_max_group_members, -1, -1, 1000000,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.database_max_group_members",
+							"Maximum number of consumer group member entries of one database at once (-1: half of streamguard.max_group_members).",
+							"A poll that would need one more entry fails until a member in the database leaves or its lease ends.  Set it per database with ALTER DATABASE ... SET.",
+							&sg_database_max_group_members, -1, -1, 1000000,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.reserved_worker_processes",
+							"Background worker slots streamguard leaves to PostgreSQL and other extensions (-1: a quarter of max_worker_processes).",
+							"streamguard's launcher, maintenance workers, pipeline workers and backfill workers together never take more than max_worker_processes less this many slots, so that parallel query, logical replication and maintenance still find workers.",
+							&sg_reserved_worker_processes, -1, -1, MAX_BACKENDS,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.database_max_workers",
+							"Maximum number of pipeline and backfill workers running at once in one database (-1: three quarters of the slots streamguard may use).",
+							"A worker that would exceed it waits, and its pipeline says so in streamguard.pipelines, until another worker of the database stops.",
+							&sg_database_max_workers, -1, -1, MAX_BACKENDS,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.role_max_workers",
+							"Maximum number of pipeline and backfill workers running at once for the pipelines and captures of one role, over all databases (-1: half of the slots streamguard may use).",
+							"Superusers are exempt.  A worker that would exceed it waits, and its pipeline says so in streamguard.pipelines, until another worker of the role stops.",
+							&sg_role_max_workers, -1, -1, MAX_BACKENDS,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamguard");
 
 	OwnershipInstallHooks();

@@ -29,6 +29,7 @@
 #include "storage/lwlock.h"
 #include "storage/condition_variable.h"
 #include "storage/spin.h"
+#include "utils/guc.h"
 #include "utils/tuplestore.h"
 
 #define SG_MAX_NAME_LEN			63
@@ -64,6 +65,12 @@ extern bool SgLoaded;
 extern void SgHardenWorkerSession(void);
 extern int	SgAddOid(Oid *set, int n, int max, Oid oid);
 extern void SgLockRoleForCreate(Oid roleid);
+extern void SgLockDatabaseForCreate(void);
+extern int	SgDatabaseCap(int setting, int server_size);
+extern void SgCheckDatabaseCap(const char *what, int64 have, int64 adding, int cap, const char *guc);
+extern int	sg_database_max_streams;
+extern int	sg_database_max_partitions;
+extern int	sg_database_max_pipelines;
 extern void SgCheckRoleQuota(const char *what, Oid roleid, int64 have, int64 adding, int limit,
 							 const char *guc);
 
@@ -165,6 +172,29 @@ extern void LauncherShmemInit(void);
 extern void LauncherWake(void);
 extern void LauncherMarkAbsent(Oid dbid);
 extern void LauncherRegisterWorker(Oid dbid, pid_t pid);
+extern int	LauncherRunningWorkers(void);
+
+/* worker_units.c: background worker slots, capped per database and role */
+typedef enum SgUnitKind
+{
+	SG_UNIT_PIPELINE,
+	SG_UNIT_BACKFILL
+} SgUnitKind;
+
+extern int	sg_reserved_worker_processes;
+extern int	sg_database_max_workers;
+extern int	sg_role_max_workers;
+extern Size WorkerUnitsShmemSize(void);
+extern void WorkerUnitsShmemRequest(void);
+extern void WorkerUnitsShmemInit(void);
+extern int	WorkerUnitsReserve(void);
+extern int	WorkerUnitsBudget(void);
+extern int	WorkerUnitsDatabaseCap(void);
+extern int	WorkerUnitsRoleCap(void);
+extern void WorkerUnitsCheckCouldRun(Oid owner, int32 workers);
+extern bool WorkerUnitClaim(SgUnitKind kind, Oid roleid, int32 object_id, int32 worker,
+							char *why, size_t whylen);
+extern void WorkerUnitRelease(SgUnitKind kind, int32 object_id, int32 worker);
 extern struct BackgroundWorkerHandle *SgStartDynamicWorker(const char *function, const char *type,
 														   const char *name, Datum arg, Oid dbid);
 
@@ -313,13 +343,18 @@ extern int	ConsumerFetchMember(SgStreamMeta *meta, const char *consumer, const c
 /* group.c */
 extern int	sg_group_lease_ms;
 extern int	sg_max_group_members;
+extern int	sg_max_group_lease_ms;
+extern int	sg_role_max_group_members;
+extern int	sg_database_max_group_members;
+extern bool GroupCheckLease(int *newval, void **extra, GucSource source);
 
 extern Size GroupShmemSize(void);
 extern void GroupShmemRequest(void);
 extern void GroupShmemInit(void);
 extern void GroupCheckMember(const char *member);
 extern void GroupCheckNotGroup(SgStreamMeta *meta, const char *consumer);
-extern void GroupHeartbeat(SgStreamMeta *meta, const char *consumer, const char *member);
+extern void GroupHeartbeat(SgStreamMeta *meta, const char *consumer, const char *member,
+						   Oid roleid);
 extern void GroupRebalance(SgStreamMeta *meta, const char *consumer, const char *member, char **owner);
 extern long GroupHeartbeatMs(void);
 extern void GroupForget(SgStreamMeta *meta, const char *consumer);

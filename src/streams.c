@@ -106,6 +106,19 @@ sg_create_stream(PG_FUNCTION_ARGS)
 		SgCheckRoleQuota("partitions", save.userid,
 						 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)),
 						 nparts, sg_role_max_partitions, "streamguard.role_max_partitions");
+		/* and the database's share of the server's slots, every role's streams */
+		SgLockDatabaseForCreate();
+		if (SPI_execute("SELECT pg_catalog.count(*), COALESCE(pg_catalog.sum(partitions), 0)::bigint "
+						"FROM streamguard.stream", true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "stream count failed");
+		SgCheckDatabaseCap("streams",
+						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+						   1, SgDatabaseCap(sg_database_max_streams, sg_max_streams),
+						   "streamguard.database_max_streams");
+		SgCheckDatabaseCap("stream partitions",
+						   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)),
+						   nparts, SgDatabaseCap(sg_database_max_partitions, sg_max_partitions),
+						   "streamguard.database_max_partitions");
 	}
 	{
 		Oid			types[6] = {TEXTOID, INT4OID, OIDOID, INTERVALOID, INTERVALOID, INTERVALOID};
@@ -484,6 +497,14 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 			SgCheckRoleQuota("partitions", owner,
 							 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
 							 new_n - nparts, sg_role_max_partitions, "streamguard.role_max_partitions");
+			SgLockDatabaseForCreate();
+			if (SPI_execute("SELECT COALESCE(pg_catalog.sum(partitions), 0)::bigint FROM streamguard.stream",
+							true, 0) != SPI_OK_SELECT)
+				elog(ERROR, "partition count failed");
+			SgCheckDatabaseCap("stream partitions",
+							   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+							   new_n - nparts, SgDatabaseCap(sg_database_max_partitions, sg_max_partitions),
+							   "streamguard.database_max_partitions");
 		}
 		RepartitionGrow(name, stream_id, nparts, new_n);
 	}

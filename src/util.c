@@ -13,6 +13,9 @@
 #include "access/tupdesc.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -243,6 +246,46 @@ SgCheckRoleQuota(const char *what, Oid roleid, int64 have, int64 adding, int lim
 			 errdetail("The role owns %lld; this would add %lld.",
 					   (long long) have, (long long) adding),
 			 errhint("A superuser can raise %s for the role with ALTER ROLE ... SET.", guc)));
+}
+
+/*
+ * Serialize the creations of this database that count against a
+ * per-database cap (every role's): a self-conflicting lock on the
+ * extension, which DROP EXTENSION also waits for.  Taken after the role's
+ * lock (SgLockRoleForCreate), never before.
+ */
+void
+SgLockDatabaseForCreate(void)
+{
+	LockDatabaseObject(ExtensionRelationId, get_extension_oid("streamguard", false), 0,
+					   ShareUpdateExclusiveLock);
+}
+
+/* a per-database cap of -1: three quarters of the server-wide size */
+int
+SgDatabaseCap(int setting, int server_size)
+{
+	if (setting >= 0)
+		return setting;
+	return Max(server_size * 3 / 4, 1);
+}
+
+/*
+ * A per-database cap on a server-wide shared-memory table: `have` in this
+ * database, `adding` more.  Superusers are not exempt: the table is the
+ * server's.
+ */
+void
+SgCheckDatabaseCap(const char *what, int64 have, int64 adding, int cap, const char *guc)
+{
+	if (have + adding <= cap)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("database \"%s\" may hold at most %d %s", get_database_name(MyDatabaseId), cap, what),
+			 errdetail("The database holds %lld; this would add %lld.  The %s are shared by every database of the server.",
+					   (long long) have, (long long) adding, what),
+			 errhint("A superuser can raise %s for the database with ALTER DATABASE ... SET.", guc)));
 }
 
 /*

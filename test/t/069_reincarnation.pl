@@ -15,7 +15,10 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamguardTest;
 
-my $node = sg_node('reinc', extra => "streamguard.max_streams = 4\nstreamguard.launcher_naptime = '500ms'\n");
+# (the database's share of the stream slots, checked at creation, above the
+# slots themselves: the cases below fill the slots)
+my $node = sg_node('reinc', extra => "streamguard.max_streams = 4\nstreamguard.launcher_naptime = '500ms'\n"
+	  . "streamguard.database_max_streams = 10\n");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
 SELECT streamguard.create_stream('old_s', 2);

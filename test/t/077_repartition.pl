@@ -254,7 +254,10 @@ $node->stop;
 
 # Shared memory: a stream whose entries cannot grow in place moves to a free
 # run (and keeps working); with no free run the change fails with 53400.
-my $small = sg_node('repartition_small', extra => "streamguard.max_partitions = 8\n");
+# (the database's share of the slots, checked at creation, set above the
+# slots themselves: this is about the slot table being full)
+my $small = sg_node('repartition_small', extra => "streamguard.max_partitions = 8\n"
+	  . "streamguard.database_max_partitions = 100\n");
 $small->safe_psql('postgres', q{
 CREATE EXTENSION streamguard;
 SELECT streamguard.create_stream('a', 2);
