@@ -172,7 +172,7 @@ sub fault { push @faults, $_[0]; note("fault: $_[0]"); }
 sub back_up
 {
 	my ($offset) = @_;
-	defined wait_crash_recovery($node, $offset, 60) or die 'the server did not come back after a crash';
+	defined wait_crash_recovery($node, $offset) or die 'the server did not come back after a crash';
 }
 sleep 2;
 for my $round (1 .. 2)

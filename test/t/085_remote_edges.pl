@@ -219,7 +219,7 @@ COMMIT;
 });
 	ok(defined wait_log($local, qr/pipeline "p_off": injected fault, killing the worker/, $off, 30),
 		'durability: the worker was killed right after its remote COMMIT');
-	ok(defined wait_crash_recovery($local, $off, 60), 'durability: local recovered from the crash');
+	ok(defined wait_crash_recovery($local, $off), 'durability: local recovered from the crash');
 	is($remote->safe_psql('postgres', 'SELECT count(*) FROM sink_off WHERE id = 7'), 1,
 		'durability: the sink has the event');
 	is($local->safe_psql('postgres', 'SELECT count(*) FROM produced WHERE id = 7'), 1,

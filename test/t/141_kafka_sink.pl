@@ -139,7 +139,7 @@ sub kill_at
 	# whether the events are there
 	if (!eval { produce_events($next, $n); 1 })
 	{
-		wait_crash_recovery($node, $off, 90);
+		wait_crash_recovery($node, $off);
 		my $have = q1($node, qq{SELECT count(*) FROM generate_series(0, 3) p,
 			LATERAL streamguard.read('src', p, 0, 100000) e WHERE (e.payload->>'i')::int >= $next}, 60) // '';
 		diag("$point: the appending session was cut by the crash; $have of $n events are in the stream");
