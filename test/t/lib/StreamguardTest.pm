@@ -425,7 +425,7 @@ sub wait_crash_recovery
 sub crash_lost
 {
 	my ($err) = @_;
-	return ($err // '') =~ /connection to server was lost|server closed the connection unexpectedly|terminating connection because of crash|database system is in recovery mode|database system is (?:starting up|shutting down)|could not connect to server|connection to server .* failed|IPC::Run: timeout/i;
+	return ($err // '') =~ /connection to server was lost|server closed the connection unexpectedly|terminating connection because of crash|database system is in recovery mode|database system is (?:starting up|shutting down)|could not connect to server|connection to server .* failed/i;
 }
 
 # psql_across_crash($node, $sql, %opt): run $sql, which may make a worker
@@ -450,18 +450,22 @@ sub psql_across_crash
 		note("the connection was lost (a crash restart): waiting for the server");
 		defined wait_crash_recovery($node, undef, $deadline - time > 10 ? $deadline - time : 10)
 		  or die "psql_across_crash: the server did not come back: $err\n";
-		return '' if defined $done && (q1($node, $done, 60, %opt) // '') eq 't';
+		next unless defined $done;
+		my $there = q1($node, $done, 60, %opt);
+		die "psql_across_crash: the done check failed: $done\n" unless defined $there;
+		return '' if $there eq 't';
 	}
 }
 
 # stream_has_sql($stream, $where): SQL printing 't' when an event of
-# $stream satisfies $where (on e.payload, e.key, ...): the done check of
-# an append run through psql_across_crash
+# $stream satisfies $where (on e.payload, e.key, ...), among the first
+# 100,000 of each partition: the done check of an append run through
+# psql_across_crash
 sub stream_has_sql
 {
 	my ($stream, $where) = @_;
 	return qq{SELECT EXISTS (SELECT 1 FROM streamguard.stream_partitions p,
-	LATERAL streamguard.read('$stream', p.partition, 0, 1000000) e
+	LATERAL streamguard.read('$stream', p.partition, 0, 100000) e
 	WHERE p.stream = '$stream' AND ($where))};
 }
 
