@@ -36,6 +36,8 @@
 #                    second role gets the seed + 1)
 #   SG_FUZZ_TIMEOUT  seconds one SQLsmith run may take (default
 #                    600 + queries / 10)
+#   SG_FUZZ_SELFTEST=1  the check of the check: during each run a pipeline
+#                    worker gets SIGSEGV, and the run must fail
 
 use strict;
 use warnings;
@@ -251,6 +253,13 @@ for my $role (qw(fuzz_user fuzz_owner))
 	};
 	my $why = $@;
 	my $secs = time - $t0;
+	if ($ENV{SG_FUZZ_SELFTEST})
+	{
+		my $pid = q1($node, q{SELECT min(worker_pid) FROM streamguard.pipelines}, 60);
+		note("self-test: SIGSEGV to pipeline worker $pid");
+		kill 'SEGV', $pid if $pid;
+		wait_crash_recovery($node, $offset);
+	}
 	my $tail = `tail -c 2000 '$err'`;
 	my $ran = () = slurp_file($dump) =~ /;\s*$/mg;
 	diag(sprintf('%s: %d queries in %d s (seed %d)', $role, $ran, $secs, $s));

@@ -433,14 +433,17 @@ sub crash_lost
 # a crash restart; dies like safe_psql on any other error.  When the
 # connection is lost, waits for the server (wait_crash_recovery) and asks
 # $opt{done} (SQL that prints 't' when $sql's effect is there: its commit
-# made it before the crash); runs $sql again if not.  Bounded by
-# $opt{timeout} seconds (180).  Returns $sql's stdout ('' when the done
-# check answered).  try_psql options (dbname, user) pass through.
+# made it before the crash); runs $sql again if not.  With retry => 0 it
+# never runs $sql again: after the server is back it returns '' and the
+# test checks what survived.  Bounded by $opt{timeout} seconds (180).
+# Returns $sql's stdout ('' after a lost connection).  try_psql options
+# (dbname, user) pass through.
 sub psql_across_crash
 {
 	my ($node, $sql, %opt) = @_;
 	my $deadline = time + ($opt{timeout} // 180);
 	my $done = delete $opt{done};
+	my $retry = delete $opt{retry} // 1;
 	delete $opt{timeout};
 	while (1)
 	{
@@ -450,6 +453,7 @@ sub psql_across_crash
 		note("the connection was lost (a crash restart): waiting for the server");
 		defined wait_crash_recovery($node, undef, $deadline - time > 10 ? $deadline - time : 10)
 		  or die "psql_across_crash: the server did not come back: $err\n";
+		return '' unless $retry;
 		next unless defined $done;
 		my $there = q1($node, $done, 60, %opt);
 		die "psql_across_crash: the done check failed: $done\n" unless defined $there;
