@@ -190,8 +190,9 @@ SELECT streamguard.create_pipeline('p_sc', 'src',
 	$$INSERT INTO seen SELECT pg_catalog.current_setting('synchronous_commit') FROM batch LIMIT 1$$);
 SELECT streamguard.append('src', '{"id": 0}');
 });
-ok(wait_for_value($local, 'SELECT count(*) FROM seen', 1, 30), 'the local pipeline ran');
-is($local->safe_psql('postgres', 'SELECT sc FROM seen'), 'on',
+# (one row per batch: the backlog may come in more than one on a loaded machine)
+ok(wait_for_value($local, 'SELECT count(*) > 0 FROM seen', 't', 30), 'the local pipeline ran');
+is($local->safe_psql('postgres', q{SELECT string_agg(DISTINCT sc, ',') FROM seen}), 'on',
 	'the pipeline worker runs with synchronous_commit = on despite server and database settings');
 $local->safe_psql('postgres', q{SELECT streamguard.drop_pipeline('p_sc')});
 
