@@ -316,8 +316,8 @@ sub is_stable
 # wait_for_value($node, $sql, $expected, $timeout, %opt): poll $sql until
 # it prints $expected ('t' by default); 1, or 0 after $timeout seconds (60;
 # at least SG_WAIT_MIN, see _deadline) with the last output in diag.  A
-# failing query (a server restarting) is tried again.  As the bootstrap superuser this is Cluster's
-# poll_query_until with $timeout as its deadline (it counts tries, one
+# failing query (a server restarting) is tried again.  As the bootstrap
+# superuser this is Cluster's poll_query_until with $timeout as its deadline (it counts tries, one
 # every 0.1 s plus the query's own time, so a slow query stretches the
 # wait somewhat); each try is one psql process whose connection and
 # statement are bounded to 30 s.  With user or connstr each try is a
@@ -433,7 +433,8 @@ sub crash_lost
 # a crash restart; dies like safe_psql on any other error.  When the
 # connection is lost, waits for the server (wait_crash_recovery) and asks
 # $opt{done} (SQL that prints 't' when $sql's effect is there: its commit
-# made it before the crash); runs $sql again if not.  With retry => 0 it
+# made it before the crash); runs $sql again if not (without done: always,
+# for SQL that may run twice).  With retry => 0 it
 # never runs $sql again: after the server is back it returns '' and the
 # test checks what survived.  Bounded by $opt{timeout} seconds (180).
 # Returns $sql's stdout ('' after a lost connection).  try_psql options
