@@ -317,10 +317,10 @@ sub is_stable
 # it prints $expected ('t' by default); 1, or 0 after $timeout seconds (60;
 # at least SG_WAIT_MIN, see _deadline) with the last output in diag.  A
 # failing query (a server restarting) is tried again.  As the bootstrap
-# superuser this is Cluster's poll_query_until with $timeout as its deadline (it counts tries, one
-# every 0.1 s plus the query's own time, so a slow query stretches the
-# wait somewhat); each try is one psql process whose connection and
-# statement are bounded to 30 s.  With user or connstr each try is a
+# superuser this is Cluster's poll_query_until with $timeout as its
+# deadline (it counts tries, one every 0.1 s plus the query's own time, so
+# a slow query stretches the wait somewhat); each try is one psql process
+# whose connection and statement are bounded to 30 s.  With user or connstr each try is a
 # try_psql call instead.  $sql must print only its result: one statement
 # (psql there is not quiet: a SET would print "SET").
 #   dbname => ('postgres'), user, connstr => as for try_psql
