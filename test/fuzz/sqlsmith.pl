@@ -279,7 +279,7 @@ for my $role (qw(fuzz_user fuzz_owner))
 	# internal errors (XX000) are no crash, but an elog(ERROR) reached by
 	# SQL input is worth a look: list streamguard's
 	my %internal;
-	$internal{$1}++ for $log =~ /\] XX000 ERROR:\s+(.*)/g;
+	$internal{$_}++ for $log =~ /\] XX000 ERROR:\s+(.*)/g;
 	note("internal errors (XX000) seen: " . scalar(keys %internal));
 	note("  $internal{$_} x $_") for sort keys %internal;
 }
