@@ -91,6 +91,15 @@ docs/diagrams/%.png: docs/diagrams/%.dot
 mutation:
 	PG_CONFIG=$(PG_CONFIG) perl test/mutation/run.pl
 
+# Fuzzing with SQLsmith (not part of installcheck; scripts/test.sh runs a
+# short run as its own layer): a private server with every kind of object,
+# random queries as an ordinary role and as the objects' owner; pass = no
+# crash.  SG_FUZZ_QUERIES (per role), SG_FUZZ_SEED: see docs/testing.md.
+.PHONY: fuzz
+fuzz:
+	$(MAKE) --no-print-directory installcheck PG_CONFIG=$(PG_CONFIG) REGRESS= ISOLATION= \
+		PROVE_TESTS=test/fuzz/sqlsmith.pl
+
 # regress and isolation suites with the server under valgrind memcheck
 .PHONY: valgrind
 valgrind:

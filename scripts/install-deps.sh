@@ -18,6 +18,7 @@ PACKAGES=(
     curl                       # test/t/130_sgctl.pl scrapes sgctl metrics --listen
     "postgresql-${PG_MAJOR}-pgq3"         # PgQ, a benchmark baseline
     pgqd
+    sqlsmith                   # make fuzz and the fuzz layer of test.sh (test/fuzz/sqlsmith.pl)
     valgrind                   # make valgrind (test/valgrind.sh)
     gnuplot-nox                # make bench: the PNG charts (skipped with a message without it)
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every streamguard test suite: pg_regress (sql/ + expected/), isolation
-# specs (test/isolation/) and TAP tests (test/t/*.pl), all through PGXS
+# specs (test/isolation/), TAP tests (test/t/*.pl) and a short SQLsmith fuzz
+# run (test/fuzz/sqlsmith.pl, the layer `make fuzz` runs), all through PGXS
 # `make installcheck` on throwaway servers. Benchmarks (test/bench/) are not run.
 #
 # As root on a fresh Debian 12: installs missing packages, builds and installs
@@ -13,7 +14,9 @@
 # anything failed.
 #
 # Environment: SG_LAYER_TIMEOUT (seconds per layer, default 1800),
-#              SG_KEEP=1 keeps the test directory even when all tests pass.
+#              SG_KEEP=1 keeps the test directory even when all tests pass,
+#              SG_FUZZ_QUERIES / SG_FUZZ_SEED size the fuzz layer (default
+#              2000 queries per role, seed 1: docs/testing.md).
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
 
@@ -90,7 +93,7 @@ stop_leftover_servers() {
 
 # ---------------------------------------------------------- the layers ----
 declare -A L_PASS L_FAIL L_STATUS
-LAYERS=(regress isolation tap)
+LAYERS=(regress isolation tap fuzz)
 TOTAL_PASS=0
 TOTAL_FAIL=0
 
@@ -173,6 +176,10 @@ show_failure_details() {   # show_failure_details NAME
         isolation)
             show_file "$WORK/output_iso/regression.diffs" "$DIFF_TAIL"
             show_server_log "$WORK/output_iso/log" ;;
+        fuzz)        # the driver's log, then the server's (crash lines at its end)
+            show_file "$WORK/tmp_check/log/regress_log_sqlsmith" "$LOG_TAIL"
+            for f in "$WORK"/tmp_check/log/sqlsmith_*.log; do show_file "$f" "$LOG_TAIL"; done
+            sg_info "every query SQLsmith sent: $WORK/tmp_check/log/sqlsmith_<role>.sql" ;;
         tap)         # logs of the failing test files only (all of them if unknown)
             local -a failed logs=()
             local t base
@@ -199,6 +206,13 @@ for layer in "${LAYERS[@]}"; do
         tap)
             inputs=("$WORK"/test/t/*.pl)
             overrides=(REGRESS= ISOLATION=) ;;
+        fuzz)
+            inputs=("$WORK"/test/fuzz/*.pl)
+            overrides=(REGRESS= ISOLATION= PROVE_TESTS=test/fuzz/sqlsmith.pl)
+            # installcheck empties tmp_check: keep the TAP layer's logs
+            if [ -d "$WORK/tmp_check" ]; then
+                rm -rf "$WORK/tmp_check_tap" && mv "$WORK/tmp_check" "$WORK/tmp_check_tap"
+            fi ;;
     esac
     if [ ${#inputs[@]} -eq 0 ]; then
         sg_log "test: layer '$layer': no tests found, skipped"
@@ -207,7 +221,7 @@ for layer in "${LAYERS[@]}"; do
     fi
     run_layer "$layer" "${overrides[@]}"
     rc=$?
-    if [ "$layer" = tap ]; then
+    if [ "$layer" = tap ] || [ "$layer" = fuzz ]; then
         parse_prove "$layer" "$LOGS/$layer.log" "$rc"
     else
         parse_pg_regress "$layer" "$LOGS/$layer.log" "$rc"

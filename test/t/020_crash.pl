@@ -309,9 +309,7 @@ is($node->safe_psql('postgres', "SELECT state FROM pg_stat_activity WHERE pid = 
 $log_offset = log_offset($node);
 note "kill -9 of backend $victim_pid";
 is(kill('KILL', $victim_pid), 1, 'killed the victim backend');
-$node->wait_for_log(qr/all server processes terminated; reinitializing/,
-	$log_offset);
-ok($node->poll_query_until('postgres', 'SELECT 1', '1'),
+ok(defined wait_crash_recovery($node, $log_offset),
 	'server accepts connections after crash recovery');
 
 foreach my $s ($victim, $bg_idle, $bg_poll)

@@ -515,7 +515,7 @@ $local->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('q_pxoff')});
 	my $o = wait_log($local, qr/pipeline "q_px2pc": injected fault, killing the worker/, $off, 40);
 	ok(defined $o, 'two_phase + crash: the retry committed and the worker was killed after it');
 	proxy_release($pxdir);
-	ok(defined wait_crash_recovery($local, $off, 60), 'two_phase + crash: local server recovered');
+	ok(defined wait_crash_recovery($local, $off), 'two_phase + crash: local server recovered');
 	ok(wait_pipelines_running($local, [qw(q_px2pc)], 60), 'two_phase + crash: the pipeline runs again');
 	px_append(3101, 3200);
 	wait_for_value($remote, q{SELECT count(DISTINCT id) FROM sink_px2pc WHERE id BETWEEN 3101 AND 3200}, 100, 30);

@@ -30,7 +30,6 @@ use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 use StreamguardTest;
 
 # up to 4 workers of the pipeline under test, and the maintenance workers
@@ -100,12 +99,15 @@ sub append_events
 append_events(40);
 ok(wait_until(q{SELECT count(*) FROM sink}, '40', 60), '(c) 40 events processed by two workers');
 
-# worker 0 sleeps 4 s in a batch of partition 0; worker 1 meanwhile commits
-# an event of partition 1
-val(q{SELECT streamguard.append('orders', '{"ev": 1000, "sleep": 4}', partition => 0)});
-usleep(300_000);
+# worker 0 sleeps 10 s in a batch of partition 0; worker 1 meanwhile commits
+# an event of partition 1 (appended once worker 0 is seen asleep: a loaded
+# machine may take a while to start the batch)
+val(q{SELECT streamguard.append('orders', '{"ev": 1000, "sleep": 10}', partition => 0)});
+ok(wait_until(q{SELECT count(*) > 0 FROM pg_stat_activity
+	WHERE backend_type = 'streamguard pipeline' AND wait_event = 'PgSleep'}, 't', 60),
+	'(c) worker 0 is inside its sleeping batch');
 val(q{SELECT streamguard.append('orders', '{"ev": 1001}', partition => 1)});
-ok(wait_until(q{SELECT string_agg(ev::text, ',' ORDER BY ev) FROM sink WHERE ev >= 1000}, '1001', 3),
+ok(wait_until(q{SELECT string_agg(ev::text, ',' ORDER BY ev) FROM sink WHERE ev >= 1000}, '1001', 9),
 	'(c) worker 1 committed while worker 0 was inside its batch');
 ok(wait_until(q{SELECT count(*) FROM sink WHERE ev >= 1000}, '2', 30), '(c) the sleeping batch commits too, once');
 
@@ -172,7 +174,7 @@ sub fault { push @faults, $_[0]; note("fault: $_[0]"); }
 sub back_up
 {
 	my ($offset) = @_;
-	defined wait_crash_recovery($node, $offset, 60) or die 'the server did not come back after a crash';
+	defined wait_crash_recovery($node, $offset) or die 'the server did not come back after a crash';
 }
 sleep 2;
 for my $round (1 .. 2)

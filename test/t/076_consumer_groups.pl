@@ -255,7 +255,7 @@ my $pid1 = member_pid('m1');
 ok(defined $pid1, 'member m1 is polling');
 my $off = log_offset($node);
 is(kill('KILL', $pid1), 1, 'kill -9 of member m1\'s backend');
-ok(defined wait_crash_recovery($node, $off, 120), 'the server restarted');
+ok(defined wait_crash_recovery($node, $off), 'the server restarted');
 for my $m (sort keys %members)
 {
 	eval { $members{$m}->finish };

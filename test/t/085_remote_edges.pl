@@ -190,8 +190,9 @@ SELECT streamguard.create_pipeline('p_sc', 'src',
 	$$INSERT INTO seen SELECT pg_catalog.current_setting('synchronous_commit') FROM batch LIMIT 1$$);
 SELECT streamguard.append('src', '{"id": 0}');
 });
-ok(wait_for_value($local, 'SELECT count(*) FROM seen', 1, 30), 'the local pipeline ran');
-is($local->safe_psql('postgres', 'SELECT sc FROM seen'), 'on',
+# (one row per batch: the backlog may come in more than one on a loaded machine)
+ok(wait_for_value($local, 'SELECT count(*) > 0 FROM seen', 't', 30), 'the local pipeline ran');
+is($local->safe_psql('postgres', q{SELECT string_agg(DISTINCT sc, ',') FROM seen}), 'on',
 	'the pipeline worker runs with synchronous_commit = on despite server and database settings');
 $local->safe_psql('postgres', q{SELECT streamguard.drop_pipeline('p_sc')});
 
@@ -210,16 +211,18 @@ ok(wait_pipelines_running($local, ['p_off'], 30), 'p_off runs');
 {
 	my $off = log_offset($local);
 	$local->safe_psql('postgres', q{SELECT streamguard.inject_fault('p_off', 'after_remote_commit', 'kill')});
-	$local->safe_psql('postgres', q{
+	# the crash this append causes may cut its session after the commit:
+	# what survived is checked below, never appended again
+	psql_across_crash($local, q{
 BEGIN;
 SET LOCAL synchronous_commit = off;
 INSERT INTO produced VALUES (7);
 SELECT streamguard.append('src', '{"id": 7}');
 COMMIT;
-});
+}, retry => 0);
 	ok(defined wait_log($local, qr/pipeline "p_off": injected fault, killing the worker/, $off, 30),
 		'durability: the worker was killed right after its remote COMMIT');
-	ok(defined wait_crash_recovery($local, $off, 60), 'durability: local recovered from the crash');
+	ok(defined wait_crash_recovery($local, $off), 'durability: local recovered from the crash');
 	is($remote->safe_psql('postgres', 'SELECT count(*) FROM sink_off WHERE id = 7'), 1,
 		'durability: the sink has the event');
 	is($local->safe_psql('postgres', 'SELECT count(*) FROM produced WHERE id = 7'), 1,

@@ -87,8 +87,11 @@ sub payloads
 sub append_src
 {
 	my ($from, $to) = @_;
-	$local->safe_psql('postgres', "SELECT count(*) FROM streamguard.append_batch('src', " . payloads($from, $to)
-		  . ", keys => ARRAY(SELECT g::text FROM generate_series($from, $to) g))");
+	# (an armed kill fault may fire on these events and cut the session
+	# after its commit: psql_across_crash)
+	psql_across_crash($local, "SELECT count(*) FROM streamguard.append_batch('src', " . payloads($from, $to)
+		  . ", keys => ARRAY(SELECT g::text FROM generate_series($from, $to) g))",
+		done => stream_has_sql('src', "e.key = '$to'"));
 }
 sub good { my ($to) = @_; return join(',', grep { $_ % 37 && $_ % 53 } 1 .. $to); }
 sub bad

@@ -118,11 +118,14 @@ sub append_events
 	my ($count) = @_;
 	my ($from, $to) = ($n + 1, $n + $count);
 	$n = $to;
-	$local->safe_psql('postgres', qq{SELECT count(*) FROM streamguard.append_batch('us',
+	# (an armed kill fault may fire on these events and cut the session
+	# after its commit: psql_across_crash)
+	psql_across_crash($local, qq{SELECT count(*) FROM streamguard.append_batch('us',
 		ARRAY(SELECT jsonb_build_object('k', 'k' || g % 50 || E'\\t"\\\\', 's', CASE WHEN g % 97 = 0 THEN -1 ELSE g % 3 END,
 			'v', 'v' || g) FROM generate_series($from, $to) g),
 		keys => ARRAY(SELECT (g % 50) || ':' || CASE WHEN g % 97 = 0 THEN -1 ELSE g % 3 END
-			FROM generate_series($from, $to) g))});
+			FROM generate_series($from, $to) g))},
+		done => stream_has_sql('us', "e.payload->>'v' = 'v$to'"));
 }
 sub expected
 {

@@ -206,7 +206,7 @@ while (!$pid && time < $deadline)
 ok($pid > 0 && $state eq 'running', "round 1: the backfill worker runs ($state, at key $pct)");
 my $off = log_offset($node);
 kill 'KILL', $pid if $pid;
-ok(defined wait_crash_recovery($node, $off, 90), 'round 1: kill -9 of the backfill worker, crash recovery');
+ok(defined wait_crash_recovery($node, $off), 'round 1: kill -9 of the backfill worker, crash recovery');
 finish_writers($w);
 my ($state1, $done1) = progress();
 ok($state1 eq 'running' || $state1 eq 'done', "round 1: the backfill goes on after the crash ($state1, $done1 rows)");
@@ -235,7 +235,7 @@ my $writer_pid = q1($node, q{SELECT coalesce(max(pid), 0) FROM pg_stat_activity 
 ok($writer_pid > 0 && $state eq 'running', "round 3: a writer runs while the backfill is at key $pct ($state)");
 $off = log_offset($node);
 kill 'KILL', $writer_pid if $writer_pid;
-ok(defined wait_crash_recovery($node, $off, 90), 'round 3: kill -9 of a writer mid-transaction, crash recovery');
+ok(defined wait_crash_recovery($node, $off), 'round 3: kill -9 of a writer mid-transaction, crash recovery');
 finish_writers($w);
 
 # ------------------------------------------------------------ round 4

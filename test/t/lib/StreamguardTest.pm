@@ -16,6 +16,7 @@
 #   SQL        try_psql, sqlstate, sql_state, expect_ok, expect_error,
 #              timed_psql, q1
 #   waits      wait_for_value, wait_pipelines_running, wait_crash_recovery,
+#              crash_lost, psql_across_crash, stream_has_sql,
 #              log_offset, wait_log, count_log, is_stable
 #   reports    pipelines_report, remote_status_report, state_diag, remote_pids
 #   producers  run_knobs, producer_sql, start_producers, producers_wait_for,
@@ -55,6 +56,7 @@ our @EXPORT = qw(
   sg_node sg_remote_pair tcp_connstr remote_server_sql sink_marker_sql
   try_psql sqlstate sql_state expect_ok expect_error timed_psql q1
   is_stable wait_for_value wait_pipelines_running wait_crash_recovery
+  crash_lost psql_across_crash stream_has_sql
   log_offset wait_log count_log
   pipelines_report remote_status_report state_diag remote_pids
   run_knobs producer_sql start_producers producers_wait_for stop_producers
@@ -68,6 +70,20 @@ our @EXPORT = qw(
 
 # seconds one psql call of a wait may take
 my $ATTEMPT_TIMEOUT = 30;
+
+# the shortest deadline of a wait (wait_for_value, wait_log and the waits
+# built on them), whatever the caller asked: a deadline says how long a
+# condition may take on a loaded machine, not how fast it is on a quiet
+# one (a wait that succeeds returns as soon as it does).  SG_WAIT_MIN
+# (seconds, default 90) changes it; 0 keeps every caller's own deadline.
+my $WAIT_MIN = $ENV{SG_WAIT_MIN} // 90;
+
+sub _deadline
+{
+	my ($timeout) = @_;
+	$timeout //= 60;
+	return $timeout < $WAIT_MIN ? $WAIT_MIN : $timeout;
+}
 
 # ==================================================================== nodes
 
@@ -298,13 +314,13 @@ sub is_stable
 }
 
 # wait_for_value($node, $sql, $expected, $timeout, %opt): poll $sql until
-# it prints $expected ('t' by default); 1, or 0 after $timeout seconds (60)
-# with the last output in diag.  A failing query (a server restarting) is
-# tried again.  As the bootstrap superuser this is Cluster's
-# poll_query_until with $timeout as its deadline (it counts tries, one
-# every 0.1 s plus the query's own time, so a slow query stretches the
-# wait somewhat); each try is one psql process whose connection and
-# statement are bounded to 30 s.  With user or connstr each try is a
+# it prints $expected ('t' by default); 1, or 0 after $timeout seconds (60;
+# at least SG_WAIT_MIN, see _deadline) with the last output in diag.  A
+# failing query (a server restarting) is tried again.  As the bootstrap
+# superuser this is Cluster's poll_query_until with $timeout as its
+# deadline (it counts tries, one every 0.1 s plus the query's own time, so
+# a slow query stretches the wait somewhat); each try is one psql process
+# whose connection and statement are bounded to 30 s.  With user or connstr each try is a
 # try_psql call instead.  $sql must print only its result: one statement
 # (psql there is not quiet: a SET would print "SET").
 #   dbname => ('postgres'), user, connstr => as for try_psql
@@ -313,7 +329,7 @@ sub wait_for_value
 {
 	my ($node, $sql, $expected, $timeout, %opt) = @_;
 	$expected //= 't';
-	$timeout //= 60;
+	$timeout = _deadline($timeout);
 	local $ENV{PGOPTIONS} = join(' ', grep { defined && $_ ne '' } $ENV{PGOPTIONS}, $opt{pgoptions});
 	if (!$opt{user} && !$opt{connstr})
 	{
@@ -358,13 +374,13 @@ sub log_offset
 }
 
 # wait_log($node, $re, $offset, $timeout): wait until $re matches the
-# server log after $offset (Cluster's wait_for_log, with $timeout (60)
-# seconds as its deadline).  Returns the log's size when it matched, or
-# undef on timeout.
+# server log after $offset (Cluster's wait_for_log, with $timeout (60; at
+# least SG_WAIT_MIN, see _deadline) seconds as its deadline).  Returns the
+# log's size when it matched, or undef on timeout.
 sub wait_log
 {
 	my ($node, $re, $offset, $timeout) = @_;
-	local $PostgreSQL::Test::Utils::timeout_default = $timeout // 60;
+	local $PostgreSQL::Test::Utils::timeout_default = _deadline($timeout);
 	my $o = eval { $node->wait_for_log($re, $offset // 0) };
 	return $o;
 }
@@ -381,18 +397,81 @@ sub count_log
 
 # wait_crash_recovery($node, $offset, $timeout): after something killed a
 # backend, wait until the log after $offset shows that the postmaster
-# reinitialized and is ready, then until a query works, each within
-# $timeout seconds (60).  Returns a defined log offset, or undef.
+# reinitialized and is ready, then until a new connection succeeds and
+# pg_is_in_recovery() is false (crash recovery over: a "ready" postmaster
+# may still refuse or cut connections on a loaded machine), each within
+# $timeout seconds (180).  With $offset undef only the second wait (the
+# server is back, whether or not it restarted).  Returns a defined log
+# offset, or undef.  Every test waits for a crash restart through this.
 sub wait_crash_recovery
 {
 	my ($node, $offset, $timeout) = @_;
-	$timeout //= 60;
-	my $o = wait_log($node,
-		qr/all server processes terminated; reinitializing.*?database system is ready to accept connections/s,
-		$offset, $timeout);
-	return undef unless defined $o;
-	return undef unless wait_for_value($node, 'SELECT 1', '1', $timeout);
+	$timeout //= 180;
+	my $o = 0;
+	if (defined $offset)
+	{
+		$o = wait_log($node,
+			qr/all server processes terminated; reinitializing.*?database system is ready to accept connections/s,
+			$offset, $timeout);
+		return undef unless defined $o;
+	}
+	return undef unless wait_for_value($node, 'SELECT NOT pg_is_in_recovery()', 't', $timeout);
 	return $o;
+}
+
+# crash_lost($stderr): whether a psql failure is the server going away
+# under it (a crash restart, or connecting while one is under way) rather
+# than an error of the SQL
+sub crash_lost
+{
+	my ($err) = @_;
+	return ($err // '') =~ /connection to server was lost|server closed the connection unexpectedly|terminating connection because of crash|database system is in recovery mode|database system is (?:starting up|shutting down)|could not connect to server|connection to server .* failed/i;
+}
+
+# psql_across_crash($node, $sql, %opt): run $sql, which may make a worker
+# crash the server (it appends what an armed kill fault fires on) or meet
+# a crash restart; dies like safe_psql on any other error.  When the
+# connection is lost, waits for the server (wait_crash_recovery) and asks
+# $opt{done} (SQL that prints 't' when $sql's effect is there: its commit
+# made it before the crash); runs $sql again if not (without done: always,
+# for SQL that may run twice).  With retry => 0 it
+# never runs $sql again: after the server is back it returns '' and the
+# test checks what survived.  Bounded by $opt{timeout} seconds (180).
+# Returns $sql's stdout ('' after a lost connection).  try_psql options
+# (dbname, user) pass through.
+sub psql_across_crash
+{
+	my ($node, $sql, %opt) = @_;
+	my $deadline = time + ($opt{timeout} // 180);
+	my $done = delete $opt{done};
+	my $retry = delete $opt{retry} // 1;
+	delete $opt{timeout};
+	while (1)
+	{
+		my ($ok, $out, $err) = try_psql($node, $sql, %opt, timeout => 120);
+		return $out if $ok;
+		die "psql_across_crash: $sql\nfailed: $err\n" unless crash_lost($err) && time < $deadline;
+		note("the connection was lost (a crash restart): waiting for the server");
+		defined wait_crash_recovery($node, undef, $deadline - time > 10 ? $deadline - time : 10)
+		  or die "psql_across_crash: the server did not come back: $err\n";
+		return '' unless $retry;
+		next unless defined $done;
+		my $there = q1($node, $done, 60, %opt);
+		die "psql_across_crash: the done check failed: $done\n" unless defined $there;
+		return '' if $there eq 't';
+	}
+}
+
+# stream_has_sql($stream, $where): SQL printing 't' when an event of
+# $stream satisfies $where (on e.payload, e.key, ...), among the first
+# 100,000 of each partition: the done check of an append run through
+# psql_across_crash
+sub stream_has_sql
+{
+	my ($stream, $where) = @_;
+	return qq{SELECT EXISTS (SELECT 1 FROM streamguard.stream_partitions p,
+	LATERAL streamguard.read('$stream', p.partition, 0, 100000) e
+	WHERE p.stream = '$stream' AND ($where))};
 }
 
 # ================================================================== reports
@@ -731,24 +810,24 @@ sub fault_context
 }
 
 # fault_wait_pipelines($fx, $kind): every pipeline of the plan runs again
-# with a worker within 90 s (1), or 0 with the pipelines view in diag
+# with a worker within 180 s (1), or 0 with the pipelines view in diag
 sub fault_wait_pipelines
 {
 	my ($fx, $kind) = @_;
-	return 1 if wait_pipelines_running($fx->{node}, $fx->{pipes}, 90);
+	return 1 if wait_pipelines_running($fx->{node}, $fx->{pipes}, 180);
 	diag("$kind: pipelines not all running again:\n" . pipelines_report($fx->{node}));
 	return 0;
 }
 
 # fault_fired($fx, $kind, $crash_offset): count the fault as fired; when
-# it crashed the node (log offset $crash_offset given) wait up to 90 s for
-# the recovery; then for the pipelines (fault_wait_pipelines).  1, or -1
-# (diag) when either did not come.
+# it crashed the node (log offset $crash_offset given) wait for the
+# recovery (wait_crash_recovery, 180 s); then for the pipelines
+# (fault_wait_pipelines).  1, or -1 (diag) when either did not come.
 sub fault_fired
 {
 	my ($fx, $kind, $crash_offset) = @_;
 	$fx->{fired}{$kind}++;
-	if (defined $crash_offset && !defined wait_crash_recovery($fx->{node}, $crash_offset, 90))
+	if (defined $crash_offset && !defined wait_crash_recovery($fx->{node}, $crash_offset))
 	{
 		diag("$kind: server did not come back");
 		return -1;
