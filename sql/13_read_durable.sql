@@ -15,7 +15,7 @@ DECLARE
 	ovh int := NULL;
 	hits int := 0;
 BEGIN
-	FOR i IN 1 .. 30000 LOOP
+	FOR i IN 1 .. 10000 LOOP
 		off := ((pg_current_wal_insert_lsn() - '0/0'::pg_lsn) % 8192)::int;
 		IF off IN (24, 40) THEN
 			-- right after a page header: nothing written past the boundary
