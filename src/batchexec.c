@@ -104,13 +104,47 @@ BatchLeaveOwner(SgOwnerContext *ctx)
 	SetUserIdAndSecContext(ctx->save_user, ctx->save_sec);
 }
 /*
+ * The batch's deadline over streamguard's own work whose size the user
+ * decides (a window pipeline's windows, window.c): batch_timeout from now,
+ * through STATEMENT_TIMEOUT like a run of the SQL, so that the loops'
+ * CHECK_FOR_INTERRUPTS() end it.  While it runs, a run of the owner's SQL
+ * inside it neither re-arms nor disarms the timeout (BatchOwnerTimeoutMs):
+ * the deadline holds for all of it.  An error disarms every timeout
+ * (worker.c), and the next batch starts with none.
+ */
+void
+BatchDeadlineArm(SgWorker *w)
+{
+	if (w->def.batch_timeout_ms <= 0 || w->deadline_armed)
+		return;
+	enable_timeout_after(STATEMENT_TIMEOUT, w->def.batch_timeout_ms);
+	w->deadline_armed = true;
+}
+
+void
+BatchDeadlineDisarm(SgWorker *w)
+{
+	if (!w->deadline_armed)
+		return;
+	disable_timeout(STATEMENT_TIMEOUT, false);
+	w->deadline_armed = false;
+}
+
+/* the timeout a run of the owner's SQL arms itself: none inside a deadline */
+int
+BatchOwnerTimeoutMs(SgWorker *w)
+{
+	return w->deadline_armed ? 0 : w->def.batch_timeout_ms;
+}
+
+/*
  * Enter the owner's context for the pipeline's SQL (batchexec.c) and
  * return the prepared (and kept) plan.
  */
 SPIPlanPtr
 BatchOwnerEnter(SgWorker *w, SgOwnerContext *ctx, Tuplestorestate *store, int64 n)
 {
-	BatchEnterOwner(ctx, w->def.owner, w->def.search_path, w->def.batch_timeout_ms, store, w->event_desc, n);
+	BatchEnterOwner(ctx, w->def.owner, w->def.search_path, BatchOwnerTimeoutMs(w), store, w->event_desc, n);
 	if (w->user_plan == NULL)
 	{
 		SPIPlanPtr	plan = SPI_prepare(w->def.sql, 0, NULL);

@@ -989,10 +989,10 @@ sg_run_backfill_chunk(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("max_rows must not be NULL")));
 	max_rows = PG_GETARG_INT32(2);
-	if (max_rows < 1 || max_rows > 1000000)
+	if (max_rows < 1 || max_rows > SG_MAX_BACKFILL_ROWS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_rows must be between 1 and 1000000, got %d", max_rows)));
+				 errmsg("max_rows must be between 1 and %d, got %d", SG_MAX_BACKFILL_ROWS, max_rows)));
 	if (XactIsoLevel != XACT_READ_COMMITTED)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),

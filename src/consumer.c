@@ -53,7 +53,6 @@
 PG_FUNCTION_INFO_V1(sg_poll);
 PG_FUNCTION_INFO_V1(sg_read);
 
-#define SG_MAX_POLL 100000
 #define SG_LOCKTAG_CONSUMER 0x5347	/* advisory lock space of ours */
 
 static uint32 sg_poll_rotor = 0;
@@ -61,10 +60,10 @@ static uint32 sg_poll_rotor = 0;
 static void
 sg_check_max_events(int32 max_events)
 {
-	if (max_events < 1 || max_events > SG_MAX_POLL)
+	if (max_events < 1 || max_events > SG_MAX_POLL_EVENTS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL, max_events)));
+				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL_EVENTS, max_events)));
 }
 
 /*

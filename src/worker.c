@@ -308,6 +308,7 @@ PipelineWorkerMain(Datum arg)
 			edata = CopyErrorData();
 			FlushErrorState();
 			disable_all_timeouts(false);
+			w->deadline_armed = false;
 			QueryCancelPending = false;
 			WorkerAbort();
 			/* a remote transaction must not outlive the failed batch */
