@@ -101,6 +101,7 @@ sg_claim_dedup(SgStreamMeta *meta, SgEventRow *ev, int n, const bool *claim, Tim
 
 	for (i = 0; i < n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (!claim[i])
 			continue;
 		k[m] = ev[i].dedup_key;
@@ -150,6 +151,8 @@ sg_claim_dedup(SgStreamMeta *meta, SgEventRow *ev, int n, const bool *claim, Tim
 	{
 		char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
 		char		hk[SG_MAX_DEDUP_KEY];
+
+		CHECK_FOR_INTERRUPTS();
 
 		memset(hk, 0, sizeof(hk));
 		strlcpy(hk, key, sizeof(hk));
@@ -472,6 +475,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 		char	   *k = NULL;
 		int			klen = 0;
 
+		CHECK_FOR_INTERRUPTS();
+
 		ev[i].payload = payloads[i];
 		ev[i].key_null = (keys == NULL || knulls[i]);
 		ev[i].key = ev[i].key_null ? (Datum) 0 : keys[i];
@@ -545,6 +550,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 		Datum		values[2] = {Int32GetDatum(ev[i].partition), Int64GetDatum(ev[i].seq)};
 		bool		nulls[2] = {false, false};
 
+		CHECK_FOR_INTERRUPTS();
+
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	SPI_finish();
@@ -573,6 +580,8 @@ StreamAppendEvents(SgStreamMeta *meta, SgEventRow *ev, int n)
 	{
 		char	   *k = NULL;
 		int			klen = 0;
+
+		CHECK_FOR_INTERRUPTS();
 
 		if (!ev[i].key_null)
 		{

@@ -278,6 +278,8 @@ BatchRunIsolated(SgWorker *w, Tuplestorestate *store)
 		Tuplestorestate *one = tuplestore_begin_heap(false, false, work_mem);
 		ErrorData  *edata = NULL;
 
+		CHECK_FOR_INTERRUPTS();
+
 		tuplestore_puttupleslot(one, ev);
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(oldcxt);
@@ -371,6 +373,8 @@ BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n)
 	{
 		Datum		k = slot_getattr(ev, 5, &isnull);
 
+		CHECK_FOR_INTERRUPTS();
+
 		if (!isnull)
 			keys[nk++] = datumCopy(k, false, -1);
 	}
@@ -406,6 +410,8 @@ BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n)
 		{
 			char		hk[NAMEDATALEN * 4];
 
+			CHECK_FOR_INTERRUPTS();
+
 			memset(hk, 0, sizeof(hk));
 			strlcpy(hk, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1), sizeof(hk));
 			hash_search(fresh, hk, HASH_ENTER, NULL);
@@ -421,6 +427,8 @@ BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n)
 	{
 		Datum		k = slot_getattr(ev, 5, &isnull);
 		char		hk[NAMEDATALEN * 4];
+
+		CHECK_FOR_INTERRUPTS();
 
 		if (!isnull)
 		{
@@ -461,6 +469,8 @@ BatchSkipFilter(SgWorker *w, Tuplestorestate *store, int *n)
 	{
 		int32		p = DatumGetInt32(slot_getattr(ev, 1, &isnull));
 		int64		seq = DatumGetInt64(slot_getattr(ev, 2, &isnull));
+
+		CHECK_FOR_INTERRUPTS();
 
 		for (i = 0; i < w->nskips; i++)
 			if (w->skips[i].partition == p && w->skips[i].seq == seq)

@@ -571,6 +571,8 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 		bool		isnull;
 		HeapTupleHeader th;
 
+		CHECK_FOR_INTERRUPTS();
+
 		xmins[i] = DatumGetTransactionId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 		th = DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 		rows[i] = palloc(sizeof(HeapTupleData));

@@ -135,6 +135,8 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 		bool		isnull;
 		int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 
+		CHECK_FOR_INTERRUPTS();
+
 		if (p >= 0 && p < meta->nparts)
 		{
 			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
@@ -356,6 +358,8 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 		SPIPlanPtr	plan;
 		int			ret;
 		int32		seg = scan.seg;
+
+		CHECK_FOR_INTERRUPTS();
 
 		/* a sealed segment that ends below our position holds nothing for us */
 		if (seg < cur_seg)

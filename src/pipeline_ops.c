@@ -237,6 +237,8 @@ sg_redrive_dead_letters(PG_FUNCTION_ARGS)
 		bool		nl[6];
 		int			c;
 
+		CHECK_FOR_INTERRUPTS();
+
 		ctids[i] = SPI_getbinval(t, SPI_tuptable->tupdesc, 1, &isnull);
 		for (c = 0; c < 6; c++)
 			v[c] = SPI_getbinval(t, SPI_tuptable->tupdesc, c + 2, &nl[c]);
