@@ -189,6 +189,7 @@ sg_claim_dedup(SgStreamMeta *meta, SgEventRow *ev, int n, const bool *claim, Tim
 			OrigEntry  *e;
 			bool		isnull;
 
+			CHECK_FOR_INTERRUPTS();
 			memset(hk, 0, sizeof(hk));
 			strlcpy(hk, SPI_getvalue(t, SPI_tuptable->tupdesc, 1), sizeof(hk));
 			e = hash_search(orig, hk, HASH_ENTER, NULL);

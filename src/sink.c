@@ -358,7 +358,7 @@ SinkResolve(SgWorker *w, SgStreamMeta *meta)
 						 "WHERE pipeline OPERATOR(pg_catalog.=) $1", 1, params);
 		for (i = 0; i < nparts; i++)
 			pos[i] = -1;
-		for (i = 0; i < RemoteNTuples(res); i++)
+		for (i = 0; i < RemoteNTuples(res); i++)	/* bounded: a row per partition */
 		{
 			int			p = atoi(RemoteGetValue(res, i, 0));
 

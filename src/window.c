@@ -588,7 +588,7 @@ WindowBeforeFetch(SgWorker *w, SgStreamMeta *meta)
 										  "AND name OPERATOR(pg_catalog.=) $2", 2, types),
 							 values, NULL, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read the positions of pipeline \"%s\"", w->def.name);
-		for (i = 0; i < SPI_processed; i++)
+		for (i = 0; i < SPI_processed; i++) /* bounded: a row per partition */
 		{
 			int			q = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 
@@ -1136,7 +1136,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 										  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1", 1, types),
 							 values, NULL, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read the partitions of window pipeline \"%s\"", w->def.name);
-		for (i = 0; i < SPI_processed; i++)
+		for (i = 0; i < SPI_processed; i++) /* bounded: a row per partition */
 		{
 			int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 

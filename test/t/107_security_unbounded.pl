@@ -13,15 +13,18 @@
 # timeout.  Here alice, an ordinary role, runs the worst window the bounds
 # allow: a hopping window of 1000 windows per event over batches of the
 # largest size (100,000 events), 1e8 window rows a batch, which takes
-# minutes and gigabytes of temp files to run to its end.  While it runs
-# (its worker's temp files past 100 MB: deep in the windows' work):
-#  (pause)    pause_pipeline ends the worker within 30 s;
-#  (cancel)   pg_cancel_backend on the worker fails the batch within 30 s
+# a minute or more and gigabytes of temp files to run to its end.  While it
+# runs (its worker's temp files at 100 to 400 MB: early in the windows'
+# work):
+#  (pause)    pause_pipeline ends the worker within 20 s;
+#  (cancel)   pg_cancel_backend on the worker fails the batch within 20 s
 #             (last_error: canceling statement due to user request);
 #  (timeout)  with batch_timeout => '3 s' the batch fails with the
-#             statement timeout within 30 s;
-#  (stop)     pg_ctl stop -m fast stops the server within 30 s.
-# Without the checks each of these waits for the batch's end (minutes).
+#             statement timeout within 20 s;
+#  (stop)     pg_ctl stop -m fast stops the server within 20 s.
+# Without the checks each of these waits for the batch's end: with the
+# checks reverted, pause took 61 s, the cancel 37 s, and the timeout never
+# came (measured on a loaded 2-core machine).
 # temp_file_limit (8 GB) only keeps a regression from filling the disk.
 
 use strict;
@@ -37,7 +40,7 @@ use StreamguardTest;
 use Time::HiRes qw(time usleep);
 
 my $t_start = time;
-my $limit = 30;    # seconds each action may take (the bug: minutes)
+my $limit = 20;    # seconds each action may take (the bug: a minute or more)
 my $node = sg_node('sec107', extra => "temp_file_limit = '8GB'\nlog_min_messages = warning\n");
 
 sub val { return $node->safe_psql('postgres', $_[0]) }
@@ -71,10 +74,10 @@ sub worker_pid
 sub deep_in_windows
 {
 	my ($what) = @_;
-	my $ok = wait_for_value($node, q{SELECT coalesce(sum(t.size), 0) > 100 * 1024 * 1024
+	my $ok = wait_for_value($node, q{SELECT coalesce(sum(t.size), 0) BETWEEN 100 * 1024 * 1024 AND 400 * 1024 * 1024
 		FROM streamguard.pipelines p, pg_catalog.pg_ls_tmpdir() t
 		WHERE p.pipeline = 'hop' AND t.name LIKE 'pgsql_tmp' || p.worker_pid || '.%'}, 't', 120);
-	ok($ok, "($what) the worker is deep in the windows of a batch (over 100 MB of temp files)")
+	ok($ok, "($what) the worker is in the windows of a batch (100 to 400 MB of temp files, of gigabytes)")
 	  or diag(pipelines_report($node));
 	return $ok ? worker_pid() : 0;
 }
