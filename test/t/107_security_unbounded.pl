@@ -59,7 +59,7 @@ SELECT count(*) FROM streamguard.append_batch('hot',
 # the worst window the default bounds allow, at the largest batch size
 expect_error($node, q{SELECT streamguard.create_window_pipeline('hop_over', 'hot', 'public.hop_out', '1000 s',
 	kind => 'hopping', slide => '999 ms', batch_size => 100000)}, '22023', qr/more than the 1000 allowed/,
-	'1001 windows per event refused (22023)', user => 'alice');
+	'1002 windows per event refused (22023)', user => 'alice');
 expect_ok($node, q{SELECT streamguard.create_window_pipeline('hop', 'hot', 'public.hop_out', '1000 s',
 	kind => 'hopping', slide => '1 s', batch_size => 100000)},
 	'alice creates a hopping window of 1000 windows per event, batches of 100000', user => 'alice')
