@@ -62,6 +62,17 @@ SELECT try($$SELECT streamguard.alter_pipeline('b_p', max_backoff => '1 hour')$$
 SELECT batch_size, batch_timeout FROM streamguard.pipelines WHERE pipeline = 'b_p';
 SELECT streamguard.drop_pipeline('b_p');
 
+-- skip_event: 1000 requests a pipeline has not passed yet
+SELECT streamguard.create_stream('b_sk', 1);
+SELECT count(*) FROM streamguard.append_batch('b_sk', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 1001)));
+BEGIN;  -- paused before its worker could start
+SELECT streamguard.create_pipeline('b_skp', 'b_sk', 'SELECT 1 FROM batch');
+SELECT streamguard.pause_pipeline('b_skp');
+COMMIT;
+SELECT count(streamguard.skip_event('b_skp', 0, s)) FROM generate_series(1, 1000) s;
+SELECT try($$SELECT streamguard.skip_event('b_skp', 0, 1001)$$);
+SELECT streamguard.drop_stream('b_sk', force => true);
+
 -- poll and read: 100000 events, a wait of 1 hour
 SELECT count(*) FROM streamguard.append('bsrc', '{}');
 SELECT try($$SELECT count(*) FROM streamguard.poll('bsrc', 'c', 100001)$$);

@@ -45,6 +45,9 @@
 /* workers of a pipeline */
 #define SG_MAX_PIPELINE_WORKERS		64
 
+/* skip_event requests a pipeline holds until it passes them */
+#define SG_MAX_PENDING_SKIPS		1000
+
 /* events per poll() and read(); the longest poll(wait) */
 #define SG_MAX_POLL_EVENTS			100000
 #define SG_MAX_POLL_WAIT_US			(3600 * USECS_PER_SEC)
