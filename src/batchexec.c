@@ -103,6 +103,7 @@ BatchLeaveOwner(SgOwnerContext *ctx)
 	AtEOXact_GUC(false, ctx->nest);
 	SetUserIdAndSecContext(ctx->save_user, ctx->save_sec);
 }
+
 /*
  * The batch's deadline over streamguard's own work whose size the user
  * decides (a window pipeline's windows, window.c): batch_timeout from now,

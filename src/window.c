@@ -31,6 +31,11 @@
  *	   keep_closed later) with RETURNING, and those rows are inserted into
  *	   the target table as the owner, or appended to the target stream;
  *	4. records the watermark and counters in streamguard.window_def.
+ * How much work these steps do is the user's to decide (windows per event,
+ * batch_size, keys: bounded at creation, src/bounds.h), so WindowApply runs
+ * under the batch's deadline (batch_timeout, BatchDeadlineArm) and every
+ * loop over rows or windows checks for interrupts: a pause, a cancel or a
+ * shutdown ends it at once.
  * The positions advance in the same transaction (batch.c), so a crash
  * anywhere either keeps all of it or none of it.  An error in these steps
  * is no event's: after max_attempts the pipeline fails (WindowApplyFailed).
