@@ -20,7 +20,9 @@
 #  (cancel)   pg_cancel_backend on the worker fails the batch within 20 s
 #             (last_error: canceling statement due to user request);
 #  (timeout)  with batch_timeout => '3 s' the batch fails with the
-#             statement timeout within 20 s;
+#             statement timeout within 20 s, and after 3 such attempts the
+#             pipeline is failed (like a window emission that cannot
+#             succeed), nothing emitted;
 #  (stop)     pg_ctl stop -m fast stops the server within 20 s.
 # Without the checks each of these waits for the batch's end: with the
 # checks reverted, pause took 61 s, the cancel 37 s, and the timeout never
@@ -139,9 +141,15 @@ if (my $pid = deep_in_windows('timeout'))
 	within(seconds_until(q{SELECT coalesce(last_error, '') ~ 'canceling statement due to statement timeout'
 		FROM streamguard.pipelines WHERE pipeline = 'hop'}), '(timeout) the batch timeout ended the batch');
 	is(val(q{SELECT count(*) FROM public.hop_out}), 0, '(timeout) nothing was emitted');
+	# the windows' work failing max_attempts (3) times fails the pipeline
+	ok(wait_for_value($node, q{SELECT state = 'failed' AND last_error ~ 'could not emit the windows after 3 attempts'
+		FROM streamguard.pipelines WHERE pipeline = 'hop'}, 't', 90),
+		'(timeout) after 3 timed-out attempts the pipeline is failed, saying so')
+	  or diag(pipelines_report($node));
 }
-expect_ok($node, q{SELECT streamguard.alter_pipeline('hop', batch_timeout => '1 hour')},
-	'alter_pipeline(batch_timeout => 1 hour)', user => 'alice');
+expect_ok($node, q{SELECT streamguard.alter_pipeline('hop', batch_timeout => '1 hour');
+	SELECT streamguard.resume_pipeline('hop')},
+	'alter_pipeline(batch_timeout => 1 hour), resume_pipeline', user => 'alice');
 
 # ================================================================== (stop)
 
