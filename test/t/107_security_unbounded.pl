@@ -24,6 +24,9 @@
 #             pipeline is failed (like a window emission that cannot
 #             succeed), nothing emitted;
 #  (stop)     pg_ctl stop -m fast stops the server within 20 s.
+#  (legacy)   a window defined before the bound (1 hour sliding by 1
+#             microsecond, written into the catalog directly) is refused by
+#             its worker: the pipeline fails, saying why.
 # Without the checks each of these waits for the batch's end: with the
 # checks reverted, pause took 61 s, the cancel 37 s, and the timeout never
 # came (measured on a loaded 2-core machine).
@@ -150,6 +153,23 @@ if (my $pid = deep_in_windows('timeout'))
 expect_ok($node, q{SELECT streamguard.alter_pipeline('hop', batch_timeout => '1 hour');
 	SELECT streamguard.resume_pipeline('hop')},
 	'alter_pipeline(batch_timeout => 1 hour), resume_pipeline', user => 'alice');
+
+# ================================================================ (legacy)
+# a window defined before the bound existed (0.2 let slide be 1 microsecond;
+# here the definition is changed behind create_window_pipeline's back): its
+# worker refuses to expand it and the pipeline fails, saying why
+
+expect_ok($node, q{SELECT streamguard.create_window_pipeline('legacy', 'hot', 'public.hop_out', '1 hour',
+	kind => 'hopping', slide => '1 hour', batch_size => 10, start_from => 'end');
+	SELECT streamguard.pause_pipeline('legacy')}, '(legacy) a paused hopping window', user => 'alice');
+val(q{UPDATE streamguard.window_def SET slide = '1 microsecond'
+	WHERE pipeline_id = (SELECT id FROM streamguard.pipeline WHERE name = 'legacy')});
+expect_ok($node, q{SELECT streamguard.resume_pipeline('legacy')}, '(legacy) resumed', user => 'alice');
+ok(wait_for_value($node, q{SELECT state = 'failed' AND last_error ~ 'more than 100000 windows'
+	FROM streamguard.pipelines WHERE pipeline = 'legacy'}, 't', 60),
+	'(legacy) a 1 hour / 1 microsecond window defined before the bound fails at its start, saying why')
+  or diag(pipelines_report($node));
+expect_ok($node, q{SELECT streamguard.drop_pipeline('legacy')}, '(legacy) dropped', user => 'alice');
 
 # ================================================================== (stop)
 
