@@ -23,6 +23,11 @@ SELECT try($$SELECT streamguard.alter_stream('b_seg', retention => '10 years', s
 SELECT try($$SELECT streamguard.alter_stream('b_seg', retention => '10 years', segment_interval => '3 days 16 hours')$$);
 -- a longer retention is checked against the segment_interval the stream keeps
 SELECT try($$SELECT streamguard.alter_stream('b_seg', retention => '100 years')$$);
+-- a stream above the bound (0.2 allowed it; made here behind alter_stream's
+-- back) can still be altered otherwise, and a new retention must fit
+UPDATE streamguard.stream SET retention = '10 years', segment_interval = '1 day' WHERE name = 'b_seg';
+SELECT try($$SELECT streamguard.alter_stream('b_seg', dedup_window => '2 hours')$$);
+SELECT try($$SELECT streamguard.alter_stream('b_seg', retention => '11 years')$$);
 SELECT streamguard.drop_stream('b_seg');
 -- the default segment_interval (a quarter of the retention) always fits
 SELECT try($$SELECT streamguard.create_stream('b_seg2', 1, retention => '100 years')$$);

@@ -526,7 +526,8 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 		segment = PG_GETARG_DATUM(4);
 		segment_null = false;
 	}
-	if (!retention_null && !segment_null)
+	/* a change of either: the segments it makes (a stream of 0.2 may be above) */
+	if ((!PG_ARGISNULL(2) || !PG_ARGISNULL(4)) && !retention_null && !segment_null)
 		SgCheckSegments(DatumGetIntervalP(retention), DatumGetIntervalP(segment));
 	{
 		Oid			types[4] = {INT4OID, INTERVALOID, INTERVALOID, INTERVALOID};
