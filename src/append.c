@@ -101,6 +101,7 @@ sg_claim_dedup(SgStreamMeta *meta, SgEventRow *ev, int n, const bool *claim, Tim
 
 	for (i = 0; i < n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (!claim[i])
 			continue;
 		k[m] = ev[i].dedup_key;
@@ -151,6 +152,8 @@ sg_claim_dedup(SgStreamMeta *meta, SgEventRow *ev, int n, const bool *claim, Tim
 		char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
 		char		hk[SG_MAX_DEDUP_KEY];
 
+		CHECK_FOR_INTERRUPTS();
+
 		memset(hk, 0, sizeof(hk));
 		strlcpy(hk, key, sizeof(hk));
 		hash_search(fresh, hk, HASH_ENTER, NULL);
@@ -186,6 +189,7 @@ sg_claim_dedup(SgStreamMeta *meta, SgEventRow *ev, int n, const bool *claim, Tim
 			OrigEntry  *e;
 			bool		isnull;
 
+			CHECK_FOR_INTERRUPTS();
 			memset(hk, 0, sizeof(hk));
 			strlcpy(hk, SPI_getvalue(t, SPI_tuptable->tupdesc, 1), sizeof(hk));
 			e = hash_search(orig, hk, HASH_ENTER, NULL);
@@ -472,6 +476,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 		char	   *k = NULL;
 		int			klen = 0;
 
+		CHECK_FOR_INTERRUPTS();
+
 		ev[i].payload = payloads[i];
 		ev[i].key_null = (keys == NULL || knulls[i]);
 		ev[i].key = ev[i].key_null ? (Datum) 0 : keys[i];
@@ -545,6 +551,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 		Datum		values[2] = {Int32GetDatum(ev[i].partition), Int64GetDatum(ev[i].seq)};
 		bool		nulls[2] = {false, false};
 
+		CHECK_FOR_INTERRUPTS();
+
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	SPI_finish();
@@ -573,6 +581,8 @@ StreamAppendEvents(SgStreamMeta *meta, SgEventRow *ev, int n)
 	{
 		char	   *k = NULL;
 		int			klen = 0;
+
+		CHECK_FOR_INTERRUPTS();
 
 		if (!ev[i].key_null)
 		{

@@ -103,6 +103,41 @@ BatchLeaveOwner(SgOwnerContext *ctx)
 	AtEOXact_GUC(false, ctx->nest);
 	SetUserIdAndSecContext(ctx->save_user, ctx->save_sec);
 }
+
+/*
+ * The batch's deadline over streamguard's own work whose size the user
+ * decides (a window pipeline's windows, window.c): batch_timeout from now,
+ * through STATEMENT_TIMEOUT like a run of the SQL, so that the loops'
+ * CHECK_FOR_INTERRUPTS() end it.  While it runs, a run of the owner's SQL
+ * inside it neither re-arms nor disarms the timeout (BatchOwnerTimeoutMs):
+ * the deadline holds for all of it.  An error disarms every timeout
+ * (worker.c), and the next batch starts with none.
+ */
+void
+BatchDeadlineArm(SgWorker *w)
+{
+	if (w->def.batch_timeout_ms <= 0 || w->deadline_armed)
+		return;
+	enable_timeout_after(STATEMENT_TIMEOUT, w->def.batch_timeout_ms);
+	w->deadline_armed = true;
+}
+
+void
+BatchDeadlineDisarm(SgWorker *w)
+{
+	if (!w->deadline_armed)
+		return;
+	disable_timeout(STATEMENT_TIMEOUT, false);
+	w->deadline_armed = false;
+}
+
+/* the timeout a run of the owner's SQL arms itself: none inside a deadline */
+int
+BatchOwnerTimeoutMs(SgWorker *w)
+{
+	return w->deadline_armed ? 0 : w->def.batch_timeout_ms;
+}
+
 /*
  * Enter the owner's context for the pipeline's SQL (batchexec.c) and
  * return the prepared (and kept) plan.
@@ -110,7 +145,7 @@ BatchLeaveOwner(SgOwnerContext *ctx)
 SPIPlanPtr
 BatchOwnerEnter(SgWorker *w, SgOwnerContext *ctx, Tuplestorestate *store, int64 n)
 {
-	BatchEnterOwner(ctx, w->def.owner, w->def.search_path, w->def.batch_timeout_ms, store, w->event_desc, n);
+	BatchEnterOwner(ctx, w->def.owner, w->def.search_path, BatchOwnerTimeoutMs(w), store, w->event_desc, n);
 	if (w->user_plan == NULL)
 	{
 		SPIPlanPtr	plan = SPI_prepare(w->def.sql, 0, NULL);
@@ -244,6 +279,8 @@ BatchRunIsolated(SgWorker *w, Tuplestorestate *store)
 		Tuplestorestate *one = tuplestore_begin_heap(false, false, work_mem);
 		ErrorData  *edata = NULL;
 
+		CHECK_FOR_INTERRUPTS();
+
 		tuplestore_puttupleslot(one, ev);
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(oldcxt);
@@ -337,6 +374,8 @@ BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n)
 	{
 		Datum		k = slot_getattr(ev, 5, &isnull);
 
+		CHECK_FOR_INTERRUPTS();
+
 		if (!isnull)
 			keys[nk++] = datumCopy(k, false, -1);
 	}
@@ -372,6 +411,8 @@ BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n)
 		{
 			char		hk[NAMEDATALEN * 4];
 
+			CHECK_FOR_INTERRUPTS();
+
 			memset(hk, 0, sizeof(hk));
 			strlcpy(hk, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1), sizeof(hk));
 			hash_search(fresh, hk, HASH_ENTER, NULL);
@@ -387,6 +428,8 @@ BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n)
 	{
 		Datum		k = slot_getattr(ev, 5, &isnull);
 		char		hk[NAMEDATALEN * 4];
+
+		CHECK_FOR_INTERRUPTS();
 
 		if (!isnull)
 		{
@@ -427,6 +470,8 @@ BatchSkipFilter(SgWorker *w, Tuplestorestate *store, int *n)
 	{
 		int32		p = DatumGetInt32(slot_getattr(ev, 1, &isnull));
 		int64		seq = DatumGetInt64(slot_getattr(ev, 2, &isnull));
+
+		CHECK_FOR_INTERRUPTS();
 
 		for (i = 0; i < w->nskips; i++)
 			if (w->skips[i].partition == p && w->skips[i].seq == seq)

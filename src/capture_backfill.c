@@ -703,6 +703,8 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 		bool		isnull;
 		HeapTupleHeader th;
 
+		CHECK_FOR_INTERRUPTS();
+
 		xmins[i] = DatumGetTransactionId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 		th = DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 		rows[i] = palloc(sizeof(HeapTupleData));
@@ -1143,10 +1145,10 @@ sg_run_backfill_chunk(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("max_rows must not be NULL")));
 	max_rows = PG_GETARG_INT32(2);
-	if (max_rows < 1 || max_rows > 1000000)
+	if (max_rows < 1 || max_rows > SG_MAX_BACKFILL_ROWS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_rows must be between 1 and 1000000, got %d", max_rows)));
+				 errmsg("max_rows must be between 1 and %d, got %d", SG_MAX_BACKFILL_ROWS, max_rows)));
 	if (XactIsoLevel != XACT_READ_COMMITTED)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),

@@ -31,6 +31,7 @@
 #include "catalog/pg_authid.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -325,11 +326,20 @@ SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes)
 	return entry->plan;
 }
 
+/* an interval in microseconds, a month as 30 days; saturated, never wrapped */
 int64
 SgIntervalUsecs(Interval *iv)
 {
-	return iv->time + (int64) iv->day * USECS_PER_DAY +
-		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	int64		days_us,
+				months_us,
+				us;
+
+	if (pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &days_us) ||
+		pg_mul_s64_overflow((int64) iv->month, (int64) DAYS_PER_MONTH * USECS_PER_DAY, &months_us) ||
+		pg_add_s64_overflow(days_us, months_us, &us) ||
+		pg_add_s64_overflow(us, iv->time, &us))
+		return (iv->time < 0 && iv->day <= 0 && iv->month <= 0) ? PG_INT64_MIN : PG_INT64_MAX;
+	return us;
 }
 
 void
@@ -343,6 +353,41 @@ SgCheckInterval(const char *what, Interval *iv)
 				 errmsg("%s must be at least 1 second, got \"%s\"", what,
 						DatumGetCString(DirectFunctionCall1(interval_out,
 															IntervalPGetDatum(iv))))));
+}
+
+/* a dedup_window: 1 second to SG_MAX_DEDUP_WINDOW_US (bounds.h) */
+void
+SgCheckDedupWindow(Interval *iv)
+{
+	SgCheckInterval("dedup_window", iv);
+	if (SgIntervalUsecs(iv) > SG_MAX_DEDUP_WINDOW_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dedup_window must be at most %d days, got \"%s\"",
+						(int) (SG_MAX_DEDUP_WINDOW_US / USECS_PER_DAY),
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv))))));
+}
+
+/*
+ * The segments a stream keeps, ceil(retention / segment_interval), at most
+ * SG_MAX_SEGMENTS_PER_STREAM (bounds.h): each is a table the maintenance
+ * worker creates and drops.
+ */
+void
+SgCheckSegments(Interval *retention, Interval *segment)
+{
+	int64		r = SgIntervalUsecs(retention);
+	int64		s = Max(SgIntervalUsecs(segment), SG_MIN_SEGMENT_US);
+	int64		n = r / s + (r % s != 0);
+
+	if (n > SG_MAX_SEGMENTS_PER_STREAM)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a retention of \"%s\" in segments of \"%s\" would keep %lld segments, more than the %d allowed",
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(retention))),
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(segment))),
+						(long long) n, SG_MAX_SEGMENTS_PER_STREAM),
+				 errhint("Use a longer segment_interval.")));
 }
 
 /*

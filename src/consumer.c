@@ -53,7 +53,6 @@
 PG_FUNCTION_INFO_V1(sg_poll);
 PG_FUNCTION_INFO_V1(sg_read);
 
-#define SG_MAX_POLL 100000
 #define SG_LOCKTAG_CONSUMER 0x5347	/* advisory lock space of ours */
 
 static uint32 sg_poll_rotor = 0;
@@ -61,10 +60,10 @@ static uint32 sg_poll_rotor = 0;
 static void
 sg_check_max_events(int32 max_events)
 {
-	if (max_events < 1 || max_events > SG_MAX_POLL)
+	if (max_events < 1 || max_events > SG_MAX_POLL_EVENTS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL, max_events)));
+				 errmsg("max_events must be between 1 and %d, got %d", SG_MAX_POLL_EVENTS, max_events)));
 }
 
 /*
@@ -135,6 +134,8 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 	{
 		bool		isnull;
 		int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		CHECK_FOR_INTERRUPTS();
 
 		if (p >= 0 && p < meta->nparts)
 		{
@@ -357,6 +358,8 @@ sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
 		SPIPlanPtr	plan;
 		int			ret;
 		int32		seg = scan.seg;
+
+		CHECK_FOR_INTERRUPTS();
 
 		/* a sealed segment that ends below our position holds nothing for us */
 		if (seg < cur_seg)

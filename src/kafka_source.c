@@ -694,6 +694,8 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 		rd_kafka_message_t *m;
 		int			put;
 
+		CHECK_FOR_INTERRUPTS();
+
 		if (rows + consumed == 0)
 			wait_ms = Max((long) ((wait_until - GetCurrentTimestamp()) / 1000), 0);
 		m = KafkaPoll(s->client, wait_ms, sg_we_fetch);

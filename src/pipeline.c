@@ -302,7 +302,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 				 errmsg("%s must not be NULL", PG_ARGISNULL(6) ? "dedup" : "dedup_window")));
 	dedup = PG_GETARG_BOOL(6);
 	dedup_window = PG_GETARG_INTERVAL_P(7);
-	SgCheckInterval("dedup_window", dedup_window);
+	SgCheckDedupWindow(dedup_window);
 	/* the settings added in 0.2 (absent from the 0.1 signature: defaults) */
 	new_settings = PG_NARGS() >= 18;
 	if (new_settings)

@@ -21,7 +21,6 @@
 
 #define SG_BATCH_HISTORY	64	/* checkpoint log entries per pipeline */
 #define SG_HIST_BUCKETS		12	/* batch-duration histogram (metrics) */
-#define SG_MAX_PIPELINE_WORKERS 64	/* workers => 1 .. this */
 #define SG_BATCH_SIZE		1000	/* create_pipeline's batch_size by default */
 #define SG_KAFKA_SINK_BATCH_SIZE 10000	/* the same, for a Kafka sink */
 

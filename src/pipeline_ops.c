@@ -125,9 +125,23 @@ sg_skip_event(PG_FUNCTION_ARGS)
 		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
 		Datum		values[3] = {Int32GetDatum(row.id), Int32GetDatum(partition), Int64GetDatum(seq)};
 
+		int64		pending;
+
+		/* every batch compares its events with the pending requests */
+		if (SPI_execute_with_args("SELECT pg_catalog.count(*) FROM streamguard.pipeline_skip "
+								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "skip request count failed");
+		pending = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		if (pending >= SG_MAX_PENDING_SKIPS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("pipeline \"%s\" already has %lld events to skip, the most allowed is %d",
+							name, (long long) pending, SG_MAX_PENDING_SKIPS),
+					 errhint("Let the pipeline pass them, or use reset_pipeline to move past a range of events.")));
 		PipelineExec("INSERT INTO streamguard.pipeline_skip (pipeline_id, partition, seq) "
-						 "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-						 3, types, values, SPI_OK_INSERT);
+					 "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+					 3, types, values, SPI_OK_INSERT);
 	}
 	/* a new epoch: the worker restarts and loads the request */
 	PipelineSetState(row.id, row.state, true);
@@ -236,6 +250,8 @@ sg_redrive_dead_letters(PG_FUNCTION_ARGS)
 		Datum		v[6];
 		bool		nl[6];
 		int			c;
+
+		CHECK_FOR_INTERRUPTS();
 
 		ctids[i] = SPI_getbinval(t, SPI_tuptable->tupdesc, 1, &isnull);
 		for (c = 0; c < 6; c++)

@@ -525,10 +525,10 @@ PipelineCheckRemoteReset(int32 pipeline_id, Oid owner, int32 partition, int64 se
 void
 PipelineCheckBatchSize(int32 n)
 {
-	if (n < 1 || n > 100000)
+	if (n < 1 || n > SG_MAX_BATCH_SIZE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("batch_size must be between 1 and 100000, got %d", n)));
+				 errmsg("batch_size must be between 1 and %d, got %d", SG_MAX_BATCH_SIZE, n)));
 }
 
 /*

@@ -290,6 +290,8 @@ sg_sink_import_dead_letters(SgWorker *w, SgRemote *r, const int64 *here, int npa
 		int64		seq = strtoll(RemoteGetValue(res, i, 1), NULL, 10);
 		int			c;
 
+		CHECK_FOR_INTERRUPTS();
+
 		if (p < 0 || p >= nparts || seq <= here[p] || !sg_owns(w, p))
 			continue;			/* recorded here with its batch */
 		memset(nulls, ' ', sizeof(nulls));
@@ -356,7 +358,7 @@ SinkResolve(SgWorker *w, SgStreamMeta *meta)
 						 "WHERE pipeline OPERATOR(pg_catalog.=) $1", 1, params);
 		for (i = 0; i < nparts; i++)
 			pos[i] = -1;
-		for (i = 0; i < RemoteNTuples(res); i++)
+		for (i = 0; i < RemoteNTuples(res); i++)	/* bounded: a row per partition */
 		{
 			int			p = atoi(RemoteGetValue(res, i, 0));
 
@@ -740,6 +742,7 @@ SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, SgRemot
 	}
 	for (i = 0; i < SPI_processed; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		for (c = 0; c < desc->natts; c++)
 		{
 			bool		isnull;
@@ -844,6 +847,8 @@ SinkRunIsolated(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last, 
 		ErrorData  *edata = NULL;
 		volatile bool in_savepoint = false;
 		volatile int64 n = 0;
+
+		CHECK_FOR_INTERRUPTS();
 
 		tuplestore_puttupleslot(one, ev);
 		BeginInternalSubTransaction(NULL);

@@ -202,6 +202,8 @@ sg_remote_scan(SgWorker *w, SgRemoteResult *res, int64 *first, int64 *last)
 		int			p = (int) sg_remote_int(res, row, 0, 4);
 		int64		seq = sg_remote_int(res, row, 1, 8);
 
+		CHECK_FOR_INTERRUPTS();
+
 		if (p < 0 || p >= nparts || !sg_remote_owns(w, p))
 			ereport(ERROR,
 					(errcode(ERRCODE_PROTOCOL_VIOLATION),
@@ -231,6 +233,8 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store)
 		Datum		v[6];
 		bool		n[6];
 		const char *payload;
+
+		CHECK_FOR_INTERRUPTS();
 
 		for (c = 0; c < 6; c++)
 			n[c] = RemoteGetIsNull(res, row, c);
@@ -307,6 +311,8 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	{
 		bool		isnull;
 		int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		CHECK_FOR_INTERRUPTS();
 
 		if (p >= 0 && p < nparts)
 			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
@@ -485,6 +491,8 @@ SourcePositions(SgWorker *w, SgStreamMeta *meta, int64 *pos, int nparts)
 	{
 		bool		isnull;
 		int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		CHECK_FOR_INTERRUPTS();
 
 		if (p >= 0 && p < nparts)
 			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));

@@ -45,6 +45,7 @@ int			sg_batch_history = 1000;
 int			sg_backfill_chunk_rows = 1000;
 int			sg_backfill_naptime_ms = 0;
 int			sg_max_backfill_workers = 2;
+int			sg_max_windows_per_event = SG_DEFAULT_WINDOWS_PER_EVENT;
 
 /* set in a pipeline worker while it runs (0 elsewhere) */
 int32		SgRunningPipelineId = 0;
@@ -178,6 +179,11 @@ _PG_init(void)
 							"0 leaves backfills to streamguard.run_backfill_chunk.",
 							&sg_max_backfill_workers, 2, 0, 64,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamguard.max_windows_per_event",
+							"Maximum number of windows one event may belong to in a hopping window pipeline.",
+							"A hopping window puts each event into size divided by slide windows (rounded up); create_window_pipeline refuses a window with more.  Pipelines created before a change keep their windows.",
+							&sg_max_windows_per_event, SG_DEFAULT_WINDOWS_PER_EVENT, 1, SG_MAX_WINDOWS_PER_EVENT,
+							PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamguard.max_group_members",
 							"Maximum number of consumer group members, over all databases.",
 							"Each member of a consumer group (poll with a member name) needs one entry while its lease runs.",

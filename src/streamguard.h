@@ -32,12 +32,12 @@
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
 
+#include "bounds.h"
+
 #define SG_MAX_NAME_LEN			63
-#define SG_MAX_PARTITIONS_PER_STREAM 1024
 #define SG_DATA_SCHEMA			"streamguard_data"
 #define SG_RATE_BUCKETS			16	/* one-second buckets of committed appends */
 #define SG_RATE_WINDOW			10	/* seconds averaged by append_rate */
-#define SG_MAX_POLL_WAIT_US		(3600 * USECS_PER_SEC)	/* longest poll(wait) */
 #define SG_MAX_MEMBER_LEN		128 /* bytes of a consumer group member's name */
 
 /* GUCs (streamguard.c) */
@@ -279,6 +279,8 @@ extern void SgConsumerArgs(FunctionCallInfo fcinfo, const char *function, char *
 						   char **consumer);
 extern int64 SgIntervalUsecs(Interval *iv);
 extern void SgCheckInterval(const char *what, Interval *iv);
+extern void SgCheckDedupWindow(Interval *iv);
+extern void SgCheckSegments(Interval *retention, Interval *segment);
 
 extern SgStreamMeta *StreamLookup(const char *name, SgPrivilege priv);
 extern SgStreamMeta *StreamLookupReady(const char *name);

@@ -75,7 +75,7 @@ sg_create_stream(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("dedup_window must not be NULL")));
 	dedup_window = PG_GETARG_INTERVAL_P(3);
-	SgCheckInterval("dedup_window", dedup_window);
+	SgCheckDedupWindow(dedup_window);
 	if (!PG_ARGISNULL(4))
 	{
 		segment_interval = PG_GETARG_INTERVAL_P(4);
@@ -147,6 +147,8 @@ sg_create_stream(PG_FUNCTION_ARGS)
 			one->time = USECS_PER_SEC;
 			values[5] = IntervalPGetDatum(one);
 		}
+		if (retention)
+			SgCheckSegments(retention, DatumGetIntervalP(values[5]));
 
 		ret = SPI_execute_with_args("INSERT INTO streamguard.stream "
 									"(name, partitions, owner, retention, dedup_window, segment_interval) "
@@ -440,7 +442,7 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(2) && SgIntervalUsecs(PG_GETARG_INTERVAL_P(2)) != 0)
 		SgCheckInterval("retention", PG_GETARG_INTERVAL_P(2));
 	if (!PG_ARGISNULL(3))
-		SgCheckInterval("dedup_window", PG_GETARG_INTERVAL_P(3));
+		SgCheckDedupWindow(PG_GETARG_INTERVAL_P(3));
 	if (!PG_ARGISNULL(4))
 		SgCheckInterval("segment_interval", PG_GETARG_INTERVAL_P(4));
 
@@ -545,6 +547,9 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 		segment = PG_GETARG_DATUM(4);
 		segment_null = false;
 	}
+	/* a change of either: the segments it makes (a stream of 0.2 may be above) */
+	if ((!PG_ARGISNULL(2) || !PG_ARGISNULL(4)) && !retention_null && !segment_null)
+		SgCheckSegments(DatumGetIntervalP(retention), DatumGetIntervalP(segment));
 	{
 		Oid			types[4] = {INT4OID, INTERVALOID, INTERVALOID, INTERVALOID};
 		Datum		values[4] = {Int32GetDatum(stream_id), retention, segment,

@@ -31,6 +31,11 @@
  *	   keep_closed later) with RETURNING, and those rows are inserted into
  *	   the target table as the owner, or appended to the target stream;
  *	4. records the watermark and counters in streamguard.window_def.
+ * How much work these steps do is the user's to decide (windows per event,
+ * batch_size, keys: bounded at creation, src/bounds.h), so WindowApply runs
+ * under the batch's deadline (batch_timeout, BatchDeadlineArm) and every
+ * loop over rows or windows checks for interrupts: a pause, a cancel or a
+ * shutdown ends it at once.
  * The positions advance in the same transaction (batch.c), so a crash
  * anywhere either keeps all of it or none of it.  An error in these steps
  * is no event's: after max_attempts the pipeline fails (WindowApplyFailed).
@@ -588,7 +593,7 @@ WindowBeforeFetch(SgWorker *w, SgStreamMeta *meta)
 										  "AND name OPERATOR(pg_catalog.=) $2", 2, types),
 							 values, NULL, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read the positions of pipeline \"%s\"", w->def.name);
-		for (i = 0; i < SPI_processed; i++)
+		for (i = 0; i < SPI_processed; i++) /* bounded: a row per partition */
 		{
 			int			q = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 
@@ -796,7 +801,10 @@ sg_exec_with_rel(const char *sql, SPIPlanPtr *cache, const char *name, Tuplestor
 	processed = (int64) SPI_processed;
 	if (into && SPI_tuptable)
 		for (i = 0; i < SPI_processed; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
 			tuplestore_puttuple(into, SPI_tuptable->vals[i]);
+		}
 	SPI_finish();
 	return (int) processed;
 }
@@ -842,7 +850,10 @@ sg_append_windows(SgWorker *w, Tuplestorestate *closed, TupleDesc edesc, int64 n
 		tuplestore_rescan(rows);
 		while (n < nclosed && tuplestore_gettupleslot(rows, true, false, rs))
 		{
-			Datum		k = slot_getattr(rs, 1, &ev[n].key_null);
+			Datum		k;
+
+			CHECK_FOR_INTERRUPTS();
+			k = slot_getattr(rs, 1, &ev[n].key_null);
 
 			ev[n].key = ev[n].key_null ? (Datum) 0 : datumCopy(k, false, -1);
 			ev[n].payload = datumCopy(slot_getattr(rs, 2, &isnull), false, -1);
@@ -856,31 +867,62 @@ sg_append_windows(SgWorker *w, Tuplestorestate *closed, TupleDesc edesc, int64 n
 	return n;
 }
 
-/* store the late events (partition, seq) of the batch as dead letters */
+/* a late event's position, sorted for bsearch */
+typedef struct SgLatePos
+{
+	int32		part;
+	int64		seq;
+} SgLatePos;
+
+static int
+sg_late_cmp(const void *a, const void *b)
+{
+	const SgLatePos *x = a;
+	const SgLatePos *y = b;
+
+	if (x->part != y->part)
+		return x->part < y->part ? -1 : 1;
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Store the late events (partition, seq) of the batch as dead letters.  A
+ * batch may hold batch_size late events: they are found by binary search,
+ * not by scanning them once per event of the batch.
+ */
 static void
 sg_dead_letter_late(SgWorker *w, Tuplestorestate *store, int32 *parts, int64 *seqs, int64 n)
 {
 	TupleTableSlot *ev = MakeSingleTupleTableSlot(w->event_desc, &TTSOpsMinimalTuple);
+	SgLatePos  *pos = palloc(sizeof(SgLatePos) * n);
 	int64		done = 0;
+	int64		j;
 	bool		isnull;
 
+	for (j = 0; j < n; j++)
+	{
+		pos[j].part = parts[j];
+		pos[j].seq = seqs[j];
+	}
+	qsort(pos, n, sizeof(SgLatePos), sg_late_cmp);
 	tuplestore_rescan(store);
 	while (done < n && tuplestore_gettupleslot(store, true, false, ev))
 	{
-		int32		part = DatumGetInt32(slot_getattr(ev, 1, &isnull));
-		int64		seq = DatumGetInt64(slot_getattr(ev, 2, &isnull));
-		int64		j;
+		SgLatePos	key;
 
-		for (j = 0; j < n; j++)
-			if (parts[j] == part && seqs[j] == seq)
-				break;
-		if (j == n)
+		CHECK_FOR_INTERRUPTS();
+		key.part = DatumGetInt32(slot_getattr(ev, 1, &isnull));
+		key.seq = DatumGetInt64(slot_getattr(ev, 2, &isnull));
+		if (bsearch(&key, pos, n, sizeof(SgLatePos), sg_late_cmp) == NULL)
 			continue;
 		BatchDeadLetter(w, ev, "late event: its window is closed", "SGLAT");
 		w->batch_dead++;
 		done++;
 	}
 	ExecDropSingleTupleTableSlot(ev);
+	pfree(pos);
 }
 
 /*
@@ -896,7 +938,7 @@ sg_run_as_owner(SgWorker *w, SgUserSave *save, const char *sql, int expect, Tupl
 	int64		done;
 
 	SgRestoreUser(save);
-	BatchEnterOwner(&ctx, w->def.owner, w->def.search_path, w->def.batch_timeout_ms, rows, edesc, n);
+	BatchEnterOwner(&ctx, w->def.owner, w->def.search_path, BatchOwnerTimeoutMs(w), rows, edesc, n);
 	if (SPI_execute(sql, false, 0) != expect)
 		elog(ERROR, "could not emit the windows of pipeline \"%s\"", w->def.name);
 	done = (int64) SPI_processed;
@@ -984,10 +1026,13 @@ sg_merge_sessions(SgWorker *w, SgUserSave *save, Tuplestorestate *wrows, TupleDe
 	tuplestore_rescan(out);
 	while (tuplestore_gettupleslot(out, true, false, ms))
 	{
-		int32		what = DatumGetInt32(slot_getattr(ms, 1, &isnull));
+		int32		what;
 		Datum	   *ev;
 		bool	   *en;
 		int			c = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		what = DatumGetInt32(slot_getattr(ms, 1, &isnull));
 
 		if (what == 0)
 		{
@@ -1066,6 +1111,8 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 
 	values[0] = Int32GetDatum(w->def.id);
 	win->applying = true;		/* cleared on the way out; see WindowApplyFailed */
+	/* how many windows, rows and keys is the user's doing: under the timeout */
+	BatchDeadlineArm(w);
 	SgBecomeDataOwner(&save, true);
 
 	/* what is recorded: the watermark so far, and per partition (event time) */
@@ -1094,7 +1141,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 										  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1", 1, types),
 							 values, NULL, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read the partitions of window pipeline \"%s\"", w->def.name);
-		for (i = 0; i < SPI_processed; i++)
+		for (i = 0; i < SPI_processed; i++) /* bounded: a row per partition */
 		{
 			int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 
@@ -1132,13 +1179,19 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 		tuplestore_rescan(win->rows);
 		while (tuplestore_gettupleslot(win->rows, true, false, slot))
 		{
-			int32		part = DatumGetInt32(slot_getattr(slot, SG_WEVAL_PARTITION + 1, &isnull));
-			int64		seq = DatumGetInt64(slot_getattr(slot, SG_WEVAL_SEQ + 1, &isnull));
-			TimestampTz t = DatumGetTimestampTz(slot_getattr(slot, SG_WEVAL_TIME + 1, &isnull));
+			int32		part;
+			int64		seq;
+			TimestampTz t;
 			bool		key_null;
-			Datum		key = slot_getattr(slot, SG_WEVAL_KEY + 1, &key_null);
+			Datum		key;
 			bool		any_late = false;
 			int			a;
+
+			CHECK_FOR_INTERRUPTS();
+			part = DatumGetInt32(slot_getattr(slot, SG_WEVAL_PARTITION + 1, &isnull));
+			seq = DatumGetInt64(slot_getattr(slot, SG_WEVAL_SEQ + 1, &isnull));
+			t = DatumGetTimestampTz(slot_getattr(slot, SG_WEVAL_TIME + 1, &isnull));
+			key = slot_getattr(slot, SG_WEVAL_KEY + 1, &key_null);
 
 			for (a = 0; a < win->naggs; a++)
 				v[a] = slot_getattr(slot, SG_WEVAL_FIRST_AGG + 1 + a, &vnull[a]);
@@ -1168,6 +1221,8 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 
 				for (; ws + win->size_us > t; ws -= win->slide_us)
 				{
+					/* size / slide windows: bounded (bounds.h), and interruptible */
+					CHECK_FOR_INTERRUPTS();
 					if (ws + win->size_us <= closed_wm &&
 						(win->late != SG_LATE_UPDATE ||
 						 ws + win->size_us <= closed_wm - win->keep_closed_us))
@@ -1386,6 +1441,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	else if (min_end != 0 && (win->next_close == 0 || min_end < win->next_close))
 		win->next_close = min_end;
 	SgRestoreUser(&save);
+	BatchDeadlineDisarm(w);
 	win->applying = false;
 	return emitted;
 }

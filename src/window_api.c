@@ -19,6 +19,7 @@
 
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "common/int.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
@@ -53,28 +54,50 @@ enum
 	WA_TARGET_STREAM, WA_KEEP_CLOSED, WA_NARGS
 };
 
+/* an interval of microseconds, as interval_out writes it */
+static char *
+sg_usecs_text(int64 us)
+{
+	Interval   *iv = palloc0(sizeof(Interval));
+
+	iv->day = (int32) (us / USECS_PER_DAY);
+	iv->time = us % USECS_PER_DAY;
+	return DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv)));
+}
+
+/*
+ * A window's interval argument in microseconds: days count as 24 hours,
+ * months are refused, and so is anything longer than max_us (bounds.h).
+ */
 static int64
-sg_window_interval(FunctionCallInfo fcinfo, int arg, const char *what, bool zero_ok)
+sg_window_interval(FunctionCallInfo fcinfo, int arg, const char *what, bool zero_ok, int64 max_us)
 {
 	Interval   *iv;
 	int64		us;
+	bool		overflow;
 
 	if (PG_ARGISNULL(arg))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be NULL", what)));
 	iv = PG_GETARG_INTERVAL_P(arg);
-	us = iv->time + (int64) iv->day * USECS_PER_DAY;
 	if (iv->month != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be given in months or years", what),
 				 errdetail("A window needs a fixed length; a day counts as 24 hours."),
 				 errhint("Give it in days, hours, minutes or seconds.")));
-	if (us < 0 || (us == 0 && !zero_ok))
+	overflow = pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &us) ||
+		pg_add_s64_overflow(us, iv->time, &us);
+	if (!overflow && (us < 0 || (us == 0 && !zero_ok)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be %s, got \"%s\"", what, zero_ok ? "zero or more" : "positive",
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv))))));
+	if (overflow || us > max_us)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be at most %s, got \"%s\"", what, sg_usecs_text(max_us),
 						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv))))));
 	return us;
 }
@@ -353,15 +376,27 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("give a window pipeline either a target table or a target_stream")));
 	kind = (SgWindowKind) SgParseWord(&SgWindowKindWords, SgTextArg(fcinfo, WA_KIND, "kind"));
-	size_us = sg_window_interval(fcinfo, WA_SIZE, kind == SG_WINDOW_SESSION ? "gap" : "size", false);
+	size_us = sg_window_interval(fcinfo, WA_SIZE, kind == SG_WINDOW_SESSION ? "gap" : "size", false,
+								 SG_MAX_WINDOW_LENGTH_US);
 	if (kind == SG_WINDOW_HOPPING)
 	{
-		slide_us = sg_window_interval(fcinfo, WA_SLIDE, "slide", false);
+		int64		per_event;
+
+		slide_us = sg_window_interval(fcinfo, WA_SLIDE, "slide", false, SG_MAX_WINDOW_LENGTH_US);
 		if (slide_us > size_us)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("slide must not be longer than size"),
 					 errdetail("Events between two hopping windows would belong to none.")));
+		/* each event goes into this many windows (window.c) */
+		per_event = (size_us + slide_us - 1) / slide_us;
+		if (per_event > sg_max_windows_per_event)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a hopping window of size %s and slide %s puts each event into %lld windows, more than the %d allowed",
+							sg_usecs_text(size_us), sg_usecs_text(slide_us), (long long) per_event,
+							sg_max_windows_per_event),
+					 errhint("Use a longer slide, or ask a superuser to raise streamguard.max_windows_per_event.")));
 	}
 	else if (!PG_ARGISNULL(WA_SLIDE))
 		ereport(ERROR,
@@ -371,9 +406,9 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 	time_expr = append_time ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(WA_TIME));
 	key_expr = SgTextArg(fcinfo, WA_KEY, "key");
 	emit = (SgWindowEmit) SgParseWord(&SgWindowEmitWords, SgTextArg(fcinfo, WA_EMIT, "emit"));
-	lateness_us = sg_window_interval(fcinfo, WA_LATENESS, "allowed_lateness", true);
+	lateness_us = sg_window_interval(fcinfo, WA_LATENESS, "allowed_lateness", true, SG_MAX_WINDOW_HORIZON_US);
 	if (!PG_ARGISNULL(WA_IDLE))
-		idle_us = sg_window_interval(fcinfo, WA_IDLE, "idle_timeout", true);
+		idle_us = sg_window_interval(fcinfo, WA_IDLE, "idle_timeout", true, SG_MAX_WINDOW_HORIZON_US);
 	late = (SgWindowLate) SgParseWord(&SgWindowLateWords, SgTextArg(fcinfo, WA_LATE, "late"));
 	if (append_time && (lateness_us != 0 || idle_us >= 0 || late != SG_LATE_DROP))
 		ereport(ERROR,
@@ -386,7 +421,7 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 				 errmsg("keep_closed goes with late => 'update', and only with it"),
 				 errdetail("It says how long a closed window's state is kept for late events to correct it.")));
 	if (late == SG_LATE_UPDATE)
-		(void) sg_window_interval(fcinfo, WA_KEEP_CLOSED, "keep_closed", false);
+		(void) sg_window_interval(fcinfo, WA_KEEP_CLOSED, "keep_closed", false, SG_MAX_WINDOW_HORIZON_US);
 	if (PG_ARGISNULL(WA_BATCH_SIZE))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

@@ -279,6 +279,18 @@ PipelineWorkerMain(Datum arg)
 	if (!sg_load_definition(w))
 		sg_clean_exit(w);
 	(void) WindowLoad(w);
+	if (w->window && w->window->slide_us > 0 &&
+		(w->window->size_us + w->window->slide_us - 1) / w->window->slide_us > SG_MAX_WINDOWS_PER_EVENT)
+	{
+		/* a window defined before the bound (0.2): refuse to expand it */
+		char	   *msg = psprintf("its hopping window puts each event into more than %d windows",
+								   SG_MAX_WINDOWS_PER_EVENT);
+
+		ereport(LOG,
+				(errmsg("streamguard pipeline \"%s\" failed and stopped: %s", w->def.name, msg)));
+		sg_note_error(w, msg, true);
+		sg_clean_exit(w);
+	}
 	elog(DEBUG1, "streamguard pipeline \"%s\" started (epoch %lld, %s)",
 		 w->def.name, (long long) w->def.epoch, SgWordName(&SgGuaranteeWords, w->def.guarantee));
 
@@ -308,6 +320,7 @@ PipelineWorkerMain(Datum arg)
 			edata = CopyErrorData();
 			FlushErrorState();
 			disable_all_timeouts(false);
+			w->deadline_armed = false;
 			QueryCancelPending = false;
 			WorkerAbort();
 			/* a remote transaction must not outlive the failed batch */

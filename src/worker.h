@@ -107,6 +107,7 @@ typedef struct SgWorker
 	char	   *stage_ddl[2];	/* ... created by these, once per connection */
 	bool		stage_ready;	/* ... and known to exist */
 	bool		need_resolve;	/* settle in-doubt work before the next batch */
+	bool		deadline_armed; /* BatchDeadlineArm: the timeout is running */
 	char	   *done_gid;		/* COMMIT PREPARED done; local record to drop */
 	int64		sink_attempts;	/* remote transactions tried by this worker */
 	uint32		remote_rotor;	/* remote source: partition read first */
@@ -164,6 +165,9 @@ extern bool WorkerTransientError(ErrorData *edata);
 /* batchexec.c: the worker's part */
 extern Tuplestorestate *BatchStore(SgWorker *w, int max_kbytes);
 extern SPIPlanPtr BatchOwnerEnter(SgWorker *w, SgOwnerContext *ctx, Tuplestorestate *store, int64 n);
+extern void BatchDeadlineArm(SgWorker *w);
+extern void BatchDeadlineDisarm(SgWorker *w);
+extern int	BatchOwnerTimeoutMs(SgWorker *w);
 extern int64 BatchRunSql(SgWorker *w, Tuplestorestate *store, int64 n);
 extern int64 BatchRunIsolated(SgWorker *w, Tuplestorestate *store);
 extern bool BatchApplyPolicy(SgWorker *w, TupleTableSlot *ev, ErrorData *edata);

@@ -1,0 +1,71 @@
+
+# A static check that keeps unbounded, uninterruptible loops out of the
+# code that runs batches (docs/security.md, "Bounded work").  Every loop of
+# src/*.c over a tuplestore (a batch, a window's rows: their length is the
+# user's to decide) and every loop of the batch path (window.c, batch.c,
+# batchexec.c, source.c, sink.c, append.c, consumer.c, pipeline_ops.c) over
+# query results (SPI_processed, RemoteNTuples, nrows) or a window's slide
+# must either call CHECK_FOR_INTERRUPTS() in its body, run a statement in
+# its body (SPI_execute*, which checks for interrupts), or say on its first
+# line why its length is bounded: /* bounded: ... */.  It needs no server.
+# The check failed on the 0.2 code: the hopping window expansion, the
+# window's merge and emission loops, and the batch's dedup, skip and
+# isolation filters.
+
+use strict;
+use warnings;
+
+use FindBin;
+use File::Basename qw(dirname);
+use Cwd qw(abs_path);
+use Test::More;
+
+my $root = abs_path(dirname(dirname($FindBin::RealBin)));
+my %batch_path = map { $_ => 1 }
+  qw(window.c batch.c batchexec.c source.c sink.c append.c consumer.c pipeline_ops.c);
+my @files = sort glob("$root/src/*.c");
+ok(scalar(@files) > 20, 'the sources are there (' . scalar(@files) . ' files)');
+
+my ($loops, @bad) = (0);
+for my $f (@files)
+{
+	(my $name = $f) =~ s{.*/}{};
+	open my $fh, '<', $f or die "$f: $!";
+	my @l = <$fh>;
+	close $fh;
+	for my $i (0 .. $#l)
+	{
+		my $h = $l[$i];
+		next unless $h =~ /^\s*(?:for|while)\s*\(/;
+		my $over_store = $h =~ /tuplestore_gettupleslot/;
+		my $over_rows = $h =~ /SPI_processed|RemoteNTuples|\bnrows\b|slide_us|StreamSegmentScanNext/;
+		next unless $over_store || ($over_rows && $batch_path{$name});
+		$loops++;
+		next if $h =~ m{/\*\s*bounded:};
+		# the body: a braced block, or one statement
+		my $body = '';
+		my $j = $i + 1;
+		if ($l[$j] =~ /^\s*\{\s*$/)
+		{
+			my $depth = 0;
+			for (; $j <= $#l; $j++)
+			{
+				$body .= $l[$j];
+				$depth += () = $l[$j] =~ /\{/g;
+				$depth -= () = $l[$j] =~ /\}/g;
+				last if $depth <= 0;
+			}
+		}
+		else
+		{
+			$body = $l[$j];
+		}
+		next if $body =~ /CHECK_FOR_INTERRUPTS\(\)|SPI_execute|SPI_exec\(/;
+		(my $line = $h) =~ s/^\s+|\s+$//g;
+		push @bad, sprintf('%s:%d: %s', $name, $i + 1, $line);
+	}
+}
+cmp_ok($loops, '>=', 20, "found the loops to check ($loops)");
+is(scalar(@bad), 0, 'every loop a user sizes checks for interrupts or says why it is bounded')
+  or diag(join("\n", 'loops without CHECK_FOR_INTERRUPTS() or a /* bounded: ... */ note:', @bad));
+done_testing();
