@@ -13,10 +13,13 @@ DECLARE
 	off int;
 	before int;
 	ovh int := NULL;
+	page bigint;
+	mpage bigint := NULL;
 	hits int := 0;
 BEGIN
-	FOR i IN 1 .. 10000 LOOP
+	FOR i IN 1 .. 3000 LOOP
 		off := ((pg_current_wal_insert_lsn() - '0/0'::pg_lsn) % 8192)::int;
+		page := floor((pg_current_wal_insert_lsn() - '0/0'::pg_lsn) / 8192)::bigint;
 		IF off IN (24, 40) THEN
 			-- right after a page header: nothing written past the boundary
 			PERFORM count(*) FROM streamguard.read('durable', 0, 0, 10);
@@ -25,13 +28,16 @@ BEGIN
 				RETURN 'read at a page boundary ' || hits || ' times';
 			END IF;
 		END IF;
-		IF ovh IS NULL OR 8192 - off < ovh + 300 THEN
-			-- measure a message's overhead (on the same page), or move on to the next page
+		IF ovh IS NULL OR mpage IS DISTINCT FROM page OR 8192 - off < ovh + 300 THEN
+			-- measure a message's overhead (on the same page), or move on to
+			-- the next page; measured again on every page (another backend's
+			-- record in between would leave it wrong for good)
 			before := off;
 			PERFORM pg_logical_emit_message(false, 'p', repeat('x', 300));
 			off := ((pg_current_wal_insert_lsn() - '0/0'::pg_lsn) % 8192)::int;
 			IF off > before THEN
 				ovh := off - before - 300;
+				mpage := page;
 			END IF;
 		ELSE
 			-- exactly the rest of the page (8-byte aligned both)
