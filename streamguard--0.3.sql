@@ -1140,7 +1140,8 @@ AS $metrics$
 WITH m(name, type, help) AS (VALUES
 	('streamguard_stream_partitions', 'gauge', 'Partitions of the stream.'),
 	('streamguard_stream_retained_events', 'gauge', 'Events retained (upper bound: aborted appends leave gaps).'),
-	('streamguard_stream_append_rate', 'gauge', 'Committed appends per second over the last 10 seconds.'),
+	('streamguard_stream_append_rate', 'gauge', 'Committed appends per second over the last 10 seconds (0 when idle).'),
+	('streamguard_stream_appended_events_total', 'counter', 'Seqs below the readable horizons of the stream''s partitions: events appended and committed, plus the gaps of aborted appends.'),
 	('streamguard_stream_in_flight', 'gauge', 'Appends not yet committed or aborted.'),
 	('streamguard_partition_last_seq', 'gauge', 'Highest retained seq of the partition.'),
 	('streamguard_partition_horizon_lag', 'gauge', 'Seqs handed out but not yet readable (next_seq - readable_horizon).'),
@@ -1157,10 +1158,10 @@ WITH m(name, type, help) AS (VALUES
 	('streamguard_pipeline_rows_out_total', 'counter', 'Rows written by the pipeline''s SQL.'),
 	('streamguard_pipeline_skipped_total', 'counter', 'Events skipped by the error policy or skip_event.'),
 	('streamguard_pipeline_dead_letters_total', 'counter', 'Events stored as dead letters.'),
-	('streamguard_pipeline_restarts_total', 'counter', 'Worker restarts.'),
+	('streamguard_pipeline_restarts_total', 'counter', 'Unplanned worker restarts (not the first start after a clean server shutdown).'),
 	('streamguard_pipeline_lag_events', 'gauge', 'Events not yet consumed.'),
 	('streamguard_pipeline_lag_seconds', 'gauge', 'Age of the oldest event not yet consumed.'),
-	('streamguard_pipeline_events_per_second', 'gauge', 'Consumption rate (moving average).'),
+	('streamguard_pipeline_events_per_second', 'gauge', 'Consumption rate (moving average over about 5 seconds, 0 when idle).'),
 	('streamguard_pipeline_batch_duration_seconds', 'histogram', 'Duration of committed batches, fetch to commit.'),
 	('streamguard_remote_connected', 'gauge', '1 when the worker is connected to the remote server.'),
 	('streamguard_remote_prepared_pending', 'gauge', 'Prepared remote transactions not yet settled.'),
@@ -1192,6 +1193,9 @@ s(name, labels, value) AS (
 	FROM streamguard.streams
 	UNION ALL SELECT 'streamguard_stream_in_flight', format('stream="%s"', stream), in_flight::text
 	FROM streamguard.streams
+	UNION ALL SELECT 'streamguard_stream_appended_events_total', format('stream="%s"', stream),
+		sum(greatest(readable_horizon - 1, 0))::text
+	FROM streamguard.stream_partitions WHERE readable_horizon IS NOT NULL GROUP BY stream
 	UNION ALL SELECT 'streamguard_partition_last_seq', format('stream="%s",partition="%s"', stream, partition),
 		coalesce(last_seq, 0)::text
 	FROM streamguard.stream_partitions
@@ -1255,11 +1259,11 @@ s(name, labels, value) AS (
 		total::text
 	FROM streamguard.pipeline_batch_durations
 	UNION ALL SELECT 'streamguard_remote_connected',
-		format('pipeline="%s",side="%s",server="%s"', pipeline, side,
+		format('pipeline="%s",side="%s",foreign_server="%s"', pipeline, side,
 			replace(replace(server, '\', '\\'), '"', '\"')), connected::int::text
 	FROM streamguard.remote_status
 	UNION ALL SELECT 'streamguard_remote_prepared_pending',
-		format('pipeline="%s",server="%s"', pipeline, replace(replace(server, '\', '\\'), '"', '\"')),
+		format('pipeline="%s",foreign_server="%s"', pipeline, replace(replace(server, '\', '\\'), '"', '\"')),
 		prepared_pending::text
 	FROM streamguard.remote_status WHERE side = 'sink'
 	UNION ALL SELECT 'streamguard_group_member_partitions',
@@ -1288,14 +1292,22 @@ s(name, labels, value) AS (
 		format('pipeline="%s",topic="%s",partition="%s"', pipeline, replace(replace(replace(topic, '\', '\\'), '"', '\"'), E'\n', '\n'), partition), lag::text
 	FROM streamguard.kafka_lag WHERE lag IS NOT NULL
 )
+-- Prometheus text: HELP then TYPE, each series with the database first;
+-- a series after another by its labels; a histogram's buckets by le,
+-- ascending, +Inf last (le is the last label), then _count and _sum
 SELECT string_agg(block, '' ORDER BY name)
 FROM (
 	SELECT m.name,
-		format(E'# TYPE %s %s\n# HELP %s %s\n', m.name, m.type, m.name, m.help)
-		|| coalesce(string_agg(format(E'%s{%s} %s\n', s.name, s.labels, s.value), ''
-			ORDER BY s.name, s.labels) FILTER (WHERE s.name IS NOT NULL), '') AS block
+		format(E'# HELP %s %s\n# TYPE %s %s\n', m.name, m.help, m.name, m.type)
+		|| coalesce(string_agg(format(E'%s{database="%s",%s} %s\n', s.name, db.label, s.labels, s.value), ''
+			ORDER BY regexp_replace(s.labels, ',le="[^"]*"$', ''), s.name,
+				CASE WHEN s.labels ~ ',le="[^"]*"$'
+					 THEN substring(s.labels FROM ',le="([^"]*)"$')::float8 END)
+			FILTER (WHERE s.name IS NOT NULL), '') AS block
 	FROM m LEFT JOIN s ON s.name = m.name OR s.name LIKE m.name || '\_%'
 		AND m.type = 'histogram'
+	CROSS JOIN (SELECT replace(replace(replace(current_database(), '\', '\\'), '"', '\"'), E'\n', '\n')
+				AS label) db
 	GROUP BY m.name, m.type, m.help
 ) blocks
 $metrics$;

@@ -139,6 +139,10 @@ extern int	sg_max_pipelines;
 extern Size PipelineShmemSize(void);
 extern void PipelineShmemRequest(void);
 extern void PipelineShmemInit(void);
+extern bool PipelineCleanStart(void);
+
+/* events_per_sec is 0 after this long without a batch (at least) */
+#define SG_RATE_IDLE_USECS	INT64CONST(10000000)
 extern SgPipelineSlot *PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create);
 extern SgPipelineSlot *PipelineSlotOrNull(Oid dbid, int32 pipeline_id, int32 worker);
 extern int	PipelineRequestFence(Oid dbid, int32 pipeline_id, pid_t *pids, int max);

@@ -20,7 +20,9 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_control.h"
 #include "catalog/pg_type.h"
+#include "common/controldata_utils.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -46,6 +48,7 @@ int			sg_max_pipelines = 64;
 typedef struct SgPipelineShared
 {
 	LWLock	   *lock;
+	bool		clean_start;	/* the server started after a clean shutdown */
 	SgPipelineSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } SgPipelineShared;
 
@@ -67,6 +70,41 @@ PipelineShmemRequest(void)
 	RequestNamedLWLockTranche("streamguard pipelines", 1);
 }
 
+/*
+ * Whether the last shutdown was clean, read from pg_control before the
+ * startup process rewrites it: shared memory is made (again) by the
+ * postmaster at its start and after a crash of any process, and only a
+ * clean shutdown leaves the state "shut down".  Outside the postmaster
+ * (EXEC_BACKEND re-attaching) the struct exists already and this is not
+ * called.
+ */
+static bool
+sg_read_clean_shutdown(void)
+{
+	ControlFileData *control;
+	bool		crc_ok;
+	bool		clean;
+
+	if (DataDir == NULL)
+		return false;
+	control = get_controlfile(DataDir, &crc_ok);
+	clean = crc_ok && (control->state == DB_SHUTDOWNED ||
+					   control->state == DB_SHUTDOWNED_IN_RECOVERY);
+	pfree(control);
+	return clean;
+}
+
+/*
+ * Whether the server started after a clean shutdown (pg_ctl stop or restart
+ * in mode smart or fast), not after a crash or an immediate shutdown: a
+ * pipeline worker's first start then is no restart (worker.c).
+ */
+bool
+PipelineCleanStart(void)
+{
+	return sg_pipes != NULL && sg_pipes->clean_start;
+}
+
 void
 PipelineShmemInit(void)
 {
@@ -79,6 +117,7 @@ PipelineShmemInit(void)
 	{
 		memset(sg_pipes, 0, PipelineShmemSize());
 		sg_pipes->lock = &(GetNamedLWLockTranche("streamguard pipelines"))->lock;
+		sg_pipes->clean_start = sg_read_clean_shutdown();
 		for (i = 0; i < sg_max_pipelines; i++)
 		{
 			SpinLockInit(&sg_pipes->slots[i].mutex);
@@ -413,6 +452,23 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 			last = s->history[(n - 1) % SG_BATCH_HISTORY];
 		pid = s->worker_pid;
 		eps = s->events_per_sec;
+
+		/*
+		 * The moving average moves at batches only: a pipeline with nothing
+		 * to read reports 0 once it has been idle for longer than 10 s and
+		 * twice the gap before its last batch (a pipeline with a batch
+		 * every 30 s is not idle between them).
+		 */
+		if (pid == 0)
+			eps = 0;
+		else if (n > 0 && s->last_batch_end > 0)
+		{
+			int64		gap = n >= 2 ? last.committed_at -
+				s->history[(n - 2) % SG_BATCH_HISTORY].committed_at : 0;
+
+			if (GetCurrentTimestamp() - s->last_batch_end > Max(SG_RATE_IDLE_USECS, 2 * gap))
+				eps = 0;
+		}
 		no_slot = s->no_worker_slot;
 		next_start = s->next_start;
 

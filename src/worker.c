@@ -83,8 +83,9 @@ sg_note_error(SgWorker *w, const char *message, bool fail)
 static bool
 sg_load_definition(SgWorker *w)
 {
-	Oid			types[2] = {INT4OID, INT4OID};
-	Datum		values[2] = {Int32GetDatum(w->def.id), Int32GetDatum(w->def.worker)};
+	Oid			types[3] = {INT4OID, INT4OID, BOOLOID};
+	Datum		values[3] = {Int32GetDatum(w->def.id), Int32GetDatum(w->def.worker),
+	BoolGetDatum(PipelineCleanStart())};
 	SgUserSave	save;
 	HeapTuple	t;
 	TupleDesc	d;
@@ -94,10 +95,21 @@ sg_load_definition(SgWorker *w)
 
 	WorkerBegin("start");
 	SgBecomeDataOwner(&save, true);
+
+	/*
+	 * A restart counts when the worker had started before, unless this is
+	 * its first start since a clean server restart ($3: the server shut
+	 * down cleanly, and the last incarnation started before this
+	 * postmaster did): a planned restart of the server is no failure, and
+	 * an alert on restarts must not fire during maintenance.  A crash, an
+	 * immediate shutdown or a worker that stopped or was terminated within
+	 * a server's life count.
+	 */
 	if (SPI_execute_with_args("UPDATE streamguard.pipeline p SET epoch = p.epoch OPERATOR(pg_catalog.+) 1, "
 							  "restarts = p.restarts OPERATOR(pg_catalog.+) CASE WHEN p.started_once AND EXISTS "
 							  "(SELECT 1 FROM streamguard.pipeline_worker w WHERE w.pipeline_id OPERATOR(pg_catalog.=) p.id "
-							  "AND w.worker OPERATOR(pg_catalog.=) $2) THEN 1 ELSE 0 END, "
+							  "AND w.worker OPERATOR(pg_catalog.=) $2 AND NOT ($3 AND w.started_at "
+							  "OPERATOR(pg_catalog.<) pg_catalog.pg_postmaster_start_time())) THEN 1 ELSE 0 END, "
 							  "started_once = true "
 							  "WHERE p.id OPERATOR(pg_catalog.=) $1 AND p.state OPERATOR(pg_catalog.=) 'running' "
 							  "RETURNING p.name, (SELECT s.name FROM streamguard.stream s "
@@ -113,7 +125,7 @@ sg_load_definition(SgWorker *w)
 							  "(pg_catalog.date_part('epoch', p.retry_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
 							  "(pg_catalog.date_part('epoch', p.max_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
 							  "p.generation, p.workers, p.sink_on_conflict, p.source_kafka",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not load pipeline %d", w->def.id);
 	if (SPI_processed != 1)
 		ok = false;
