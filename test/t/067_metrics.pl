@@ -1,7 +1,7 @@
 # streamguard.metrics(): the numbers of the progress views in Prometheus'
 # text exposition format, and streamguard.horizon_holders.
 #   - the text is well formed: every sample has a # TYPE line for its
-#     metric, counters end in _total, label values are quoted, every value
+#     metric and the label database="postgres" first, counters end in _total, label values are quoted, every value
 #     is a number; histogram buckets are cumulative and +Inf equals _count;
 #   - the numbers are the views' numbers (events in and rows out of a
 #     pipeline, consumer lag, partitions);
@@ -48,7 +48,8 @@ sub scrape
 	{
 		if ($line =~ /^# TYPE (\w+) (gauge|counter|histogram)$/) { $types{$1} = $2; next; }
 		next if $line =~ /^# HELP \w+ \S/;
-		if ($line =~ /^(\w+)\{((?:\w+="(?:[^"\\]|\\.)*",?)*)\} (-?[0-9.e+-]+|\+Inf|NaN)$/)
+		# every series begins with the label database (compared without it)
+		if ($line =~ /^(\w+)\{database="postgres",((?:\w+="(?:[^"\\]|\\.)*",?)*)\} (-?[0-9.e+-]+|\+Inf|NaN)$/)
 		{
 			push @{ $samples{$1} }, [ $2, $3 ];
 			next;

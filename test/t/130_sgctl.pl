@@ -518,7 +518,7 @@ sql(qq{SELECT streamguard.create_pipeline('to_sink', '$stream_lit',
 	my ($rc, $out, $err) = sg(['metrics']);
 	is($rc, 0, 'metrics exits 0');
 	like($out, qr/^# TYPE streamguard_\w+ gauge$/m, 'metrics prints the exposition');
-	like($out, qr/^streamguard_consumer_lag_events\{stream="live",consumer="c1",partition="0"\} \d+$/m,
+	like($out, qr/^streamguard_consumer_lag_events\{database="[^"]+",stream="live",consumer="c1",partition="0"\} \d+$/m,
 		'metrics has the consumer lag of c1');
 
 	my ($h, $hout, $herr) = sg_start([ 'metrics', '--listen', '127.0.0.1:0' ]);
