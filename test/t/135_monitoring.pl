@@ -30,7 +30,6 @@ use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/lib";
 
-use File::Temp ();
 use IPC::Run;
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
@@ -50,7 +49,9 @@ plan skip_all => 'prometheus-postgres-exporter, promtool or curl is missing (scr
   unless $exporter && $promtool && in_path('curl');
 
 my $docs = "$FindBin::RealBin/../../docs/monitoring";
-my $tmp = File::Temp->newdir('sg_monitoring_XXXX', TMPDIR => 1);
+my $tmp = PostgreSQL::Test::Utils::tempdir('monitoring');
+# promtool test rules makes its storage in a directory under TMPDIR
+$ENV{TMPDIR} = $tmp;
 
 my $kafka_broker = "$FindBin::RealBin/../kafka/sg_mock_broker";
 die "$kafka_broker is missing: make kafka-tools\n" unless -x $kafka_broker;
