@@ -37,7 +37,7 @@ usage(FILE *out)
 			"  sgctl metrics [OPTIONS]\n\n"
 			"Options:\n"
 			"  --listen=HOST:PORT      serve GET /metrics over HTTP until interrupted\n"
-			"                          (e.g. 127.0.0.1:9187; PORT 0 picks a free port)\n"
+			"                          (e.g. 127.0.0.1:19187; PORT 0 picks a free port)\n"
 			"  -d, -h, -p, -U          connection options (see \"sgctl --help\")\n\n"
 			"Exit status: 0 done, 1 error, 2 usage.\n");
 }
