@@ -473,6 +473,7 @@ WITH m(name, type, help) AS (VALUES
 	('streamguard_consumer_lag_events', 'gauge', 'Events after the consumer''s position (upper bound).'),
 	('streamguard_consumer_lag_seconds', 'gauge', 'Age of the oldest event the consumer has not read.'),
 	('streamguard_consumer_lost_events_total', 'counter', 'Events removed by retention before the consumer read them.'),
+	('streamguard_consumer_consumed_events_total', 'counter', 'Seqs up to the consumer''s committed position (events read, with the gaps of aborted appends; a seek back starts it over).'),
 	('streamguard_consumer_retention_margin_seconds', 'gauge', 'Time left before retention removes the oldest unread event.'),
 	('streamguard_pipeline_info', 'gauge', 'Pipeline definition and state (value 1).'),
 	('streamguard_pipeline_worker_up', 'gauge', '1 when a running pipeline has its worker, else 0.'),
@@ -535,6 +536,10 @@ s(name, labels, value) AS (
 	FROM streamguard.consumers
 	UNION ALL SELECT 'streamguard_consumer_lag_seconds',
 		format('stream="%s",consumer="%s",partition="%s"', stream, consumer, partition), lag_seconds::text
+	FROM streamguard.consumers
+	UNION ALL SELECT 'streamguard_consumer_consumed_events_total',
+		format('stream="%s",consumer="%s",partition="%s"', stream, consumer, partition),
+		greatest(committed_seq, 0)::text
 	FROM streamguard.consumers
 	UNION ALL SELECT 'streamguard_consumer_lost_events_total',
 		format('stream="%s",consumer="%s",partition="%s"', stream, consumer, partition), lost_events::text

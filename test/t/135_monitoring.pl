@@ -13,7 +13,8 @@
 #   - metrics() and sgctl metrics pass promtool check metrics, HELP comes
 #     before TYPE, each series has the label database first, a histogram's
 #     buckets come in ascending order with +Inf last;
-#   - appended_events_total counts the appends; events_per_second and
+#   - appended_events_total and consumed_events_total count the appends and
+#     what a pipeline consumed; events_per_second and
 #     append_rate fall to 0 when the pipeline and the stream are idle;
 #   - a planned restart (pg_ctl restart, mode fast) leaves restarts_total
 #     alone, an immediate shutdown and terminated workers count; the
@@ -199,6 +200,9 @@ like($mtext, qr/^streamguard_stream_appended_events_total\{database="postgres",s
 	'appended_events_total of s: the 95 appends');
 like($mtext, qr/^streamguard_stream_appended_events_total\{database="postgres",stream="cdc"\} 5$/m,
 	'appended_events_total of the capture stream: 5 inserts');
+my $consumed = 0;
+$consumed += $_ for $mtext =~ /^streamguard_consumer_consumed_events_total\{database="postgres",stream="s",consumer="pipeline:p",partition="\d+"\} (\d+)$/mg;
+is($consumed, 95, 'consumed_events_total of pipeline p over its partitions: the 95 events');
 like($mtext, qr/^streamguard_kafka_lag_messages\{database="postgres",pipeline="pk",topic="orders",partition="0"\} 0$/m,
 	'the Kafka lag is there');
 like($mtext, qr/^streamguard_window_open\{database="postgres",pipeline="pw"\} \d+$/m, 'the window pipeline is there');
@@ -306,6 +310,9 @@ for my $mode ([ 'one database', [] ], [ 'auto-discovery', ['--auto-discover-data
 	my @want_in = $what eq 'one database' ? qw(postgres/p postgres/pk postgres/pr postgres/pw)
 	  : qw(postgres/p postgres/pk postgres/pr postgres/pw second/p);
 	is_deeply([ sort @in ], \@want_in, "exporter ($what): events_in_total of every pipeline of every database");
+	my $xconsumed = 0;
+	$xconsumed += $1 while $body2 =~ /^streamguard_consumer_consumed_events_total\{consumer="pipeline:p",database="postgres",partition="\d+",server="[^"]+",stream="s"\} (\S+)$/mg;
+	is($xconsumed, 95, "exporter ($what): consumed_events_total of pipeline p");
 	like($body2, qr/^streamguard_stream_appended_events_total\{database="postgres",server="[^"]+",stream="s"\} 95$/m,
 		"exporter ($what): appended_events_total of s");
 	ok(stop_exporter($x), "exporter ($what): still running after the scrapes");
