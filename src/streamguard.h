@@ -63,6 +63,7 @@ extern bool SgRunningAllowSourceAppend;
 extern void SgEventColumns(TupleDesc desc);
 extern bool SgLoaded;
 extern void SgHardenWorkerSession(void);
+extern void SgSetWorkerTitle(const char *title);
 extern int	SgAddOid(Oid *set, int n, int max, Oid oid);
 extern void SgLockRoleForCreate(Oid roleid);
 extern void SgLockDatabaseForCreate(void);
