@@ -55,7 +55,9 @@ CREATE TABLE streamguard.stream (
 	segment_interval interval,
 	current_seg int NOT NULL DEFAULT 0,
 	min_seg int NOT NULL DEFAULT 0,
-	created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	-- 'object': append refuses payloads that are not JSON objects
+	payload_check text NOT NULL DEFAULT 'any' CHECK (payload_check IN ('any', 'object'))
 );
 
 CREATE TABLE streamguard.stream_partition (
@@ -282,7 +284,8 @@ CREATE FUNCTION streamguard.create_stream(
 	partitions int DEFAULT 1,
 	retention interval DEFAULT NULL,
 	dedup_window interval DEFAULT '1 hour',
-	segment_interval interval DEFAULT NULL)
+	segment_interval interval DEFAULT NULL,
+	payload_check text DEFAULT 'any')
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_stream'
 LANGUAGE C VOLATILE;
@@ -726,7 +729,7 @@ GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.
 	streamguard.pipeline_workers, streamguard.stream_repartitions
 	TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval, text) FROM PUBLIC;
 -- A view calls functions with its caller's rights, not its owner's: the
 -- internal functions the views call stay executable by PUBLIC and filter by
 -- themselves (_next_event_time, _pipeline_batches, _remote_runtime,
@@ -1304,8 +1307,8 @@ $metrics$;
 -- what \df+, \dv+ and \dt+ show for each object of the extension; the
 -- reference is docs/sql-reference.md (sql/18_comments.sql checks that no
 -- function, view or table is without one)
-COMMENT ON FUNCTION streamguard.create_stream(text, integer, interval, interval, interval) IS
-	'Creates a stream: a partitioned, ordered, retained log of jsonb events.';
+COMMENT ON FUNCTION streamguard.create_stream(text, integer, interval, interval, interval, text) IS
+	'Creates a stream: a partitioned, ordered, retained log of jsonb events (payload_check ''object'': JSON objects only).';
 COMMENT ON FUNCTION streamguard.alter_stream(text, integer, interval, interval, interval) IS
 	'Changes a stream''s partition count (more only), retention, dedup window or segment interval.';
 COMMENT ON FUNCTION streamguard.drop_stream(text, boolean) IS

@@ -62,3 +62,29 @@ BEGIN;
 SELECT seq FROM streamguard.append('events', '{"aborted": true}', partition => 2);
 ROLLBACK;
 SELECT seq FROM streamguard.append('events', '{"after": true}', partition => 2);
+
+-- payload_check: a stream created with payload_check => 'object' takes JSON
+-- objects only; the default 'any' keeps taking any JSON value
+SELECT try($$SELECT streamguard.create_stream('objs', 2, payload_check => 'objects')$$);
+SELECT try($$SELECT streamguard.create_stream('objs', 2, payload_check => NULL)$$);
+SELECT streamguard.create_stream('objs', 2, payload_check => 'object');
+SELECT try($$SELECT streamguard.append('objs', 'null')$$);
+SELECT try($$SELECT streamguard.append('objs', '"text"')$$);
+SELECT try($$SELECT streamguard.append('objs', '42')$$);
+SELECT try($$SELECT streamguard.append('objs', 'true')$$);
+SELECT try($$SELECT streamguard.append('objs', '[{"a": 1}]')$$);
+SELECT try($$SELECT * FROM streamguard.append_batch('objs', ARRAY['{"a": 1}', 'null', '{}']::jsonb[])$$);
+SELECT try($$SELECT * FROM streamguard.append_batch('objs', ARRAY['[]']::jsonb[])$$);
+-- a duplicate's payload is checked too (a refused payload never reaches dedup)
+SELECT try($$SELECT streamguard.append('objs', '1', dedup_key => 'd1')$$);
+SELECT partition, seq FROM streamguard.append('objs', '{"ok": 1}', key => 'k');
+SELECT count(*) FROM streamguard.append_batch('objs', ARRAY['{"ok": 2}', '{}']::jsonb[]);
+-- nothing refused was stored
+SELECT payload FROM streamguard.poll('objs', 'c', 100) ORDER BY payload::text;
+-- the default takes scalars and null, as before 0.3
+SELECT streamguard.create_stream('anyjson', 1);
+SELECT count(*) FROM streamguard.append_batch('anyjson', ARRAY['null', '1', '"s"', '[]', '{}']::jsonb[]);
+SELECT payload_check, count(*) FROM streamguard.stream WHERE name IN ('objs', 'anyjson', 'events')
+GROUP BY 1 ORDER BY 1;
+SELECT streamguard.drop_stream('objs', force => true);
+SELECT streamguard.drop_stream('anyjson', force => true);

@@ -113,7 +113,7 @@ WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'streamguard') 
 -- A function added without a decision, or whose ACL differs, is listed.
 CREATE TEMP TABLE decision (fn text PRIMARY KEY, decision text NOT NULL);
 INSERT INTO decision VALUES
-	('streamguard.create_stream(text,integer,interval,interval,interval)', 'revoked'),
+	('streamguard.create_stream(text,integer,interval,interval,interval,text)', 'revoked'),
 	('streamguard.drop_stream(text,boolean)', 'api'),
 	('streamguard.alter_stream(text,integer,interval,interval,interval)', 'api'),
 	('streamguard.grant_stream(text,regrole,text)', 'api'),

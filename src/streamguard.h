@@ -222,6 +222,7 @@ typedef struct SgStreamMeta
 	int			nparts;
 	Oid			owner;
 	int64		dedup_window_us;
+	bool		payload_object; /* payload_check 'object': refuse other JSON */
 	int			ngrants;
 	Oid		   *grant_roles;	/* in CacheMemoryContext */
 	bool	   *grant_append;

@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -22,6 +23,7 @@
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -37,7 +39,8 @@ PG_FUNCTION_INFO_V1(sg_revoke_stream);
 /* ------------------------------------------------------- SQL functions */
 
 /*
- * create_stream(name, partitions, retention, dedup_window, segment_interval)
+ * create_stream(name, partitions, retention, dedup_window, segment_interval,
+ *				 payload_check)
  */
 Datum
 sg_create_stream(PG_FUNCTION_ARGS)
@@ -47,6 +50,7 @@ sg_create_stream(PG_FUNCTION_ARGS)
 	Interval   *retention = NULL;
 	Interval   *dedup_window;
 	Interval   *segment_interval = NULL;
+	char	   *payload_check = "any";
 	SgUserSave	save;
 	int32		stream_id;
 	bool		isnull;
@@ -87,6 +91,19 @@ sg_create_stream(PG_FUNCTION_ARGS)
 					 errdetail("Without retention a stream keeps all events in one segment.")));
 	}
 
+	if (PG_NARGS() > 5)
+	{
+		if (PG_ARGISNULL(5))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("payload_check must not be NULL")));
+		payload_check = text_to_cstring(PG_GETARG_TEXT_PP(5));
+		if (strcmp(payload_check, "any") != 0 && strcmp(payload_check, "object") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("payload_check must be 'any' or 'object', got \"%s\"", payload_check)));
+	}
+
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	SgLockRoleForCreate(GetUserId());
@@ -121,9 +138,9 @@ sg_create_stream(PG_FUNCTION_ARGS)
 						   "streamguard.database_max_partitions");
 	}
 	{
-		Oid			types[6] = {TEXTOID, INT4OID, OIDOID, INTERVALOID, INTERVALOID, INTERVALOID};
-		Datum		values[6];
-		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			types[7] = {TEXTOID, INT4OID, OIDOID, INTERVALOID, INTERVALOID, INTERVALOID, TEXTOID};
+		Datum		values[7];
+		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 
 		values[0] = CStringGetTextDatum(name);
 		values[1] = Int32GetDatum(nparts);
@@ -150,11 +167,22 @@ sg_create_stream(PG_FUNCTION_ARGS)
 		if (retention)
 			SgCheckSegments(retention, DatumGetIntervalP(values[5]));
 
-		ret = SPI_execute_with_args("INSERT INTO streamguard.stream "
-									"(name, partitions, owner, retention, dedup_window, segment_interval) "
-									"VALUES ($1, $2, $3, $4, $5, $6) "
-									"ON CONFLICT (name) DO NOTHING RETURNING id",
-									6, types, values, nulls, false, 0);
+		values[6] = CStringGetTextDatum(payload_check);
+		/* a catalog before 0.3 (served until ALTER EXTENSION UPDATE) has no payload_check */
+		if (get_attnum(get_relname_relid("stream", get_namespace_oid("streamguard", false)),
+					   "payload_check") != InvalidAttrNumber)
+			ret = SPI_execute_with_args("INSERT INTO streamguard.stream "
+										"(name, partitions, owner, retention, dedup_window, segment_interval, "
+										"payload_check) "
+										"VALUES ($1, $2, $3, $4, $5, $6, $7) "
+										"ON CONFLICT (name) DO NOTHING RETURNING id",
+										7, types, values, nulls, false, 0);
+		else
+			ret = SPI_execute_with_args("INSERT INTO streamguard.stream "
+										"(name, partitions, owner, retention, dedup_window, segment_interval) "
+										"VALUES ($1, $2, $3, $4, $5, $6) "
+										"ON CONFLICT (name) DO NOTHING RETURNING id",
+										6, types, values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not insert stream: %s", SPI_result_code_string(ret));
 		if (SPI_processed == 0)
