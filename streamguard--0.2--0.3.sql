@@ -454,30 +454,26 @@ FROM streamguard._worker_slots() w;
 GRANT SELECT ON streamguard.worker_slots TO PUBLIC;
 
 -- ------------------------------------------------------ payload_check
--- create_stream(..., payload_check => 'object'): a stream that takes JSON
--- objects only (null, scalars and arrays are refused at append); existing
--- streams take any JSON, as before
+-- set_payload_check(stream, 'object'): a stream that takes JSON objects
+-- only (null, scalars and arrays are refused at append); existing streams
+-- take any JSON, as before
 ALTER TABLE streamguard.stream ADD COLUMN payload_check text NOT NULL DEFAULT 'any'
 	CHECK (payload_check IN ('any', 'object'));
-DROP FUNCTION streamguard.create_stream(text, int, interval, interval, interval);
-CREATE FUNCTION streamguard.create_stream(
-	name text,
-	partitions int DEFAULT 1,
-	retention interval DEFAULT NULL,
-	dedup_window interval DEFAULT '1 hour',
-	segment_interval interval DEFAULT NULL,
-	payload_check text DEFAULT 'any')
+-- what a stream accepts as payload: 'any' JSON (the default) or only
+-- 'object's; owner only, for appends from the change's commit on
+CREATE FUNCTION streamguard.set_payload_check(stream text, payload_check text)
 RETURNS void
-AS 'MODULE_PATHNAME', 'sg_create_stream'
+AS 'MODULE_PATHNAME', 'sg_set_payload_check'
 LANGUAGE C VOLATILE;
-REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval, text) FROM PUBLIC;
 
 -- ------------------------------------------------------------ comments
 -- what \df+, \dv+ and \dt+ show for each object of the extension; the
 -- reference is docs/sql-reference.md (sql/18_comments.sql checks that no
 -- function, view or table is without one)
-COMMENT ON FUNCTION streamguard.create_stream(text, integer, interval, interval, interval, text) IS
-	'Creates a stream: a partitioned, ordered, retained log of jsonb events (payload_check ''object'': JSON objects only).';
+COMMENT ON FUNCTION streamguard.create_stream(text, integer, interval, interval, interval) IS
+	'Creates a stream: a partitioned, ordered, retained log of jsonb events.';
+COMMENT ON FUNCTION streamguard.set_payload_check(text, text) IS
+	'Makes a stream take only JSON objects as payloads (''object'') or any JSON value (''any'', the default).';
 COMMENT ON FUNCTION streamguard.alter_stream(text, integer, interval, interval, interval) IS
 	'Changes a stream''s partition count (more only), retention, dedup window or segment interval.';
 COMMENT ON FUNCTION streamguard.drop_stream(text, boolean) IS

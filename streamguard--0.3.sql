@@ -284,8 +284,7 @@ CREATE FUNCTION streamguard.create_stream(
 	partitions int DEFAULT 1,
 	retention interval DEFAULT NULL,
 	dedup_window interval DEFAULT '1 hour',
-	segment_interval interval DEFAULT NULL,
-	payload_check text DEFAULT 'any')
+	segment_interval interval DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_create_stream'
 LANGUAGE C VOLATILE;
@@ -303,6 +302,13 @@ CREATE FUNCTION streamguard.alter_stream(
 	segment_interval interval DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'sg_alter_stream'
+LANGUAGE C VOLATILE;
+
+-- what a stream accepts as payload: 'any' JSON (the default) or only
+-- 'object's; owner only, for appends from the change's commit on
+CREATE FUNCTION streamguard.set_payload_check(stream text, payload_check text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_set_payload_check'
 LANGUAGE C VOLATILE;
 
 CREATE FUNCTION streamguard.grant_stream(stream text, grantee regrole, privilege text DEFAULT 'all')
@@ -729,7 +735,7 @@ GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.
 	streamguard.pipeline_workers, streamguard.stream_repartitions
 	TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;
 -- A view calls functions with its caller's rights, not its owner's: the
 -- internal functions the views call stay executable by PUBLIC and filter by
 -- themselves (_next_event_time, _pipeline_batches, _remote_runtime,
@@ -1307,8 +1313,10 @@ $metrics$;
 -- what \df+, \dv+ and \dt+ show for each object of the extension; the
 -- reference is docs/sql-reference.md (sql/18_comments.sql checks that no
 -- function, view or table is without one)
-COMMENT ON FUNCTION streamguard.create_stream(text, integer, interval, interval, interval, text) IS
-	'Creates a stream: a partitioned, ordered, retained log of jsonb events (payload_check ''object'': JSON objects only).';
+COMMENT ON FUNCTION streamguard.create_stream(text, integer, interval, interval, interval) IS
+	'Creates a stream: a partitioned, ordered, retained log of jsonb events.';
+COMMENT ON FUNCTION streamguard.set_payload_check(text, text) IS
+	'Makes a stream take only JSON objects as payloads (''object'') or any JSON value (''any'', the default).';
 COMMENT ON FUNCTION streamguard.alter_stream(text, integer, interval, interval, interval) IS
 	'Changes a stream''s partition count (more only), retention, dedup window or segment interval.';
 COMMENT ON FUNCTION streamguard.drop_stream(text, boolean) IS

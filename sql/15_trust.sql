@@ -113,9 +113,10 @@ WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'streamguard') 
 -- A function added without a decision, or whose ACL differs, is listed.
 CREATE TEMP TABLE decision (fn text PRIMARY KEY, decision text NOT NULL);
 INSERT INTO decision VALUES
-	('streamguard.create_stream(text,integer,interval,interval,interval,text)', 'revoked'),
+	('streamguard.create_stream(text,integer,interval,interval,interval)', 'revoked'),
 	('streamguard.drop_stream(text,boolean)', 'api'),
 	('streamguard.alter_stream(text,integer,interval,interval,interval)', 'api'),
+	('streamguard.set_payload_check(text,text)', 'api'),
 	('streamguard.grant_stream(text,regrole,text)', 'api'),
 	('streamguard.revoke_stream(text,regrole,text)', 'api'),
 	('streamguard.append(text,jsonb,text,text,integer)', 'api'),

@@ -334,7 +334,7 @@ sg_check_payload(SgStreamMeta *meta, Datum payload, int index)
 					TextDatumGetCString(DirectFunctionCall1(jsonb_typeof, payload))) :
 			 errmsg("payload must be a JSON object, not %s",
 					TextDatumGetCString(DirectFunctionCall1(jsonb_typeof, payload))),
-			 errdetail("Stream \"%s\" was created with payload_check => 'object'.", meta->name)));
+			 errdetail("Stream \"%s\" takes JSON objects only (streamguard.set_payload_check).", meta->name)));
 }
 
 /*

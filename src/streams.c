@@ -15,7 +15,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -23,7 +22,6 @@
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -39,8 +37,7 @@ PG_FUNCTION_INFO_V1(sg_revoke_stream);
 /* ------------------------------------------------------- SQL functions */
 
 /*
- * create_stream(name, partitions, retention, dedup_window, segment_interval,
- *				 payload_check)
+ * create_stream(name, partitions, retention, dedup_window, segment_interval)
  */
 Datum
 sg_create_stream(PG_FUNCTION_ARGS)
@@ -50,7 +47,6 @@ sg_create_stream(PG_FUNCTION_ARGS)
 	Interval   *retention = NULL;
 	Interval   *dedup_window;
 	Interval   *segment_interval = NULL;
-	char	   *payload_check = "any";
 	SgUserSave	save;
 	int32		stream_id;
 	bool		isnull;
@@ -91,19 +87,6 @@ sg_create_stream(PG_FUNCTION_ARGS)
 					 errdetail("Without retention a stream keeps all events in one segment.")));
 	}
 
-	if (PG_NARGS() > 5)
-	{
-		if (PG_ARGISNULL(5))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("payload_check must not be NULL")));
-		payload_check = text_to_cstring(PG_GETARG_TEXT_PP(5));
-		if (strcmp(payload_check, "any") != 0 && strcmp(payload_check, "object") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("payload_check must be 'any' or 'object', got \"%s\"", payload_check)));
-	}
-
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	SgLockRoleForCreate(GetUserId());
@@ -138,9 +121,9 @@ sg_create_stream(PG_FUNCTION_ARGS)
 						   "streamguard.database_max_partitions");
 	}
 	{
-		Oid			types[7] = {TEXTOID, INT4OID, OIDOID, INTERVALOID, INTERVALOID, INTERVALOID, TEXTOID};
-		Datum		values[7];
-		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			types[6] = {TEXTOID, INT4OID, OIDOID, INTERVALOID, INTERVALOID, INTERVALOID};
+		Datum		values[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
 		values[0] = CStringGetTextDatum(name);
 		values[1] = Int32GetDatum(nparts);
@@ -167,22 +150,11 @@ sg_create_stream(PG_FUNCTION_ARGS)
 		if (retention)
 			SgCheckSegments(retention, DatumGetIntervalP(values[5]));
 
-		values[6] = CStringGetTextDatum(payload_check);
-		/* a catalog before 0.3 (served until ALTER EXTENSION UPDATE) has no payload_check */
-		if (get_attnum(get_relname_relid("stream", get_namespace_oid("streamguard", false)),
-					   "payload_check") != InvalidAttrNumber)
-			ret = SPI_execute_with_args("INSERT INTO streamguard.stream "
-										"(name, partitions, owner, retention, dedup_window, segment_interval, "
-										"payload_check) "
-										"VALUES ($1, $2, $3, $4, $5, $6, $7) "
-										"ON CONFLICT (name) DO NOTHING RETURNING id",
-										7, types, values, nulls, false, 0);
-		else
-			ret = SPI_execute_with_args("INSERT INTO streamguard.stream "
-										"(name, partitions, owner, retention, dedup_window, segment_interval) "
-										"VALUES ($1, $2, $3, $4, $5, $6) "
-										"ON CONFLICT (name) DO NOTHING RETURNING id",
-										6, types, values, nulls, false, 0);
+		ret = SPI_execute_with_args("INSERT INTO streamguard.stream "
+									"(name, partitions, owner, retention, dedup_window, segment_interval) "
+									"VALUES ($1, $2, $3, $4, $5, $6) "
+									"ON CONFLICT (name) DO NOTHING RETURNING id",
+									6, types, values, nulls, false, 0);
 		if (ret != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not insert stream: %s", SPI_result_code_string(ret));
 		if (SPI_processed == 0)
@@ -442,6 +414,7 @@ sg_revoke_stream(PG_FUNCTION_ARGS)
 /* ------------------------------------------------------------ alter_stream */
 
 PG_FUNCTION_INFO_V1(sg_alter_stream);
+PG_FUNCTION_INFO_V1(sg_set_payload_check);
 
 /*
  * alter_stream(name, partitions, retention, dedup_window, segment_interval):
@@ -594,5 +567,67 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 	SgLeaveCatalog(&save);
 	HorizonBumpGenerationAtCommit(stream_id);
 	LauncherWake();
+	PG_RETURN_VOID();
+}
+
+/*
+ * set_payload_check(stream, 'any' | 'object'): with 'object', appends to
+ * the stream refuse payloads that are not JSON objects (append.c).  Owner
+ * only.  Appends that start after this transaction commits see the change.
+ */
+Datum
+sg_set_payload_check(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *check;
+	SgUserSave	save;
+	int32		stream_id;
+	Oid			owner;
+	bool		isnull;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	SgCheckName("stream", name);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payload_check must not be NULL")));
+	check = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (strcmp(check, "any") != 0 && strcmp(check, "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("payload_check must be 'any' or 'object', got \"%s\"", check)));
+
+	SgEnterCatalog(&save);
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1] = {CStringGetTextDatum(name)};
+
+		if (SPI_execute_with_args("SELECT id, owner FROM streamguard.stream "
+								  "WHERE name OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
+								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "stream lookup failed");
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("stream \"%s\" does not exist", name)));
+		stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	if (!superuser_arg(save.userid) && !has_privs_of_role(save.userid, owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of stream \"%s\"", name)));
+	{
+		Oid			types[2] = {INT4OID, TEXTOID};
+		Datum		values[2] = {Int32GetDatum(stream_id), CStringGetTextDatum(check)};
+
+		if (SPI_execute_with_args("UPDATE streamguard.stream SET payload_check = $2 "
+								  "WHERE id OPERATOR(pg_catalog.=) $1",
+								  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "set_payload_check failed");
+	}
+	SgLeaveCatalog(&save);
+	HorizonBumpGenerationAtCommit(stream_id);
 	PG_RETURN_VOID();
 }
