@@ -459,6 +459,25 @@ GRANT SELECT ON streamguard.worker_slots TO PUBLIC;
 -- take any JSON, as before
 ALTER TABLE streamguard.stream ADD COLUMN payload_check text NOT NULL DEFAULT 'any'
 	CHECK (payload_check IN ('any', 'object'));
+-- and the streams view shows it (a column at the end: the view stays replaceable)
+CREATE OR REPLACE VIEW streamguard.streams AS
+SELECT s.name AS stream,
+	   s.owner::regrole AS owner,
+	   s.partitions,
+	   s.retention,
+	   s.dedup_window,
+	   s.current_seg - s.min_seg + 1 AS segments,
+	   coalesce(pg_catalog.sum(p.last_seq - p.first_seq + 1), 0)::bigint AS retained_events,
+	   pg_catalog.min(p.first_seq) AS first_seq,
+	   pg_catalog.max(p.last_seq) AS last_seq,
+	   pg_catalog.min(p.readable_horizon) AS readable_horizon,
+	   coalesce(pg_catalog.sum(p.in_flight), 0)::int AS in_flight,
+	   coalesce(pg_catalog.max(p.append_rate), 0) AS append_rate,
+	   s.created_at,
+	   s.payload_check
+FROM streamguard.stream s
+LEFT JOIN streamguard._partition_stats() p ON p.stream_id = s.id
+GROUP BY s.id;
 -- what a stream accepts as payload: 'any' JSON (the default) or only
 -- 'object's; owner only, for appends from the change's commit on
 CREATE FUNCTION streamguard.set_payload_check(stream text, payload_check text)

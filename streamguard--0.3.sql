@@ -530,7 +530,8 @@ SELECT s.name AS stream,
 	   pg_catalog.min(p.readable_horizon) AS readable_horizon,
 	   coalesce(pg_catalog.sum(p.in_flight), 0)::int AS in_flight,
 	   coalesce(pg_catalog.max(p.append_rate), 0) AS append_rate,
-	   s.created_at
+	   s.created_at,
+	   s.payload_check
 FROM streamguard.stream s
 LEFT JOIN streamguard._partition_stats() p ON p.stream_id = s.id
 GROUP BY s.id;

@@ -94,6 +94,7 @@ SELECT payload FROM streamguard.poll('objs', 'c', 100) ORDER BY payload::text;
 -- and back to any JSON
 SELECT streamguard.set_payload_check('objs', 'any');
 SELECT seq FROM streamguard.append('objs', 'null', partition => 0);
-SELECT payload_check, count(*) FROM streamguard.stream WHERE name IN ('objs', 'events')
-GROUP BY 1 ORDER BY 1;
+SELECT stream, payload_check FROM streamguard.streams WHERE stream IN ('objs', 'events') ORDER BY 1;
+SELECT streamguard.set_payload_check('objs', 'object');
+SELECT stream, payload_check FROM streamguard.streams WHERE stream = 'objs';
 SELECT streamguard.drop_stream('objs', force => true);
