@@ -62,3 +62,39 @@ BEGIN;
 SELECT seq FROM streamguard.append('events', '{"aborted": true}', partition => 2);
 ROLLBACK;
 SELECT seq FROM streamguard.append('events', '{"after": true}', partition => 2);
+
+-- payload_check: set_payload_check(stream, 'object') makes a stream take
+-- JSON objects only; the default 'any' keeps taking any JSON value
+SELECT streamguard.create_stream('objs', 2);
+SELECT try($$SELECT streamguard.set_payload_check('objs', 'objects')$$);
+SELECT try($$SELECT streamguard.set_payload_check('objs', NULL)$$);
+SELECT try($$SELECT streamguard.set_payload_check('no_such', 'object')$$);
+-- the owner only
+CREATE ROLE pc_other;
+SET ROLE pc_other;
+SELECT try($$SELECT streamguard.set_payload_check('objs', 'object')$$);
+RESET ROLE;
+DROP ROLE pc_other;
+-- a payload appended in this session before the change (the cached stream)
+SELECT seq FROM streamguard.append('objs', '"before"', partition => 0);
+SELECT streamguard.set_payload_check('objs', 'object');
+SELECT try($$SELECT streamguard.append('objs', 'null')$$);
+SELECT try($$SELECT streamguard.append('objs', '"text"')$$);
+SELECT try($$SELECT streamguard.append('objs', '42')$$);
+SELECT try($$SELECT streamguard.append('objs', 'true')$$);
+SELECT try($$SELECT streamguard.append('objs', '[{"a": 1}]')$$);
+SELECT try($$SELECT * FROM streamguard.append_batch('objs', ARRAY['{"a": 1}', 'null', '{}']::jsonb[])$$);
+SELECT try($$SELECT * FROM streamguard.append_batch('objs', ARRAY['[]']::jsonb[])$$);
+-- checked before the dedup key is claimed: the key stays free
+SELECT try($$SELECT streamguard.append('objs', '1', dedup_key => 'd1')$$);
+SELECT partition, seq FROM streamguard.append('objs', '{"ok": 1}', key => 'k', dedup_key => 'd1');
+SELECT count(*) FROM streamguard.append_batch('objs', ARRAY['{"ok": 2}', '{}']::jsonb[]);
+-- nothing refused was stored
+SELECT payload FROM streamguard.poll('objs', 'c', 100) ORDER BY payload::text;
+-- and back to any JSON
+SELECT streamguard.set_payload_check('objs', 'any');
+SELECT seq FROM streamguard.append('objs', 'null', partition => 0);
+SELECT stream, payload_check FROM streamguard.streams WHERE stream IN ('objs', 'events') ORDER BY 1;
+SELECT streamguard.set_payload_check('objs', 'object');
+SELECT stream, payload_check FROM streamguard.streams WHERE stream = 'objs';
+SELECT streamguard.drop_stream('objs', force => true);

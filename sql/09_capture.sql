@@ -505,6 +505,20 @@ RESET ROLE;
 REVOKE ALL ON cap_nokey FROM cap_nobody;
 DROP ROLE cap_nobody;
 
+-- a stream that takes JSON objects only (set_payload_check) takes captured
+-- changes: every captured payload is an object
+SELECT streamguard.create_stream('cap_obj', 1);
+SELECT streamguard.set_payload_check('cap_obj', 'object');
+CREATE TABLE cap_objt (id int PRIMARY KEY, v text);
+SELECT streamguard.capture_table('cap_objt', 'cap_obj', backfill => false);
+INSERT INTO cap_objt VALUES (1, 'a');
+UPDATE cap_objt SET v = 'b';
+DELETE FROM cap_objt;
+SELECT count(*) AS events, bool_and(jsonb_typeof(payload) = 'object') AS all_objects
+FROM streamguard.poll('cap_obj', 'c', 100);
+SELECT streamguard.drop_stream('cap_obj', force => true);
+DROP TABLE cap_objt;
+
 -- what is left
 SELECT tab, stream, backfill_state FROM streamguard.captures ORDER BY tab::text, stream;
 

@@ -116,6 +116,7 @@ INSERT INTO decision VALUES
 	('streamguard.create_stream(text,integer,interval,interval,interval)', 'revoked'),
 	('streamguard.drop_stream(text,boolean)', 'api'),
 	('streamguard.alter_stream(text,integer,interval,interval,interval)', 'api'),
+	('streamguard.set_payload_check(text,text)', 'api'),
 	('streamguard.grant_stream(text,regrole,text)', 'api'),
 	('streamguard.revoke_stream(text,regrole,text)', 'api'),
 	('streamguard.append(text,jsonb,text,text,integer)', 'api'),

@@ -312,6 +312,32 @@ sg_check_dedup_key(const char *key)
 }
 
 /*
+ * A stream created with payload_check => 'object' takes JSON objects only:
+ * null, scalars and arrays are refused (consumers that expect objects
+ * would otherwise meet them as poison).  index is the event's place in a
+ * batch (1-based), 0 for a single append.
+ */
+static void
+sg_check_payload(SgStreamMeta *meta, Datum payload, int index)
+{
+	Jsonb	   *jb;
+
+	if (!meta->payload_object)
+		return;
+	jb = DatumGetJsonbP(payload);
+	if (JB_ROOT_IS_OBJECT(jb) && !JB_ROOT_IS_SCALAR(jb))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 index > 0 ?
+			 errmsg("payloads[%d] must be a JSON object, not %s", index,
+					TextDatumGetCString(DirectFunctionCall1(jsonb_typeof, payload))) :
+			 errmsg("payload must be a JSON object, not %s",
+					TextDatumGetCString(DirectFunctionCall1(jsonb_typeof, payload))),
+			 errdetail("Stream \"%s\" takes JSON objects only (streamguard.set_payload_check).", meta->name)));
+}
+
+/*
  * append(stream, payload, key, dedup_key, partition) -> position
  */
 Datum
@@ -353,6 +379,7 @@ sg_append(PG_FUNCTION_ARGS)
 	meta = StreamLookup(name, SG_PRIV_APPEND);
 	if (!StreamLockAppend(meta))
 		meta = StreamLookup(name, SG_PRIV_APPEND);
+	sg_check_payload(meta, PG_GETARG_DATUM(1), 0);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 	part = sg_choose_partition(meta, !PG_ARGISNULL(4), PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4),
 							   keystr, keystr ? (int) strlen(keystr) : 0);
@@ -466,6 +493,8 @@ sg_append_batch(PG_FUNCTION_ARGS)
 	}
 	if (!StreamLockAppend(meta))
 		meta = StreamLookup(name, SG_PRIV_APPEND);
+	for (i = 0; i < n; i++)
+		sg_check_payload(meta, payloads[i], i + 1);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 
 	ev = palloc0(sizeof(SgEventRow) * n);
@@ -575,6 +604,8 @@ StreamAppendEvents(SgStreamMeta *meta, SgEventRow *ev, int n)
 
 	if (n <= 0)
 		return;
+	for (i = 0; i < n; i++)
+		sg_check_payload(meta, ev[i].payload, n > 1 ? i + 1 : 0);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 	segs = palloc(sizeof(int32) * n);
 	for (i = 0; i < n; i++)

@@ -421,8 +421,14 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 	SgUserSave	save;
 
 	SgBecomeDataOwner(&save, true);
+	/* a 0.2 catalog (served until ALTER EXTENSION UPDATE) has no payload_check */
 	plan = SgPlanCached(NULL,
-						"SELECT id, partitions, owner, current_seg, min_seg, dedup_window "
+						get_attnum(get_relname_relid("stream", get_namespace_oid("streamguard", false)),
+								   "payload_check") != InvalidAttrNumber ?
+						"SELECT id, partitions, owner, current_seg, min_seg, dedup_window, "
+						"payload_check OPERATOR(pg_catalog.=) 'object' "
+						"FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1" :
+						"SELECT id, partitions, owner, current_seg, min_seg, dedup_window, false "
 						"FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1",
 						1, types);
 	values[0] = CStringGetTextDatum(name);
@@ -446,6 +452,7 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 	min_seg = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
 	meta->dedup_window_us = SgIntervalUsecs(DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0],
 																				SPI_tuptable->tupdesc, 6, &isnull)));
+	meta->payload_object = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7, &isnull));
 	strlcpy(meta->name, name, NAMEDATALEN);
 	meta->write_seg = -1;
 	meta->write_relid = InvalidOid;

@@ -744,6 +744,14 @@ MaintenanceWorkerMain(Datum arg)
 	 */
 	SetConfigOption("deadlock_timeout", "100ms", PGC_SUSET, PGC_S_SESSION);
 	pgstat_report_appname("streamguard maintenance");
+	{
+		char	   *dbname;
+
+		StartTransactionCommand();
+		dbname = get_database_name(MyDatabaseId);
+		SgSetWorkerTitle(psprintf("streamguard maintenance db=%s", dbname ? dbname : "?"));
+		CommitTransactionCommand();
+	}
 
 	sg_round_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard maintenance round",
 										 ALLOCSET_DEFAULT_SIZES);

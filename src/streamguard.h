@@ -63,6 +63,7 @@ extern bool SgRunningAllowSourceAppend;
 extern void SgEventColumns(TupleDesc desc);
 extern bool SgLoaded;
 extern void SgHardenWorkerSession(void);
+extern void SgSetWorkerTitle(const char *title);
 extern int	SgAddOid(Oid *set, int n, int max, Oid oid);
 extern void SgLockRoleForCreate(Oid roleid);
 extern void SgLockDatabaseForCreate(void);
@@ -221,6 +222,7 @@ typedef struct SgStreamMeta
 	int			nparts;
 	Oid			owner;
 	int64		dedup_window_us;
+	bool		payload_object; /* payload_check 'object': refuse other JSON */
 	int			ngrants;
 	Oid		   *grant_roles;	/* in CacheMemoryContext */
 	bool	   *grant_append;

@@ -414,6 +414,7 @@ sg_revoke_stream(PG_FUNCTION_ARGS)
 /* ------------------------------------------------------------ alter_stream */
 
 PG_FUNCTION_INFO_V1(sg_alter_stream);
+PG_FUNCTION_INFO_V1(sg_set_payload_check);
 
 /*
  * alter_stream(name, partitions, retention, dedup_window, segment_interval):
@@ -566,5 +567,67 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 	SgLeaveCatalog(&save);
 	HorizonBumpGenerationAtCommit(stream_id);
 	LauncherWake();
+	PG_RETURN_VOID();
+}
+
+/*
+ * set_payload_check(stream, 'any' | 'object'): with 'object', appends to
+ * the stream refuse payloads that are not JSON objects (append.c).  Owner
+ * only.  Appends that start after this transaction commits see the change.
+ */
+Datum
+sg_set_payload_check(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *check;
+	SgUserSave	save;
+	int32		stream_id;
+	Oid			owner;
+	bool		isnull;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "stream name");
+	SgCheckName("stream", name);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payload_check must not be NULL")));
+	check = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (strcmp(check, "any") != 0 && strcmp(check, "object") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("payload_check must be 'any' or 'object', got \"%s\"", check)));
+
+	SgEnterCatalog(&save);
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1] = {CStringGetTextDatum(name)};
+
+		if (SPI_execute_with_args("SELECT id, owner FROM streamguard.stream "
+								  "WHERE name OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE",
+								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "stream lookup failed");
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("stream \"%s\" does not exist", name)));
+		stream_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	if (!superuser_arg(save.userid) && !has_privs_of_role(save.userid, owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of stream \"%s\"", name)));
+	{
+		Oid			types[2] = {INT4OID, TEXTOID};
+		Datum		values[2] = {Int32GetDatum(stream_id), CStringGetTextDatum(check)};
+
+		if (SPI_execute_with_args("UPDATE streamguard.stream SET payload_check = $2 "
+								  "WHERE id OPERATOR(pg_catalog.=) $1",
+								  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "set_payload_check failed");
+	}
+	SgLeaveCatalog(&save);
+	HorizonBumpGenerationAtCommit(stream_id);
 	PG_RETURN_VOID();
 }

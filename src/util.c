@@ -26,6 +26,8 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/ps_status.h"
+#include "pgstat.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -170,6 +172,19 @@ SgAddOid(Oid *set, int n, int max, Oid oid)
  * database; its handle lives in TopMemoryContext (it outlives transactions).
  * Returns NULL, having logged why, when no worker slot is free.
  */
+/*
+ * Name this worker for people: the process title (ps, top) and
+ * application_name in pg_stat_activity both say what it works on, e.g.
+ * "streamguard pipeline order_totals" or "streamguard maintenance db=shop".
+ * application_name is cut at NAMEDATALEN - 1 bytes, the title is not.
+ */
+void
+SgSetWorkerTitle(const char *title)
+{
+	init_ps_display(title);
+	pgstat_report_appname(title);
+}
+
 BackgroundWorkerHandle *
 SgStartDynamicWorker(const char *function, const char *type, const char *name,
 					 Datum arg, Oid dbid)

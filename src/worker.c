@@ -290,6 +290,10 @@ PipelineWorkerMain(Datum arg)
 	SpinLockRelease(&w->slot->mutex);
 	if (!sg_load_definition(w))
 		sg_clean_exit(w);
+	if (w->def.worker == 0)
+		SgSetWorkerTitle(psprintf("streamguard pipeline %s", w->def.name));
+	else
+		SgSetWorkerTitle(psprintf("streamguard pipeline %s worker %d", w->def.name, w->def.worker));
 	(void) WindowLoad(w);
 	if (w->window && w->window->slide_us > 0 &&
 		(w->window->size_us + w->window->slide_us - 1) / w->window->slide_us > SG_MAX_WINDOWS_PER_EVENT)

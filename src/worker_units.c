@@ -356,18 +356,24 @@ Datum
 sg_worker_slots(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	int			size = sg_units->nclaims;
-	SgWorkerClaim *copy = palloc(sizeof(SgWorkerClaim) * size);
-	SgUnitCount *dbs = palloc(sizeof(SgUnitCount) * size);
-	SgUnitCount *roles = palloc(sizeof(SgUnitCount) * size);
+	int			size;
+	SgWorkerClaim *copy;
+	SgUnitCount *dbs;
+	SgUnitCount *roles;
 	int			ndbs = 0,
 				nroles = 0,
 				npipe = 0,
 				nbackfill = 0;
-	int			others = 1 + LauncherRunningWorkers();
+	int			others;
 	int			i;
 
+	/* before touching shared memory, which exists only when preloaded */
 	StreamguardCheckLoaded();
+	size = sg_units->nclaims;
+	copy = palloc(sizeof(SgWorkerClaim) * size);
+	dbs = palloc(sizeof(SgUnitCount) * size);
+	roles = palloc(sizeof(SgUnitCount) * size);
+	others = 1 + LauncherRunningWorkers();
 	InitMaterializedSRF(fcinfo, 0);
 	LWLockAcquire(sg_units->lock, LW_SHARED);
 	memcpy(copy, sg_units->claims, sizeof(SgWorkerClaim) * size);

@@ -4,10 +4,19 @@
  *		A Kafka test broker for the TAP tests: librdkafka's in-process mock
  *		cluster, on loopback, driven by commands on stdin.
  *
- * Built by "make test/kafka/sg_mock_broker" (never installed).  On start it
- * prints "bootstrap <host:port,...>" and then answers each command line
- * with one line, "ok [...]" or "error <text>".  It stays up until killed,
- * "quit", or the end of its standard input.
+ * Built by "make kafka-tools" (never installed).  Usage:
+ *
+ *	sg_mock_broker [--port PORT] [NBROKERS]
+ *
+ * NBROKERS mock brokers (default 1) listen on 127.0.0.1 at ports the system
+ * picks.  With --port, a bootstrap listener on 127.0.0.1:PORT also relays
+ * each connection to the first broker, so that clients (kcat, a server's
+ * bootstrap_servers) can be given a fixed address; the brokers' own
+ * addresses, which clients learn from the metadata, stay the random ones.
+ * On start it prints "bootstrap <host:port,...>" (with --port, that fixed
+ * address) and then answers each command line with one line, "ok [...]" or
+ * "error <text>".  It stays up until killed, "quit", or the end of its
+ * standard input.
  *
  * Commands (a key "-" means no key; VALUE is the rest of the line, raw):
  *	topic NAME NPARTS				create a topic
@@ -48,9 +57,16 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <errno.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -698,15 +714,180 @@ command(char *line)
 		printf("error unknown command \"%s\"\n", cmd);
 }
 
+/* ---------------------------------------------- fixed-port bootstrap ---- */
+
+static struct sockaddr_in relay_target;
+
+/* copy both ways between a client and the first broker until either closes */
+static void *
+relay_main(void *arg)
+{
+	int			client = (int) (intptr_t) arg;
+	int			broker = socket(AF_INET, SOCK_STREAM, 0);
+	struct pollfd fds[2];
+	char		buf[65536];
+
+	if (broker < 0 ||
+		connect(broker, (struct sockaddr *) &relay_target, sizeof(relay_target)) != 0)
+	{
+		close(client);
+		if (broker >= 0)
+			close(broker);
+		return NULL;
+	}
+	fds[0].fd = client;
+	fds[1].fd = broker;
+	fds[0].events = fds[1].events = POLLIN;
+	for (;;)
+	{
+		int			i;
+		int			done = 0;
+
+		if (poll(fds, 2, -1) < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (i = 0; i < 2 && !done; i++)
+		{
+			ssize_t		n,
+						off = 0;
+
+			if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			n = read(fds[i].fd, buf, sizeof(buf));
+			if (n <= 0)
+			{
+				done = 1;
+				break;
+			}
+			while (off < n)
+			{
+				ssize_t		w = write(fds[1 - i].fd, buf + off, n - off);
+
+				if (w <= 0)
+				{
+					done = 1;
+					break;
+				}
+				off += w;
+			}
+		}
+		if (done)
+			break;
+	}
+	close(client);
+	close(broker);
+	return NULL;
+}
+
+static void *
+accept_main(void *arg)
+{
+	int			listener = (int) (intptr_t) arg;
+
+	for (;;)
+	{
+		int			client = accept(listener, NULL, NULL);
+		pthread_t	t;
+
+		if (client < 0)
+		{
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return NULL;
+		}
+		if (pthread_create(&t, NULL, relay_main, (void *) (intptr_t) client) != 0)
+			close(client);
+		else
+			pthread_detach(t);
+	}
+}
+
+/*
+ * Listen on 127.0.0.1:port and relay to the first broker of "first"
+ * ("host:port,..."); false (with a message) when that cannot be done.
+ */
+static int
+start_fixed_bootstrap(int port, const char *first)
+{
+	struct sockaddr_in addr;
+	int			listener;
+	int			one = 1;
+	int			bport;
+	pthread_t	t;
+
+	if (sscanf(first, "%*[^:]:%d", &bport) != 1)
+	{
+		fprintf(stderr, "sg_mock_broker: cannot read the broker address \"%s\"\n", first);
+		return 0;
+	}
+	memset(&relay_target, 0, sizeof(relay_target));
+	relay_target.sin_family = AF_INET;
+	relay_target.sin_port = htons(bport);
+	relay_target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_port = htons(port);
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	listener = socket(AF_INET, SOCK_STREAM, 0);
+	if (listener < 0 ||
+		setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+		bind(listener, (struct sockaddr *) &addr, sizeof(addr)) != 0 ||
+		listen(listener, 64) != 0)
+	{
+		fprintf(stderr, "sg_mock_broker: cannot listen on 127.0.0.1:%d: %s\n", port, strerror(errno));
+		return 0;
+	}
+	if (pthread_create(&t, NULL, accept_main, (void *) (intptr_t) listener) != 0)
+	{
+		fprintf(stderr, "sg_mock_broker: cannot start the bootstrap listener\n");
+		return 0;
+	}
+	pthread_detach(t);
+	return 1;
+}
+
+static void
+usage_exit(void)
+{
+	fprintf(stderr, "usage: sg_mock_broker [--port PORT] [NBROKERS]\n");
+	exit(2);
+}
+
 int
 main(int argc, char **argv)
 {
 	char		err[512];
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	int			nbrokers = argc > 1 ? atoi(argv[1]) : 1;
+	int			nbrokers = 1;
+	int			port = 0;
+	int			i;
 	char	   *line = NULL;
 	size_t		cap = 0;
 	ssize_t		len;
+
+	for (i = 1; i < argc; i++)
+	{
+		char	   *end;
+
+		if (strcmp(argv[i], "--port") == 0 && i + 1 < argc)
+		{
+			port = (int) strtol(argv[++i], &end, 10);
+			if (*end != '\0' || port < 1 || port > 65535)
+				usage_exit();
+		}
+		else if (strcmp(argv[i], "--help") == 0 || argv[i][0] == '-')
+			usage_exit();
+		else
+		{
+			nbrokers = (int) strtol(argv[i], &end, 10);
+			if (*end != '\0' || nbrokers < 1 || nbrokers > 16)
+				usage_exit();
+		}
+	}
 
 	rd_kafka_conf_set_log_cb(conf, quiet_log);
 	host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
@@ -715,15 +896,20 @@ main(int argc, char **argv)
 		fprintf(stderr, "sg_mock_broker: %s\n", err);
 		return 1;
 	}
-	mc = rd_kafka_mock_cluster_new(host, nbrokers > 0 ? nbrokers : 1);
+	mc = rd_kafka_mock_cluster_new(host, nbrokers);
 	if (!mc)
 	{
 		fprintf(stderr, "sg_mock_broker: could not create the mock cluster\n");
 		return 1;
 	}
 	snprintf(bootstraps, sizeof(bootstraps), "%s", rd_kafka_mock_cluster_bootstraps(mc));
+	if (port > 0 && !start_fixed_bootstrap(port, bootstraps))
+		return 1;
 	producer = make_producer(NULL);
-	printf("bootstrap %s\n", bootstraps);
+	if (port > 0)
+		printf("bootstrap 127.0.0.1:%d\n", port);
+	else
+		printf("bootstrap %s\n", bootstraps);
 	fflush(stdout);
 
 	while ((len = getline(&line, &cap, stdin)) > 0)

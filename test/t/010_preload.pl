@@ -2,8 +2,9 @@
 # Preload requirement and restart durability.
 #
 # Without shared_preload_libraries = 'streamguard', CREATE EXTENSION works but
-# every function fails with SQLSTATE 55000 and a hint naming the setting, and
-# no backend crashes.  With the library preloaded the functions work, and a
+# every function fails with SQLSTATE 55000 and a hint naming the setting, so
+# do the views whose rows come from shared memory (the others answer from
+# the catalog), and no backend crashes.  With the library preloaded the functions work, and a
 # restart keeps streams, keeps every committed event with its seq, continues the
 # seq counters above every committed seq (no reuse), keeps consumer positions
 # exactly as committed, and forgets what an open transaction did at shutdown.
@@ -55,6 +56,22 @@ foreach my $sql (@calls)
 	  or diag $stderr;
 	like($stderr, qr/HINT:.*shared_preload_libraries/,
 		"not preloaded: $sql has a hint naming shared_preload_libraries");
+}
+
+# The views, with nothing in the catalog: each answers (nothing to show) or
+# fails with 55000; none crashes the server (worker_slots did, reading
+# shared memory before the check).  Part 5 checks them with streams and a
+# pipeline in the catalog.
+sub view_names
+{
+	return split /\n/, $node->safe_psql('postgres',
+		q{SELECT relname FROM pg_class WHERE relnamespace = 'streamguard'::regnamespace AND relkind = 'v' ORDER BY 1});
+}
+foreach my $view (view_names())
+{
+	my ($ok, $out, $stderr) = try_psql($node, "SELECT count(*) FROM streamguard.$view");
+	ok($ok || sqlstate($stderr) eq '55000', "not preloaded, empty catalog: view $view answers or fails with 55000")
+	  or diag $stderr;
 }
 
 is($node->safe_psql('postgres', 'SELECT 1'), '1', 'server still up');
@@ -219,6 +236,43 @@ is( $node->safe_psql('postgres',
 my $a6 = append_committed(0, 'a6');
 cmp_ok($a6, '>', $a5, 'db1 seqs unaffected by db2');
 is_deeply(poll_tags('c2', 100), [ "0:$a6:a6" ], 'db1 consumer unaffected by db2');
+
+# ---------------------------------------------------------------------------
+# 5. Not preloaded again, with streams, consumers and a pipeline in the
+#    catalog: the views whose rows come from shared memory (counters,
+#    workers, open appends, group members, worker slots) fail as the
+#    functions do, with 55000 and the hint, instead of showing rows without
+#    their state; the views over the catalog only (definitions, dead
+#    letters, captures, windows) answer.
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{CREATE TABLE sink (n int);
+SELECT streamguard.create_pipeline('p1', 's1', $$INSERT INTO sink SELECT 1 FROM batch$$);});
+ok(wait_for_value($node, q{SELECT count(*) > 0 FROM streamguard.pipeline_batches WHERE pipeline = 'p1'}, 't', 120),
+	'the pipeline committed a batch');
+$node->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
+$node->restart;
+my %runtime_view = map { $_ => 1 } qw(streams stream_partitions consumers consumer_group_members
+  horizon_holders pipelines pipeline_workers pipeline_batches pipeline_batch_durations worker_slots);
+my @views = view_names();
+cmp_ok(scalar(@views), '>=', 16, 'the views are listed');
+foreach my $view (@views)
+{
+	my ($ok, $out, $stderr) = try_psql($node, "SELECT count(*) FROM streamguard.$view");
+	if ($runtime_view{$view})
+	{
+		is(sqlstate($stderr), '55000', "not preloaded: view $view fails with 55000") or diag "$out $stderr";
+		like($stderr, qr/must be loaded via shared_preload_libraries.*HINT:.*shared_preload_libraries/s,
+			"not preloaded: view $view says why, with the hint");
+	}
+	else
+	{
+		ok($ok || sqlstate($stderr) eq '55000', "not preloaded: view $view answers or fails with 55000")
+		  or diag $stderr;
+	}
+}
+delete $runtime_view{$_} for @views;
+is(join(',', sort keys %runtime_view), '', 'every runtime view exists');
+ok( !$node->log_contains(qr/terminated by signal/), 'no backend crashed');
 
 $node->stop;
 done_testing();

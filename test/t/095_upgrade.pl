@@ -4,7 +4,7 @@
 # the same as a fresh installation of the current version (every member
 # object, every column with its type, default and nullability, every
 # function signature and ACL, every view's columns and definition, the
-# extension's schema, dependencies and its schemas' owners).
+# extension's schema, dependencies and its schemas' owners, every comment).
 #
 # The library on disk is the current one: as in a real upgrade, the 0.1
 # catalog meets the new library until the update runs.  The library serves
@@ -192,6 +192,13 @@ JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'streamguar
 UNION ALL
 SELECT format('view %s %s', c.oid::regclass, pg_catalog.pg_get_viewdef(c.oid))
 FROM pg_catalog.pg_class c WHERE c.relnamespace = 'streamguard'::regnamespace AND c.relkind = 'v'
+UNION ALL
+-- the comments of the extension's objects (and of their columns), so that
+-- the install and update scripts cannot drift apart
+SELECT format('comment %s: %s', pg_catalog.pg_describe_object(c.classoid, c.objoid, c.objsubid), c.description)
+FROM pg_catalog.pg_description c JOIN pg_catalog.pg_depend d
+	ON d.classid = c.classoid AND d.objid = c.objoid AND d.deptype = 'e'
+JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'streamguard'
 ORDER BY 1};
 my $fresh = $node->safe_psql('fresh_db', $describe);
 for my $db ('old_db', 'v02_db')

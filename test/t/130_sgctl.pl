@@ -458,6 +458,18 @@ sql(qq{SELECT streamguard.create_pipeline('to_sink', '$stream_lit',
 	($rc, $out, $err) = sg([ 'verify', '--stream', $stream, '--sink', 'no_such_table', '--id', 'seq' ]);
 	is($rc, 1, 'verify with a missing sink exits 1');
 	like($err, qr/sink table "no_such_table" does not exist/, 'a missing sink is named');
+
+	# a sink without an "id" column and no --sink-id: named as the sink's
+	# problem, with the option to use, not as verify's temporary table
+	sql(q{CREATE TABLE sink_noid (order_id bigint)});
+	($rc, $out, $err) = sg([ 'verify', '--stream', $stream, '--sink', 'sink_noid', '--id', 'seq' ]);
+	is($rc, 1, 'verify of a sink without "id" and no --sink-id exits 1');
+	like($err, qr/sink public\.sink_noid has no column "id".*--sink-id/, '... saying so and naming --sink-id');
+	unlike($err, qr/sgctl_verify/, '... without naming verify\'s temporary tables');
+	($rc, $out, $err) = sg([ 'verify', '--stream', $stream, '--sink', 'sink_noid', '--id', 'seq', '--sink-id', 'nope' ]);
+	is($rc, 1, 'verify with a --sink-id that is no column exits 1');
+	like($err, qr/--sink-id: ERROR: +column "nope" does not exist/, '... the error is the column\'s');
+	unlike($err, qr/sgctl_verify/, '... without a hint about verify\'s temporary tables');
 	($rc, $out, $err) = sg([ 'verify', '--stream', $stream, '--sink', 'Plain Sink', '--id', q{1); DELETE FROM "Plain Sink"; --} ]);
 	is($rc, 1, 'verify with an --id that is no expression exits 1');
 	# an --id with a side effect (once: for one event) fails, and nothing of it stays

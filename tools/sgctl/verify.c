@@ -132,6 +132,41 @@ exec_ok(PGconn *conn, const char *sql, int n, const char *const *params)
 	return true;
 }
 
+/*
+ * Evaluate the sink id over no rows of the sink: a column that does not
+ * exist fails here, with a message that names the sink and the option.
+ */
+static bool
+probe_sink_id(PGconn *conn, const char *sink_name, const char *sink_id, bool given)
+{
+	StrBuf		sql;
+	PGresult   *res;
+	bool		ok;
+
+	if (!exec_ok(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL))
+		return false;
+	SbInit(&sql);
+	SbAppendf(&sql, "SELECT (%s)::pg_catalog.text FROM %s AS sink LIMIT 0", sink_id, sink_name);
+	res = SgExec(conn, sql.data, 0, NULL);
+	SbFree(&sql);
+	if (res == NULL)
+		return false;
+	ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+	if (!ok)
+	{
+		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+		if (!given && state != NULL && strcmp(state, "42703") == 0)
+			SgError("sink %s has no column \"id\": name the sink's id column or expression with --sink-id",
+					sink_name);
+		else if (!(sg_interrupted && SgResultIsCancel(res)))
+			SgReportResult("--sink-id", res);
+	}
+	PQclear(res);
+	(void) exec_ok(conn, "ROLLBACK", 0, NULL);
+	return ok;
+}
+
 int
 CmdVerify(int argc, char **argv, SgConnOpts *copts)
 {
@@ -157,6 +192,7 @@ CmdVerify(int argc, char **argv, SgConnOpts *copts)
 			   *event_where = NULL;
 	int64_t		show = 10;
 	bool		json = false;
+	bool		sink_id_given = false;
 	int			opt;
 	PGconn	   *conn;
 	PGresult   *res;
@@ -185,6 +221,7 @@ CmdVerify(int argc, char **argv, SgConnOpts *copts)
 				break;
 			case 'k':
 				sink_id = optarg;
+				sink_id_given = true;
 				break;
 			case 'w':
 				where = optarg;
@@ -264,6 +301,14 @@ CmdVerify(int argc, char **argv, SgConnOpts *copts)
 	}
 	sink_name = resolve_sink(conn, sink, user_path);
 	if (sink_name == NULL)
+		goto done;
+
+	/*
+	 * Try the sink's id on its own first (read-only, no rows), so that a bad
+	 * --sink-id is reported against the sink table, not against verify's own
+	 * temporary tables (whose "id" column PostgreSQL would otherwise suggest).
+	 */
+	if (!probe_sink_id(conn, sink_name, sink_id, sink_id_given))
 		goto done;
 
 	if (!exec_ok(conn, "CREATE TEMPORARY TABLE IF NOT EXISTS sgctl_verify_events (id pg_catalog.text)", 0, NULL) ||

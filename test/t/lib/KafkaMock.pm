@@ -3,6 +3,7 @@
 # librdkafka's mock cluster on loopback), started and driven from Perl.
 #
 #   my $k = KafkaMock->start;          # builds nothing: make kafka-tools
+#   KafkaMock->start(port => 9092)     # bootstrap at a fixed port (--port)
 #   $k->bootstrap                      # "127.0.0.1:port"
 #   $k->cmd('topic orders 4')          # "ok ..." or dies with the error
 #   $k->try_cmd('...')                 # the answer line, never dies
@@ -33,7 +34,8 @@ sub start
 	die "$BROKER is missing: run make kafka-tools\n" unless -x $BROKER;
 	my $self = bless { in => '', out => '', err => '' }, $class;
 	$self->{timer} = IPC::Run::timeout(60);
-	$self->{h} = IPC::Run::start([ $BROKER, $opt{brokers} // 1 ],
+	my @args = (defined $opt{port} ? ('--port', $opt{port}) : (), $opt{brokers} // 1);
+	$self->{h} = IPC::Run::start([ $BROKER, @args ],
 		'<', \$self->{in}, '>', \$self->{out}, '2>', \$self->{err}, $self->{timer});
 	my $line = $self->_line;
 	die "sg_mock_broker did not start: $line $self->{err}\n" unless $line =~ /^bootstrap (\S+)$/;
