@@ -88,7 +88,7 @@ RESET ROLE;
 });
 
 # producers: alice appends to orders, bob to clicks (and polls them as the
-# member web-1 of group dashboard); each loop is bounded (~6 minutes)
+# member web-1 of group dashboard); each loop is bounded (some 15 minutes; stopped at the end)
 my $psql = "$bindir/psql";
 my @producers;
 sub start_producer
@@ -103,7 +103,7 @@ sub start_producer
 }
 start_producer('alice', q{DO $$
 BEGIN
-	FOR i IN 1..6000 LOOP
+	FOR i IN 1..30000 LOOP
 		PERFORM streamguard.append('orders', jsonb_build_object('n', i), 'k' || (i % 7));
 		COMMIT;
 		PERFORM pg_sleep(0.03 + 0.03 * sin(i / 40.0));
@@ -111,7 +111,7 @@ BEGIN
 END $$});
 start_producer('bob', q{DO $$
 BEGIN
-	FOR i IN 1..6000 LOOP
+	FOR i IN 1..30000 LOOP
 		PERFORM streamguard.append('clicks', jsonb_build_object('n', i), 'u' || (i % 11));
 		IF i % 20 = 0 THEN
 			PERFORM count(*) FROM streamguard.poll('clicks', 'dashboard', 10, member => 'web-1');
@@ -206,6 +206,8 @@ like($url, qr{^http://127\.0\.0\.1:\d+/$}, 'on loopback');
 		  && @{ $s->{consumer_groups} // [] } && @{ $s->{windows} // [] };
 	}, 'a running clicks_sink and a finished backfill');
 	is($snap->{session}{role}, 'bob', 'the snapshot names the role');
+	is($snap->{session}{read_only}, 'on', 'the snapshot runs in a READ ONLY transaction');
+	is($snap->{session}{statement_timeout}, '5s', '... with a statement_timeout');
 	is_deeply($snap->{errors}, {}, 'no view failed');
 	my $clicks = by_name($snap->{streams}, 'stream', 'clicks');
 	ok($clicks && $clicks->{partitions} == 3 && $clicks->{last_seq} > 0 && defined $clicks->{readable_horizon},
@@ -263,6 +265,35 @@ WHERE application_name = 'console_bob' AND state = 'idle'}, 't', 30);
 	ok(!(grep { defined $_->{backfill_error} } @{ $snap->{captures} }), 'no backfill error');
 	unlike($json->encode($snap), qr/SECRET_|division by zero/, 'no error text at all');
 	is(stop_serve($carol), 0, 'the console stops on SIGINT with 0');
+}
+
+# a view that cannot answer in time: its section says so, the others show
+{
+	my ($h, $turl) = serve('bob', '--listen', '127.0.0.1:0', '--statement-timeout', '300');
+	my ($in, $out, $err) = ('', '', '');
+	my $locker = IPC::Run::start([ $psql, '-X', '-q', '-d', "$base application_name=locker", '-c',
+		'BEGIN; LOCK TABLE streamguard.capture; SELECT pg_sleep(30); COMMIT;' ],
+		'<', \$in, '>', \$out, '2>', \$err);
+	ok(wait_for_value($node, q{SELECT count(*) > 0 FROM pg_locks
+		WHERE relation = 'streamguard.capture'::regclass AND mode = 'AccessExclusiveLock' AND granted}, 't', 30),
+		'streamguard.capture is locked');
+	my $snap = snapshot($turl);
+	like($snap->{errors}{captures} // '', qr/statement timeout/, 'the captures section timed out');
+	ok(!defined $snap->{captures}, '... and is null');
+	ok(by_name($snap->{pipelines}, 'pipeline', 'clicks_sink'), '... the other sections still show');
+	is($snap->{session}{statement_timeout}, '300ms', '--statement-timeout');
+	sql(q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'locker'});
+	eval { $locker->finish; 1 } or $locker->kill_kill;
+	is(stop_serve($h), 0, 'stopped');
+}
+
+# the console's session is terminated: the next snapshots reconnect
+{
+	my $n = sql(q{SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'console_bob'});
+	is($n, '1', "bob's console session terminated");
+	my $snap = snapshot_until($url, sub { !%{ $_[0]{errors} } && $_[0]{streams} }, 'a snapshot after the reconnect');
+	ok($snap && !%{ $snap->{errors} } && by_name($snap->{streams}, 'stream', 'clicks'), 'the console reconnected');
+	is($snap->{session}{role}, 'bob', '... as bob');
 }
 
 # the owner sees the error
@@ -421,7 +452,7 @@ SKIP:
 				binary => $chromium,
 				args => [ '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
 					'--disable-background-networking', '--disable-component-update', '--disable-sync',
-					'--disable-dev-shm-usage', "--user-data-dir=$profile", '--window-size=1400,1500' ] } } } });
+					'--disable-dev-shm-usage', "--user-data-dir=$profile", '--window-size=1400,1900' ] } } } });
 	my $sid = ref $session eq 'HASH' ? $session->{sessionId} : undef;
 	ok($sid, 'chromium started through chromedriver') or diag("chromedriver: $derr");
 	skip 'no WebDriver session', 5 unless $sid;
@@ -465,7 +496,7 @@ SKIP:
 	isnt($d2, $d1, 'the chart moved between two looks');
 
 	# a few more points for the picture, then the screenshot
-	usleep(6_000_000);
+	usleep($ENV{SG_CONSOLE_SCREENSHOT} ? 40_000_000 : 3_000_000);
 	my $png = $call->('GET', "/session/$sid/screenshot");
 	my $bytes = defined $png ? MIME::Base64::decode_base64($png) : '';
 	ok(length($bytes) > 10_000 && substr($bytes, 0, 8) eq "\x89PNG\r\n\x1a\n", 'a PNG screenshot');

@@ -7,7 +7,8 @@
 	'use strict';
 
 	var POLL_MS = 1500;
-	var WINDOW_S = 180;			/* the charts show the last three minutes */
+	var WINDOW_S = 180;			/* the charts keep the last three minutes */
+	var MIN_SPAN_S = 30;		/* and span at least 30 seconds */
 	var MAX_POINTS = 200;
 	var SVG = 'http://www.w3.org/2000/svg';
 	var COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd',
@@ -82,7 +83,7 @@
 		if (v === null || v === undefined)
 			return '-';
 		if (kind === 'f1' && typeof v === 'number')
-			return v.toFixed(1);
+			return Math.abs(v) < 0.05 ? '0.0' : v.toFixed(1);
 		if (kind === 'a' && Array.isArray(v))
 			return v.join(',');
 		if (kind === 'ts' && typeof v === 'string')
@@ -168,6 +169,11 @@
 		var W = 480, H = 180, L = 48, R = 8, T = 8, B = 20;
 		var max = 0;
 		var names = Object.keys(h).sort();
+		var oldest = now;
+
+		names.forEach(function (n) { if (h[n].length && h[n][0][0] < oldest) oldest = h[n][0][0]; });
+		/* the x axis: from the oldest point kept (30 s to 3 min) to now */
+		var span = Math.min(WINDOW_S, Math.max(MIN_SPAN_S, Math.ceil((now - oldest) / 30000) * 30)) * 1000;
 
 		names.forEach(function (n) { h[n].forEach(function (p) { if (p[1] > max) max = p[1]; }); });
 		max = niceMax(max);
@@ -181,7 +187,10 @@
 			label.textContent = v >= 1000 ? (v / 1000).toFixed(v >= 10000 ? 0 : 1) + 'k' : String(+v.toFixed(2));
 			root.appendChild(label);
 		}
-		['-3 min', '-2 min', '-1 min', 'now'].forEach(function (t, k) {
+		[3, 2, 1, 0].map(function (k) {
+			var secs = Math.round(span * k / 3000);
+			return k === 0 ? 'now' : secs % 60 === 0 ? '-' + secs / 60 + ' min' : '-' + secs + ' s';
+		}).forEach(function (t, k) {
 			var x = L + (W - L - R) * k / 3;
 			var tl = svg('text', {x: x, y: H - 5, 'text-anchor': k === 0 ? 'start' : k === 3 ? 'end' : 'middle',
 								  'font-size': 10, fill: '#5b6575'});
@@ -190,7 +199,7 @@
 		});
 		names.forEach(function (n) {
 			var d = h[n].map(function (p, k) {
-				var x = L + (W - L - R) * (1 - (now - p[0]) / (WINDOW_S * 1000));
+				var x = L + (W - L - R) * (1 - (now - p[0]) / span);
 				var y = T + (H - T - B) * (1 - p[1] / max);
 				return (k ? 'L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1);
 			}).join(' ');

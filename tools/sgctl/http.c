@@ -203,3 +203,33 @@ SgHttpSetTimeouts(int fd, int timeout_ms)
 	(void) setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	(void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
+
+/*
+ * Close a connection after its response: stop sending, then read and drop
+ * what the client still sends (a request refused before it was all read)
+ * for a moment, so that closing with unread data does not reset the
+ * connection before the client has read the response.
+ */
+void
+SgHttpClose(int fd)
+{
+	double		until = SgNow() + 0.5;
+	size_t		dropped = 0;
+
+	(void) shutdown(fd, SHUT_WR);
+	while (dropped < 256 * 1024 && !sg_interrupted)
+	{
+		struct pollfd pfd = {fd, POLLIN, 0};
+		char		buf[4096];
+		double		left = until - SgNow();
+		ssize_t		n;
+
+		if (left <= 0 || poll(&pfd, 1, (int) (left * 1000) + 1) <= 0)
+			break;
+		n = read(fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		dropped += (size_t) n;
+	}
+	close(fd);
+}

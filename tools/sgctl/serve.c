@@ -94,7 +94,9 @@ static const ApiSection api_sections[] = {
 #define SESSION_SQL \
 	"SELECT pg_catalog.json_build_object('role', pg_catalog.current_user(), " \
 	"'database', pg_catalog.current_database(), 'time', pg_catalog.now(), " \
-	"'server_version', pg_catalog.current_setting('server_version'))"
+	"'server_version', pg_catalog.current_setting('server_version'), " \
+	"'read_only', pg_catalog.current_setting('transaction_read_only'), " \
+	"'statement_timeout', pg_catalog.current_setting('statement_timeout'))"
 
 /* every response carries these */
 #define SECURITY_HEADERS \
@@ -271,9 +273,9 @@ build_snapshot(ServeState *st, const char *only, StrBuf *out)
 	}
 	if (PQstatus(conn) == CONNECTION_OK)
 		(void) command(conn, "COMMIT", NULL);
-	else if (first_error)
+	else
 	{
-		SbAppendStr(&errors, "\"connection\":");
+		SbAppendf(&errors, "%s\"connection\":", first_error ? "" : ",");
 		append_error(&errors, conn, NULL);
 		first_error = false;
 	}
@@ -540,7 +542,7 @@ CmdServe(int argc, char **argv, SgConnOpts *copts)
 			continue;
 		SgHttpSetTimeouts(fd, SERVE_IO_TIMEOUT_MS);
 		serve_one(fd, &st);
-		close(fd);
+		SgHttpClose(fd);
 	}
 	close(lfd);
 	PQfinish(st.conn);

@@ -116,6 +116,7 @@ extern int	SgHttpReadRequest(int fd, StrBuf *req, size_t max, int timeout_ms);
 extern void SgHttpRespond(int fd, const char *status, const char *headers,
 						  const char *ctype, const char *body, size_t len);
 extern void SgHttpSetTimeouts(int fd, int timeout_ms);
+extern void SgHttpClose(int fd);
 
 /* the subcommands */
 extern int	CmdProduce(int argc, char **argv, SgConnOpts *conn);
