@@ -388,6 +388,14 @@ sub raw
 	unlike($$err, qr/warning/, 'no warning on loopback');
 	is(stop_serve($h), 0, 'stopped');
 
+	# another loopback address: no warning, and its own name is a fine Host
+	($h, $u, $err) = serve('bob', '--listen', '127.0.0.2:0');
+	like($u // '', qr{^http://127\.0\.0\.2:\d+/$}, '--listen 127.0.0.2:0 binds there');
+	unlike($$err, qr/warning/, '... no warning (loopback)');
+	my $r2 = $http->get("${u}api/streams");
+	is($r2->{status}, 200, '... Host 127.0.0.2:PORT is fine');
+	is(stop_serve($h), 0, 'stopped');
+
 	# no --listen: 127.0.0.1:9188 (or, when another program holds it, the
 	# error names that address)
 	my ($in, $out, $e) = ('', '', '');

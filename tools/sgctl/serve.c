@@ -20,7 +20,7 @@
  * time (http.c); one connection at a time.  The default address is
  * loopback; another address is used only when --listen names it, with a
  * warning.  On a loopback address the Host header must name loopback too
- * (localhost, 127.0.0.1, [::1]): a web page that rebinds its own name to
+ * (the address bound, localhost, 127.0.0.1, [::1]): a web page that rebinds its own name to
  * 127.0.0.1 cannot read the console through the browser.
  *
  *-------------------------------------------------------------------------
@@ -115,6 +115,7 @@ typedef struct ServeState
 	bool		pinned;			/* the session's search_path is pinned */
 	bool		loopback;		/* bound to a loopback address */
 	int			port;
+	char		bound[1100];	/* the address as bound, "host:port" */
 } ServeState;
 
 static void
@@ -324,7 +325,10 @@ request_header(const char *req, const char *name, char *buf, size_t buflen)
 	return false;
 }
 
-/* on a loopback address: the Host header names loopback, with our port */
+/*
+ * On a loopback address: the Host header names the address bound or
+ * localhost, 127.0.0.1 or [::1], with our port.
+ */
 static bool
 host_allowed(const ServeState *st, const char *req)
 {
@@ -336,6 +340,8 @@ host_allowed(const ServeState *st, const char *req)
 		return true;
 	if (!request_header(req, "Host", host, sizeof(host)))
 		return false;
+	if (strcasecmp(host, st->bound) == 0)
+		return true;
 	for (i = 0; names[i]; i++)
 	{
 		size_t		n = strlen(names[i]);
@@ -447,7 +453,6 @@ CmdServe(int argc, char **argv, SgConnOpts *copts)
 	const char *listen_at = SERVE_DEFAULT_LISTEN;
 	char	   *listen_buf = NULL;
 	ServeState	st;
-	char		shown[1100];
 	int			opt;
 	int			lfd;
 	int64_t		ms;
@@ -517,7 +522,7 @@ CmdServe(int argc, char **argv, SgConnOpts *copts)
 		return SG_EXIT_FAIL;
 	}
 	st.pinned = true;			/* SgConnect did */
-	lfd = SgHttpListen("serve", listen_at, shown, sizeof(shown), &st.loopback, &st.port);
+	lfd = SgHttpListen("serve", listen_at, st.bound, sizeof(st.bound), &st.loopback, &st.port);
 	free(listen_buf);
 	if (lfd < 0)
 	{
@@ -526,9 +531,9 @@ CmdServe(int argc, char **argv, SgConnOpts *copts)
 	}
 	if (!st.loopback)
 		fprintf(stderr, "%s: warning: %s is not a loopback address: whoever can reach it sees what role \"%s\" may see\n",
-				progname, shown, PQuser(st.conn));
+				progname, st.bound, PQuser(st.conn));
 	fprintf(stderr, "%s: serving the console of role \"%s\" on http://%s/\n",
-			progname, PQuser(st.conn), shown);
+			progname, PQuser(st.conn), st.bound);
 
 	while (!sg_interrupted)
 	{
