@@ -21,7 +21,7 @@ ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation --outputdir=output_iso \
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
-EXTRA_CLEAN = tools/sgctl/sgctl tmp_valgrind tmp_check_regress tmp_check_iso output_iso results regression.diffs regression.out log
+EXTRA_CLEAN = tools/sgctl/sgctl tools/sgctl/console_assets.h tmp_valgrind tmp_check_regress tmp_check_iso output_iso results regression.diffs regression.out log
 
 # rebuild what includes a changed header (dependency files under .deps/)
 override autodepend = yes
@@ -41,9 +41,16 @@ SGCTL_CFLAGS = -O2 -g -std=gnu11 -Wall -Wextra -Wmissing-prototypes -Werror
 SGCTL_INCLUDEDIR := $(shell $(PG_CONFIG) --includedir)
 SGCTL_LIBDIR := $(shell $(PG_CONFIG) --libdir)
 
+# sgctl serve's page, built into the binary as C strings by a portable awk
+# script (no network, no npm, no xxd)
+SGCTL_ASSETS = tools/sgctl/console.html tools/sgctl/console.js tools/sgctl/console.css
+
 all: $(SGCTL)
 
-$(SGCTL): $(SGCTL_SRCS) tools/sgctl/sgctl.h
+tools/sgctl/console_assets.h: $(SGCTL_ASSETS) tools/sgctl/embed.awk
+	LC_ALL=C awk -f tools/sgctl/embed.awk $(SGCTL_ASSETS) > $@.tmp && mv $@.tmp $@
+
+$(SGCTL): $(SGCTL_SRCS) tools/sgctl/sgctl.h tools/sgctl/console_assets.h
 	$(CC) $(SGCTL_CFLAGS) -I$(SGCTL_INCLUDEDIR) -o $@ $(SGCTL_SRCS) -L$(SGCTL_LIBDIR) -lpq
 
 install: install-sgctl

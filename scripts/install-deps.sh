@@ -17,6 +17,7 @@ PACKAGES=(
     libio-pty-perl             # IPC::Run's pseudo-terminals (test/t/130_sgctl.pl: top, progress)
     curl                       # test/t/130_sgctl.pl scrapes sgctl metrics --listen
     prometheus-postgres-exporter prometheus   # test/t/135_monitoring.pl: the exporter with docs/monitoring, promtool
+    chromium chromium-driver   # test/t/131_console.pl: sgctl serve in headless Chromium (skipped without)
     "postgresql-${PG_MAJOR}-pgq3"         # PgQ, a benchmark baseline
     pgqd
     sqlsmith                   # make fuzz and the fuzz layer of test.sh (test/fuzz/sqlsmith.pl)

@@ -36,6 +36,7 @@ static const SgCommandDef commands[] = {
 	{"top", CmdTop, "refreshing view of streams, consumers and pipelines"},
 	{"verify", CmdVerify, "exactly-once check: a stream against its sink table"},
 	{"metrics", CmdMetrics, "print or serve streamguard.metrics() (Prometheus text)"},
+	{"serve", CmdServe, "a read-only web console of streams, pipelines and more"},
 	{NULL, NULL, NULL}
 };
 

@@ -4,7 +4,7 @@
  *	  Shared declarations of sgctl, streamguard's command-line tool.
  *
  * sgctl is a libpq client: every subcommand (produce, tail, top, verify,
- * metrics) lives in a file of its own and uses the helpers declared here
+ * metrics, serve) lives in a file of its own and uses the helpers declared here
  * for the connection, interruptible queries, a growable string buffer and
  * a small JSON scanner.
  *
@@ -106,11 +106,24 @@ extern bool JsonPathParse(const char *spec, JsonPath *path);
 extern bool JsonGetPath(const char *s, size_t len, const JsonPath *path, StrBuf *out);
 extern void JsonAppendString(StrBuf *sb, const char *s, size_t len);
 
+/* http.c */
+#define SG_HTTP_OK			0
+#define SG_HTTP_BAD			1
+#define SG_HTTP_TOO_LARGE	2
+extern int	SgHttpListen(const char *cmd, const char *listen_at, char *shown,
+						 size_t shownlen, bool *loopback, int *port);
+extern int	SgHttpReadRequest(int fd, StrBuf *req, size_t max, int timeout_ms);
+extern void SgHttpRespond(int fd, const char *status, const char *headers,
+						  const char *ctype, const char *body, size_t len);
+extern void SgHttpSetTimeouts(int fd, int timeout_ms);
+extern void SgHttpClose(int fd);
+
 /* the subcommands */
 extern int	CmdProduce(int argc, char **argv, SgConnOpts *conn);
 extern int	CmdTail(int argc, char **argv, SgConnOpts *conn);
 extern int	CmdTop(int argc, char **argv, SgConnOpts *conn);
 extern int	CmdVerify(int argc, char **argv, SgConnOpts *conn);
 extern int	CmdMetrics(int argc, char **argv, SgConnOpts *conn);
+extern int	CmdServe(int argc, char **argv, SgConnOpts *conn);
 
 #endif							/* SGCTL_H */
