@@ -31,6 +31,8 @@
 #include "storage/spin.h"
 #include "utils/tuplestore.h"
 
+#include "compat.h"
+
 #define SG_MAX_NAME_LEN			63
 #define SG_MAX_PARTITIONS_PER_STREAM 1024
 #define SG_DATA_SCHEMA			"streamguard_data"
