@@ -6,7 +6,7 @@
 #   2. apt-get install ./postgresql-15-streamguard_*.deb; checks the files it
 #      put in place (library, control file, SQL scripts, sgctl and the
 #      /usr/bin/sgctl alternative)
-#   3. pg_createcluster 15 sgpkg (a port of its own, loopback and unix socket),
+#   3. pg_createcluster 15 sgpkg (a port of its own; localhost and the unix socket),
 #      shared_preload_libraries = 'streamguard', starts it, CREATE EXTENSION,
 #      runs a pipeline end to end (append_batch -> exactly_once pipeline ->
 #      sink table: every event once) and sgctl against it (verify, tail)
@@ -90,7 +90,7 @@ done
 sg_log "test-deb: pg_createcluster ${PG_MAJOR} ${CLUSTER} --port=${PORT}"
 cluster_by_us=1
 pg_createcluster "$PG_MAJOR" "$CLUSTER" --port="$PORT" --start-conf=manual \
-    -o "shared_preload_libraries=streamguard" -o "listen_addresses=127.0.0.1" \
+    -o "shared_preload_libraries=streamguard" \
     -o "max_worker_processes=16" -o "streamguard.maintenance_naptime=200ms" >/dev/null
 pg_ctlcluster "$PG_MAJOR" "$CLUSTER" start
 

@@ -231,7 +231,9 @@ SELECT streamguard.capture_table('acct', 'cdc');
 
 	# ------------------------------------------------------- pg_upgrade
 	my $new = PostgreSQL::Test::Cluster->new("new$n", install_path => $install);
-	$new->init;
+	# initdb of 18 and later enables data checksums by default: the old
+	# cluster has none, and pg_upgrade wants the same on both sides
+	$new->init($major >= 18 ? (extra => ['--no-data-checksums']) : ());
 	$new->append_conf('postgresql.conf', "shared_preload_libraries = 'streamguard'\n"
 		  . "streamguard.maintenance_naptime = '200ms'\nmax_worker_processes = 16\n$conf");
 	my $oldbin = dirname(`pg_config --bindir` =~ s/\s+$//r) . '/bin';
@@ -241,7 +243,7 @@ SELECT streamguard.capture_table('acct', 'cdc');
 	{
 		local $ENV{PATH} = "$newbin:$ENV{PATH}";
 		local $ENV{LD_LIBRARY_PATH} = "$install/lib" . ($ENV{LD_LIBRARY_PATH} ? ":$ENV{LD_LIBRARY_PATH}" : '');
-		$ok = IPC::Run::run(['pg_upgrade', '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
+		$ok = IPC::Run::run(["$newbin/pg_upgrade", '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
 				'-b', $oldbin, '-B', $newbin, '-s', $new->host, '-p', $old->port, '-P', $new->port],
 			'>', \$stdout, '2>', \$stderr, init => sub { chdir $out });
 	}
