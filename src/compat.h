@@ -151,6 +151,15 @@ sg_push_jsonb(SgJsonbState *st, JsonbIteratorToken tok, JsonbValue *val)
 	ShmemInitHash((name), (max_size), (info), (flags))
 #endif
 
+/*
+ * 19 wants TupleDescFinalize() on a TupleDesc built entry by entry
+ * (CreateTemplateTupleDesc + TupleDescInitEntry) before it is used; before
+ * 19 there is nothing to do.
+ */
+#if PG_VERSION_NUM < 190000
+#define TupleDescFinalize(tupdesc) ((void) (tupdesc))
+#endif
+
 /* 19 parses CLUSTER (and the new REPACK) into a RepackStmt */
 #if PG_VERSION_NUM >= 190000
 #define T_ClusterStmt T_RepackStmt
