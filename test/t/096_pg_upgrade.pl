@@ -14,14 +14,17 @@
 #     keys), with events in flight: appended while the pipelines run;
 #   - pipelines of every guarantee (p_eo exactly_once, p_alo at_least_once,
 #     p_amo at_most_once) into local tables, two remote sinks on a second
-#     server (p_2pc two_phase, p_off offsets), p_eo and p_2pc paused before
-#     the upgrade (the operator's way to settle a remote batch), the others
+#     server (p_2pc two_phase, p_off offsets); p_eo paused half-way, p_2pc
+#     with a batch in doubt (committed here, still prepared on the sink: its
+#     worker exited in between and could not log in again), the others
 #     running at the shutdown;
 #   - a tumbling window pipeline w_t with open windows;
 #   - a captured table whose backfill is in progress, mirrored by a pipeline;
 #   - a plain consumer and a consumer group member part-way through ev.
 # After pg_upgrade (copy mode) the new cluster has the same views and
-# positions; the paused pipelines resume; with more events appended (and
+# positions; the paused pipeline resumes; p_2pc, which can log in again,
+# commits its batch prepared under the old cluster's system identifier (the
+# new cluster has another one); with more events appended (and
 # one appended again under a dedup key already used, which appends
 # nothing), every sink holds every committed event exactly once, the window
 # closes with every event counted once, the backfill completes with the
@@ -170,9 +173,11 @@ sub run_upgrade
 
 	my $old = sg_node("old$n", extra => $conf);
 	my $new = PostgreSQL::Test::Cluster->new("new$n", install_path => $install);
-	# initdb of 18 and later enables data checksums by default: the old
-	# cluster has none, and pg_upgrade wants the same on both sides
-	$new->init($major >= 18 ? (extra => ['--no-data-checksums']) : ());
+	# pg_upgrade wants data checksums on both sides or on neither; initdb
+	# of 18 and later enables them by default
+	my @cs = $old->safe_psql('postgres', 'SHOW data_checksums') eq 'on' ? ('--data-checksums')
+	  : $major >= 18 ? ('--no-data-checksums') : ();
+	$new->init(extra => \@cs);
 	if (my $why = cannot_upgrade($old, $new))
 	{
 		diag("$t: SKIPPED, pg_upgrade cannot run here: $why");
@@ -234,13 +239,21 @@ SELECT streamguard.capture_table('acct', 'cdc');
 	# pauses the remote two_phase pipeline (its prepared batch is settled by
 	# the worker before it exits) and the exactly_once one: they are left
 	# with pending events, the others run into the shutdown
+	my $fault_off;
 	for my $b (0 .. 19)
 	{
 		if ($b == 10)
 		{
-			$old->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('p_2pc'); SELECT streamguard.pause_pipeline('p_eo')});
+			# p_2pc's worker exits between its local commit and COMMIT
+			# PREPARED, and its next incarnation cannot log in to the sink:
+			# the batch stays in doubt through the upgrade
+			$old->safe_psql('postgres', q{ALTER USER MAPPING FOR CURRENT_USER SERVER warehouse OPTIONS (SET password 'wrong')});
+			my $off = log_offset($old);
+			$old->safe_psql('postgres', q{SELECT streamguard.inject_fault('p_2pc', 'after_local_commit', 'exit')});
+			$old->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('p_eo')});
 			ok(wait_for_value($old, q{SELECT count(*) FROM streamguard.pipelines p JOIN pg_stat_activity a ON a.pid = p.worker_pid
-				WHERE p.pipeline IN ('p_2pc', 'p_eo')}, '0', 60), "$t: p_2pc and p_eo paused");
+				WHERE p.pipeline = 'p_eo'}, '0', 60), "$t: p_eo paused");
+			$fault_off = $off;
 		}
 		my ($lo, $hi) = ($b * $N / 20 + 1, ($b + 1) * $N / 20);
 		$old->safe_psql('postgres', qq{SELECT count(*) FROM streamguard.append_batch('ev',
@@ -250,6 +263,8 @@ SELECT streamguard.capture_table('acct', 'cdc');
 	ARRAY(SELECT 'd' || g FROM generate_series($lo, $hi) g))});
 		# capture traffic during the backfill
 		$old->safe_psql('postgres', qq{UPDATE acct SET bal = bal + 1 WHERE id % 20 = $b});
+		ok(defined wait_log($old, qr/pipeline "p_2pc": injected fault, exiting/, $fault_off, 60),
+			"$t: p_2pc exited with a batch in doubt") if $b == 10;
 	}
 	# consumers part-way: a plain one and a group member
 	is($old->safe_psql('postgres', q{SELECT count(*) FROM streamguard.poll('ev', 'c1', 300)}), '300',
@@ -261,7 +276,10 @@ SELECT streamguard.capture_table('acct', 'cdc');
 	ok(wait_for_value($old, q{SELECT open_windows > 0 FROM streamguard.windows WHERE pipeline = 'w_t'}, 't', 60),
 		"$t: the window pipeline has open windows");
 
-	my $settled = q1($old, q{SELECT count(*) FROM streamguard.remote_prepared});
+	my $old_sysid = q1($old, 'SELECT system_identifier FROM pg_catalog.pg_control_system()');
+	is(q1($old, q{SELECT count(*) FROM streamguard.remote_prepared}) . ' '
+		  . q1($remote, q{SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'sg:%'}), '1 1',
+		"$t: at the upgrade p_2pc has a batch committed here and prepared on the sink");
 	my $eo_pos = $old->safe_psql('postgres', q{SELECT partition || ':' || committed_seq FROM streamguard.consumers
 		WHERE consumer IN ('c1', 'g') ORDER BY consumer, partition});
 	$old->stop;
@@ -296,11 +314,12 @@ SELECT streamguard.capture_table('acct', 'cdc');
 	{
 		my $done = 0;
 		$done += $1 while $before =~ /^consumer ev pipeline:$p \d+ (\d+) /mg;
-		cmp_ok($done, '<', $N, "$t: $p was paused mid-stream ($done of $N events)");
+		cmp_ok($done, '<', $N, "$t: $p was held mid-stream ($done of $N events)");
 	}
 	is($new->safe_psql('postgres', q{SELECT partition || ':' || committed_seq FROM streamguard.consumers
 		WHERE consumer IN ('c1', 'g') ORDER BY consumer, partition}), $eo_pos, "$t: consumer positions kept");
-	$new->safe_psql('postgres', q{SELECT streamguard.resume_pipeline('p_2pc'); SELECT streamguard.resume_pipeline('p_eo')});
+	$new->safe_psql('postgres', qq{ALTER USER MAPPING FOR CURRENT_USER SERVER warehouse OPTIONS (SET password '$pw');
+		SELECT streamguard.resume_pipeline('p_eo')});
 
 	# an event again under a used dedup key: nothing appended
 	$new->safe_psql('postgres', q{SELECT streamguard.append('ev', '{"id": -5}', 'k5', dedup_key => 'd5')});
@@ -349,7 +368,12 @@ SELECT streamguard.capture_table('acct', 'cdc');
 	# the retained segments hold every event: a new consumer reads them all
 	is($new->safe_psql('postgres', qq{SELECT count(*) FROM streamguard.poll('ev', 'audit', 2 * $total)}), $total,
 		"$t: the stream holds every event once");
-	is($settled, '0', "$t: the paused two_phase pipeline had settled its batch before the upgrade");
+	isnt(q1($new, 'SELECT system_identifier FROM pg_catalog.pg_control_system()'), $old_sysid,
+		"$t: the new cluster has a system identifier of its own");
+	ok(count_log($new, qr/pipeline "p_2pc": committing in-doubt remote transaction 'sg:$old_sysid:/) == 1,
+		"$t: p_2pc committed its batch prepared before the upgrade, under the old system identifier");
+	is($new->safe_psql('postgres', q{SELECT state FROM streamguard.pipelines WHERE pipeline = 'p_2pc'}), 'running',
+		"$t: p_2pc runs");
 
 	$new->stop;
 	$remote->stop;
