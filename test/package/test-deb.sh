@@ -16,7 +16,9 @@
 # It refuses to run if streamguard is already installed there (by the package
 # or by "make install"): it would replace, then remove, someone's install.
 # Everything it creates is removed on exit, also after a failure.
-# Environment: SG_DEB_PORT (default 5497, or the next free port).
+# Environment: SG_DEB_PORT (default 5497, or the next free port),
+#              SG_DEB_REGRESS=1 also runs the pg_regress suite against the
+#              installed package (debian/tests/regress, the autopkgtest).
 set -euo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/common.sh"
 
@@ -140,6 +142,17 @@ sgctl_ verify --stream orders --sink public.order_rows --id "(payload->>'order_i
 n=$(sgctl_ tail orders --consumer pkgcheck --no-follow --max 2000 2>/dev/null | wc -l) || true
 sg_info "sgctl tail printed $n events"
 [ "$n" = 1000 ] || sg_die "sgctl tail printed $n events, not 1000"
+
+# with SG_DEB_REGRESS=1 also the package's autopkgtest: the pg_regress
+# suite against the installed files (debian/tests/regress)
+if [ "${SG_DEB_REGRESS:-0}" = 1 ]; then
+    sg_log "test-deb: debian/tests/regress"
+    tmp=$(mktemp -d)
+    mkdir "$tmp/src" "$tmp/work"
+    git -C "$SG_ROOT" archive HEAD | tar -x -C "$tmp/src"
+    (cd "$tmp/src" && AUTOPKGTEST_TMP="$tmp/work" sh debian/tests/regress) || { rm -rf "$tmp"; sg_die "debian/tests/regress failed"; }
+    rm -rf "$tmp"
+fi
 
 # ------------------------------------------------------------ remove ----
 sg_log "test-deb: pg_dropcluster --stop ${PG_MAJOR} ${CLUSTER}"
