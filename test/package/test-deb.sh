@@ -38,7 +38,8 @@ is_installed "$PKG" && sg_die "$PKG is installed already; remove it first (apt-g
 for f in "$LIBDIR/$SG_EXT.so" "$EXTDIR/$SG_EXT.control" "${PG_BINDIR}/sgctl"; do
     [ -e "$f" ] && sg_die "$f exists (an install with 'make install'?): not replacing it"
 done
-pg_lsclusters -h | awk '{print $1 "/" $2}' | grep -qx "${PG_MAJOR}/${CLUSTER}" &&
+# (grep -q on a here-string: in a pipeline its early exit would fail the writer under pipefail)
+grep -qx "${PG_MAJOR} ${CLUSTER}" <<<"$(pg_lsclusters -h | awk '{print $1 " " $2}')" &&
     sg_die "cluster ${PG_MAJOR}/${CLUSTER} exists already"
 
 installed_by_us=0
@@ -63,7 +64,8 @@ if [ $# -ge 1 ]; then
 else
     sg_log "test-deb: make deb"
     make -C "$SG_ROOT" deb </dev/null
-    DEB=$(ls "$SG_ROOT"/build/deb/"${PKG}"_*.deb | grep -v dbgsym | head -n1)
+    DEB=""
+    for f in "$SG_ROOT"/build/deb/"${PKG}"_*.deb; do DEB=$f; done
 fi
 [ -f "$DEB" ] || sg_die "no package file: $DEB"
 sg_log "test-deb: $(basename "$DEB")"
@@ -77,7 +79,7 @@ is_installed "$PKG" || sg_die "$PKG is not installed"
 mapfile -t FILES < <(dpkg -L "$PKG" | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 for f in "$LIBDIR/$SG_EXT.so" "$EXTDIR/$SG_EXT.control" "$EXTDIR/$SG_EXT--0.3.sql" \
          "$EXTDIR/$SG_EXT--0.1--0.2.sql" "$EXTDIR/$SG_EXT--0.2--0.3.sql" "${PG_BINDIR}/sgctl"; do
-    printf '%s\n' "${FILES[@]}" | grep -qx "$f" || sg_die "the package lacks $f"
+    grep -qxF -- "$f" <<<"$(printf '%s\n' "${FILES[@]}")" || sg_die "the package lacks $f"
 done
 [ "$(readlink -f /usr/bin/sgctl)" = "${PG_BINDIR}/sgctl" ] ||
     sg_die "/usr/bin/sgctl does not lead to ${PG_BINDIR}/sgctl"
