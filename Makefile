@@ -111,3 +111,29 @@ fuzz:
 .PHONY: valgrind
 valgrind:
 	PG_CONFIG=$(PG_CONFIG) test/valgrind.sh
+
+# Packaging (see README.md, "Install into your PostgreSQL"), from the
+# committed tree (git archive HEAD): uncommitted changes are not in them.
+#   make dist  the PGXN distribution build/streamguard-<version>.zip (META.json)
+#              and the same files as build/streamguard-<version>.tar.gz
+#   make deb   Debian packages postgresql-NN-streamguard, one per installed
+#              postgresql-server-dev-NN, with dpkg-buildpackage into build/deb/
+#   test/package/test-deb.sh (as root) installs and tries the package
+SG_VERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" streamguard.control).0
+SG_DIST = streamguard-$(SG_VERSION)
+
+.PHONY: dist deb
+dist:
+	@grep -q '"version": *"$(SG_VERSION)"' META.json || { echo "META.json: the version is not $(SG_VERSION)" >&2; exit 1; }
+	@head -n1 debian/changelog | grep -q '($(SG_VERSION)-' || { echo "debian/changelog: the version is not $(SG_VERSION)" >&2; exit 1; }
+	$(MKDIR_P) build
+	git archive --format=zip --prefix=$(SG_DIST)/ -o build/$(SG_DIST).zip HEAD
+	git archive --format=tar.gz --prefix=$(SG_DIST)/ -o build/$(SG_DIST).tar.gz HEAD
+
+deb: dist
+	rm -rf build/deb
+	$(MKDIR_P) build/deb
+	cp build/$(SG_DIST).tar.gz build/deb/streamguard_$(SG_VERSION).orig.tar.gz
+	tar -xzf build/deb/streamguard_$(SG_VERSION).orig.tar.gz -C build/deb
+	cd build/deb/$(SG_DIST) && dpkg-buildpackage -us -uc -b
+	@ls build/deb/*.deb

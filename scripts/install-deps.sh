@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Install (as root) whatever Debian 12 packages streamguard needs to build, test
-# and benchmark. Idempotent: does nothing, not even `apt-get update`, when all
-# packages are already installed. Never starts or stops any PostgreSQL cluster.
+# Install (as root) the Debian 12 packages streamguard needs. Idempotent: does
+# nothing, not even `apt-get update`, when all packages are already installed.
+# Never starts or stops any PostgreSQL cluster.
+#
+#   install-deps.sh           build and test: what scripts/build.sh, demo.sh
+#                             and test.sh need (the default)
+#   install-deps.sh --build   only what building and installing the extension
+#                             needs (make, make install): for a user installing it
+#   install-deps.sh --deb     what building it and its Debian package needs (make deb)
 set -euo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
 
-PACKAGES=(
+# building and installing: make, make install
+BUILD_PACKAGES=(
     build-essential            # gcc, make
-    git                        # test.sh copies the tracked source tree
-    perl                       # prove (TAP tests)
     "postgresql-${PG_MAJOR}"
     "postgresql-server-dev-${PG_MAJOR}"   # pg_config, PGXS, pg_regress, isolation tester
-    libpq-dev
-    librdkafka-dev             # Kafka sources (links the extension to librdkafka1)
+    libpq-dev                  # sgctl; the extension's remote sources and sinks
+    librdkafka-dev             # Kafka sources and sinks (links the extension to librdkafka1)
+)
+# the test suites, the demo and the benchmarks
+TEST_PACKAGES=(
+    git                        # test.sh copies the tracked source tree
+    perl                       # prove (TAP tests)
     libipc-run-perl            # PostgreSQL's TAP test framework
     libio-pty-perl             # IPC::Run's pseudo-terminals (test/t/130_sgctl.pl: top, progress)
     curl                       # test/t/130_sgctl.pl scrapes sgctl metrics --listen
@@ -24,6 +34,26 @@ PACKAGES=(
     valgrind                   # make valgrind (test/valgrind.sh)
     gnuplot-nox                # make bench: the PNG charts (skipped with a message without it)
 )
+# the Debian package: make deb (dpkg-buildpackage, pg_buildext)
+DEB_PACKAGES=(
+    git                        # make dist / make deb archive the committed tree
+    dpkg-dev
+    debhelper
+    postgresql-server-dev-all  # pg_buildext
+)
+
+mode=all
+case "${1:-}" in
+    "") ;;
+    --build) mode=build ;;
+    --deb) mode=deb ;;
+    *) sg_die "usage: install-deps.sh [--build | --deb]" ;;
+esac
+case $mode in
+    all)   PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+    build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+    deb)   PACKAGES=("${BUILD_PACKAGES[@]}" "${DEB_PACKAGES[@]}") ;;
+esac
 
 sg_is_root || sg_die "install-deps.sh must run as root (it installs Debian packages)"
 
@@ -50,7 +80,9 @@ fi
 
 getent passwd postgres >/dev/null || sg_die "install-deps: OS user 'postgres' is missing (postgresql-common should create it)"
 [ -x "$PG_CONFIG" ] || sg_die "install-deps: $PG_CONFIG not found"
-for t in gcc make prove; do
+tools=(gcc make)
+[ $mode = all ] && tools+=(prove)
+for t in "${tools[@]}"; do
     command -v "$t" >/dev/null || sg_die "install-deps: $t not found on PATH"
 done
 sg_info "$("$PG_CONFIG" --version), $(gcc --version | head -n1)"

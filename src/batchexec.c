@@ -44,6 +44,7 @@ SgEventTupleDesc(void)
 	TupleDesc	desc = CreateTemplateTupleDesc(6);
 
 	SgEventColumns(desc);
+	TupleDescFinalize(desc);
 	return BlessTupleDesc(desc);
 }
 

@@ -314,6 +314,21 @@ sg_live_dedup_key(SgCaptureRel *cr, FullTransactionId fxid)
 }
 
 /*
+ * The command that inserted a tuple of this transaction.
+ * HeapTupleHeaderGetCmin asserts that the tuple's xmin is the current
+ * transaction, which a row written by COPY ... FREEZE (xmin frozen at
+ * insertion) does not show; such a row has no combo CID either, so its
+ * command ID is the raw one.
+ */
+static CommandId
+sg_insert_cid(HeapTupleHeader tup)
+{
+	if (HeapTupleHeaderXminFrozen(tup))
+		return HeapTupleHeaderGetRawCommandId(tup);
+	return HeapTupleHeaderGetCmin(tup);
+}
+
+/*
  * streamguard._capture_trigger(capture_id): AFTER INSERT OR UPDATE OR
  * DELETE FOR EACH ROW on a captured table (and its partitions), and
  * BEFORE TRUNCATE FOR EACH STATEMENT, which refuses.
@@ -397,7 +412,7 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
 	{
 		newtup = td->tg_trigtuple;
-		cid = HeapTupleHeaderGetCmin(newtup->t_data);
+		cid = sg_insert_cid(newtup->t_data);
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
 	{

@@ -124,7 +124,7 @@ sg_encode_value(SgColEnc *c, Datum v, bool isnull, JsonbValue *out)
 			}
 		case SG_ENC_JSON:
 			v = DirectFunctionCall1(jsonb_in, CStringGetDatum(TextDatumGetCString(v)));
-			/* FALLTHROUGH */
+			pg_fallthrough;
 		case SG_ENC_JSONB:
 		case SG_ENC_GENERIC:
 			{
@@ -215,17 +215,17 @@ sg_json_value_text(JsonbValue *v)
 char *
 CaptureKeyFromValues(SgCaptureRel *cr, JsonbValue *keys)
 {
-	JsonbParseState *st = NULL;
+	SgJsonbState st = SG_JSONB_STATE_INIT;
 	JsonbValue *arr;
 	StringInfoData buf;
 	int			i;
 
 	if (cr->nkeys == 1)
 		return sg_json_value_text(&keys[0]);
-	pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
+	sg_push_jsonb(&st, WJB_BEGIN_ARRAY, NULL);
 	for (i = 0; i < cr->nkeys; i++)
-		pushJsonbValue(&st, WJB_ELEM, &keys[i]);
-	arr = pushJsonbValue(&st, WJB_END_ARRAY, NULL);
+		sg_push_jsonb(&st, WJB_ELEM, &keys[i]);
+	arr = sg_push_jsonb(&st, WJB_END_ARRAY, NULL);
 	initStringInfo(&buf);
 	return JsonbToCString(&buf, &JsonbValueToJsonb(arr)->root, 0);
 }
@@ -251,50 +251,50 @@ CaptureKeyText(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple tuple)
 
 /* payload building */
 static void
-sg_push_key(JsonbParseState **st, const char *k)
+sg_push_key(SgJsonbState *st, const char *k)
 {
 	JsonbValue	v;
 
 	v.type = jbvString;
 	v.val.string.val = (char *) k;
 	v.val.string.len = strlen(k);
-	pushJsonbValue(st, WJB_KEY, &v);
+	sg_push_jsonb(st, WJB_KEY, &v);
 }
 
 static void
-sg_push_string(JsonbParseState **st, const char *s, JsonbIteratorToken tok)
+sg_push_string(SgJsonbState *st, const char *s, JsonbIteratorToken tok)
 {
 	JsonbValue	v;
 
 	v.type = jbvString;
 	v.val.string.val = (char *) s;
 	v.val.string.len = strlen(s);
-	pushJsonbValue(st, tok, &v);
+	sg_push_jsonb(st, tok, &v);
 }
 
 /* an object of the columns' values under key k */
 static void
-sg_push_object(JsonbParseState **st, const char *k, SgColEnc *cols, JsonbValue *vals, int n)
+sg_push_object(SgJsonbState *st, const char *k, SgColEnc *cols, JsonbValue *vals, int n)
 {
 	int			i;
 
 	sg_push_key(st, k);
-	pushJsonbValue(st, WJB_BEGIN_OBJECT, NULL);
+	sg_push_jsonb(st, WJB_BEGIN_OBJECT, NULL);
 	for (i = 0; i < n; i++)
 	{
 		sg_push_key(st, cols[i].name);
-		pushJsonbValue(st, WJB_VALUE, &vals[i]);
+		sg_push_jsonb(st, WJB_VALUE, &vals[i]);
 	}
-	pushJsonbValue(st, WJB_END_OBJECT, NULL);
+	sg_push_jsonb(st, WJB_END_OBJECT, NULL);
 }
 
 Jsonb *
 CapturePayload(SgCaptureRel *cr, const SgPayload *p)
 {
-	JsonbParseState *st = NULL;
+	SgJsonbState st = SG_JSONB_STATE_INIT;
 	JsonbValue *res;
 
-	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	sg_push_jsonb(&st, WJB_BEGIN_OBJECT, NULL);
 	sg_push_key(&st, "op");
 	sg_push_string(&st, p->op, WJB_VALUE);
 	sg_push_key(&st, "table");
@@ -307,10 +307,10 @@ CapturePayload(SgCaptureRel *cr, const SgPayload *p)
 		ListCell   *lc;
 
 		sg_push_key(&st, "changed");
-		pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
+		sg_push_jsonb(&st, WJB_BEGIN_ARRAY, NULL);
 		foreach(lc, p->changed)
 			sg_push_string(&st, lfirst(lc), WJB_ELEM);
-		pushJsonbValue(&st, WJB_END_ARRAY, NULL);
+		sg_push_jsonb(&st, WJB_END_ARRAY, NULL);
 	}
 	if (p->old_key)
 		sg_push_object(&st, "old_key", cr->keys, p->old_key, cr->nkeys);
@@ -323,9 +323,9 @@ CapturePayload(SgCaptureRel *cr, const SgPayload *p)
 		sg_push_key(&st, "xid");
 		v.type = jbvNumeric;
 		v.val.numeric = int64_to_numeric((int64) p->xid);
-		pushJsonbValue(&st, WJB_VALUE, &v);
+		sg_push_jsonb(&st, WJB_VALUE, &v);
 	}
-	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	res = sg_push_jsonb(&st, WJB_END_OBJECT, NULL);
 	return JsonbValueToJsonb(res);
 }
 

@@ -236,6 +236,7 @@ KafkaEventTupleDesc(void)
 	SgEventColumns(desc);
 	TupleDescInitEntry(desc, 7, "topic", TEXTOID, -1, 0);
 	TupleDescInitEntry(desc, 8, "headers", JSONBOID, -1, 0);
+	TupleDescFinalize(desc);
 	return BlessTupleDesc(desc);
 }
 

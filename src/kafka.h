@@ -23,6 +23,8 @@
 #include "access/tupdesc.h"
 #include "datatype/timestamp.h"
 
+#include "compat.h"
+
 #include <librdkafka/rdkafka.h>
 
 typedef struct SgKafka SgKafka;
@@ -52,7 +54,7 @@ extern void KafkaSeek(SgKafka *k, const char *topic, SgKafkaStart *starts, int n
 extern rd_kafka_message_t *KafkaPoll(SgKafka *k, long timeout_ms, uint32 wait_event);
 extern void KafkaMessageDone(SgKafka *k);
 extern bool KafkaWatermark(SgKafka *k, const char *topic, int32 partition, int64 *high);
-extern void KafkaRaise(SgKafka *k, rd_kafka_resp_err_t err, const char *what) pg_attribute_noreturn();
+pg_noreturn extern void KafkaRaise(SgKafka *k, rd_kafka_resp_err_t err, const char *what);
 extern TimestampTz KafkaDeadline(void);
 
 /* kafka_sink.c: checks of create_pipeline and alter_pipeline */

@@ -307,7 +307,6 @@ sg_step_drop(SgStreamTask *task)
 								 (long long) task->retention_us, rel), true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "segment age check failed");
 		{
-			bool		isnull;
 			Datum		young = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
 			if (!isnull && DatumGetBool(young))

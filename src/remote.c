@@ -387,7 +387,7 @@ sg_conn_message(PGconn *conn)
 	return msg;
 }
 
-static void sg_remote_fail(SgRemote *r, const char *what, const char *detail) pg_attribute_noreturn();
+pg_noreturn static void sg_remote_fail(SgRemote *r, const char *what, const char *detail);
 
 /*
  * Give up on the connection: drop it and raise a connection failure (a
@@ -414,7 +414,7 @@ sg_remote_fail(SgRemote *r, const char *what, const char *detail)
  * then it is a connection failure here, like any other lost connection, and
  * not something a client of ours should read as about its own session.
  */
-static void sg_report_remote_error(SgRemote *r, PGresult *res, const char *sql) pg_attribute_noreturn();
+pg_noreturn static void sg_report_remote_error(SgRemote *r, PGresult *res, const char *sql);
 
 static void
 sg_report_remote_error(SgRemote *r, PGresult *res, const char *sql)

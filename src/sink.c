@@ -706,7 +706,7 @@ SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, SgRemot
 	StringInfo	buf;
 	TupleDesc	desc;
 	FmgrInfo   *out;
-	bool	   *varlena;
+	bool	   *isvarlena;
 
 	if (stream)
 	{
@@ -732,12 +732,12 @@ SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, SgRemot
 	desc = SPI_tuptable->tupdesc;
 	/* each column's output function looked up once, not per value */
 	out = palloc(sizeof(FmgrInfo) * Max(desc->natts, 1));
-	varlena = palloc(sizeof(bool) * Max(desc->natts, 1));
+	isvarlena = palloc(sizeof(bool) * Max(desc->natts, 1));
 	for (c = 0; c < desc->natts; c++)
 	{
 		Oid			fn;
 
-		getTypeOutputInfo(TupleDescAttr(desc, c)->atttypid, &fn, &varlena[c]);
+		getTypeOutputInfo(TupleDescAttr(desc, c)->atttypid, &fn, &isvarlena[c]);
 		fmgr_info(fn, &out[c]);
 	}
 	for (i = 0; i < SPI_processed; i++)
@@ -756,7 +756,7 @@ SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, SgRemot
 			{
 				char	   *v;
 
-				if (varlena[c])
+				if (isvarlena[c])
 					d = PointerGetDatum(PG_DETOAST_DATUM(d));
 				v = OutputFunctionCall(&out[c], d);
 				sg_copy_escape(buf, v);
@@ -782,11 +782,11 @@ sg_event_text(SgWorker *w, TupleTableSlot *ev, int attno)
 	bool		isnull;
 	Datum		d = slot_getattr(ev, attno, &isnull);
 	Oid			out;
-	bool		varlena;
+	bool		isvarlena;
 
 	if (isnull)
 		return NULL;
-	getTypeOutputInfo(TupleDescAttr(w->event_desc, attno - 1)->atttypid, &out, &varlena);
+	getTypeOutputInfo(TupleDescAttr(w->event_desc, attno - 1)->atttypid, &out, &isvarlena);
 	return OidOutputFunctionCall(out, d);
 }
 

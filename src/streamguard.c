@@ -233,6 +233,22 @@ _PG_init(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = sg_shmem_startup;
 
+	/*
+	 * pg_upgrade starts both servers in binary-upgrade mode (postgres -b) to
+	 * read the old catalogs and to restore them into the new cluster.  No
+	 * maintenance or pipeline worker may run then: it would write to our
+	 * tables while pg_upgrade dumps them, or into a cluster whose catalogs
+	 * are still being restored.  Without the launcher nothing else starts
+	 * a worker (and SgStartDynamicWorker refuses, should a caller try).
+	 */
+	if (IsBinaryUpgrade)
+	{
+		ereport(LOG,
+				(errmsg("streamguard: binary-upgrade mode, background workers are not started")));
+		SgLoaded = true;
+		return;
+	}
+
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;

@@ -33,6 +33,7 @@
 #include "utils/tuplestore.h"
 
 #include "bounds.h"
+#include "compat.h"
 
 #define SG_MAX_NAME_LEN			63
 #define SG_DATA_SCHEMA			"streamguard_data"

@@ -81,15 +81,60 @@ PipelineGid(int32 pipeline_id, int32 worker, int64 epoch, int64 attempt)
 	return psprintf("%sw%d:%lld:%lld", prefix, worker, (long long) epoch, (long long) attempt);
 }
 
-/* the worker whose gid this is (PipelineGid); `gid` starts with the prefix */
-static int32
-sg_gid_worker(const char *gid, size_t prefix_len)
+/*
+ * What a pipeline's gid prefix keeps across a new system identifier:
+ * ":<installation>:<database>:<pipeline>:".  pg_upgrade fills a new
+ * cluster, made by initdb, that has an identifier of its own, but it
+ * carries the installation id, the database's OID and the pipeline's id;
+ * the batches prepared before the upgrade still have to be settled.  SPI
+ * connected.
+ */
+static char *
+sg_gid_tail(int32 pipeline_id)
 {
-	const char *s = gid + prefix_len;
+	return psprintf(":%s:%u:%d:", sg_installation_id(), MyDatabaseId, pipeline_id);
+}
 
-	if (strlen(gid) > prefix_len && *s == 'w')
-		return (int32) strtol(s + 1, NULL, 10);
+/*
+ * Where `gid` goes on after its prefix if it is a gid of this pipeline
+ * under any system identifier ("sg:<digits><tail>"), else NULL.
+ */
+static const char *
+sg_gid_rest(const char *gid, const char *tail)
+{
+	const char *s = gid + 3;
+
+	if (strncmp(gid, "sg:", 3) != 0)
+		return NULL;
+	while (*s >= '0' && *s <= '9')
+		s++;
+	if (s == gid + 3 || strncmp(s, tail, strlen(tail)) != 0)
+		return NULL;
+	return s + strlen(tail);
+}
+
+/* the worker whose gid this is (PipelineGid), from sg_gid_rest */
+static int32
+sg_gid_worker(const char *rest)
+{
+	if (rest != NULL && *rest == 'w')
+		return (int32) strtol(rest + 1, NULL, 10);
 	return 0;
+}
+
+/*
+ * The marker key of the worker that prepared `gid` (PipelineWorkerKey
+ * under the system identifier the gid carries): the gid's prefix without
+ * "sg:" and its last ':', and ":w<worker>" for workers other than 0.
+ */
+static char *
+sg_gid_marker_key(const char *gid, const char *rest, int32 worker)
+{
+	char	   *key = pnstrdup(gid + 3, rest - gid - 4);
+
+	if (worker == 0)
+		return key;
+	return psprintf("%s:w%d", key, worker);
 }
 
 /*
@@ -143,11 +188,11 @@ PipelineSinkMarker(SgRemote *r, int32 pipeline_id, int32 worker, const char *gid
 					   "ON CONFLICT (pipeline) DO UPDATE SET gid = excluded.gid", 2, params));
 }
 
-/* the gid the worker's marker names on the sink ("" if none) */
+/* the gid the marker row `key` names on the sink ("" if none) */
 static char *
-sg_marker(SgRemote *r, int32 pipeline_id, int32 worker)
+sg_marker(SgRemote *r, const char *key)
 {
-	const char *params[1] = {PipelineWorkerKey(pipeline_id, worker)};
+	const char *params[1] = {key};
 	SgRemoteResult *res;
 	char	   *gid;
 
@@ -181,8 +226,7 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name, int32 r
 	Datum		values[1] = {Int32GetDatum(pipeline_id)};
 	bool	   *known;
 	bool	   *mine;
-	char	   *prefix = PipelineGidPrefix(pipeline_id);
-	size_t		prefix_len = strlen(prefix);
+	char	   *tail = sg_gid_tail(pipeline_id);
 	char	   *lost = NULL;
 	SPITupleTable *recs;
 	uint64		nrecs,
@@ -191,7 +235,8 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name, int32 r
 	List	   *settled = NIL;
 	ListCell   *lc;
 
-	params[0] = psprintf("%s%%", prefix);
+	/* this pipeline's, under this or an earlier system identifier */
+	params[0] = psprintf("sg:%%%s%%", tail);
 	res = RemoteExec(r, "SELECT gid FROM pg_catalog.pg_prepared_xacts "
 					 "WHERE gid OPERATOR(pg_catalog.~~) $1 "
 					 "AND database OPERATOR(pg_catalog.=) pg_catalog.current_database()", 1, params);
@@ -204,11 +249,16 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name, int32 r
 	known = palloc0(sizeof(bool) * Max(RemoteNTuples(res), 1));
 	mine = palloc0(sizeof(bool) * Max(RemoteNTuples(res), 1));
 	for (i = 0; i < RemoteNTuples(res); i++)
-		mine[i] = sg_settles(resolver, nworkers, sg_gid_worker(RemoteGetValue(res, i, 0), prefix_len));
+	{
+		const char *rest = sg_gid_rest(RemoteGetValue(res, i, 0), tail);
+
+		mine[i] = rest != NULL && sg_settles(resolver, nworkers, sg_gid_worker(rest));
+	}
 	for (k = 0; k < nrecs; k++)
 	{
 		char	   *rec = SPI_getvalue(recs->vals[k], recs->tupdesc, 1);
-		int32		owner = strncmp(rec, prefix, prefix_len) == 0 ? sg_gid_worker(rec, prefix_len) : 0;
+		const char *rest = sg_gid_rest(rec, tail);
+		int32		owner = sg_gid_worker(rest);
 		bool		prepared = false;
 
 		/* another live worker's: it forgets its own records */
@@ -221,7 +271,8 @@ PipelineResolveInDoubt(SgRemote *r, int32 pipeline_id, const char *name, int32 r
 		if (prepared)
 			continue;
 		/* committed there already, or lost: the worker's marker tells */
-		if (strcmp(sg_marker(r, pipeline_id, owner), rec) != 0)
+		if (strcmp(sg_marker(r, rest ? sg_gid_marker_key(rec, rest, owner) :
+							 PipelineWorkerKey(pipeline_id, owner)), rec) != 0)
 			lost = pstrdup(rec);
 	}
 	/* the decisions recorded here must be durable before they act there */

@@ -194,6 +194,10 @@ SgStartDynamicWorker(const char *function, const char *type, const char *name,
 	MemoryContext oldcxt;
 	bool		ok;
 
+	/* pg_upgrade's servers run no worker of ours (see _PG_init) */
+	if (IsBinaryUpgrade)
+		return NULL;
+
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;

@@ -438,6 +438,7 @@ sg_emit_desc(SgWindow *win)
 		TupleDescInitEntry(desc, first - 1, "retracted", BOOLOID, -1, 0);
 	for (i = 0; i < win->naggs; i++)
 		TupleDescInitEntry(desc, first + i, win->agg_names[i], NUMERICOID, -1, 0);
+	TupleDescFinalize(desc);
 	return BlessTupleDesc(desc);
 }
 
@@ -846,6 +847,7 @@ sg_append_windows(SgWorker *w, Tuplestorestate *closed, TupleDesc edesc, int64 n
 
 		TupleDescInitEntry(rdesc, 1, "key", TEXTOID, -1, 0);
 		TupleDescInitEntry(rdesc, 2, "payload", JSONBOID, -1, 0);
+		TupleDescFinalize(rdesc);
 		rs = MakeSingleTupleTableSlot(rdesc, &TTSOpsMinimalTuple);
 		tuplestore_rescan(rows);
 		while (n < nclosed && tuplestore_gettupleslot(rows, true, false, rs))
@@ -1015,6 +1017,7 @@ sg_merge_sessions(SgWorker *w, SgUserSave *save, Tuplestorestate *wrows, TupleDe
 	TupleDescInitEntry(mdesc, 8, "retracted", BOOLOID, -1, 0);
 	for (i = 0; i < win->naggs; i++)
 		TupleDescInitEntry(mdesc, 9 + i, win->agg_names[i], NUMERICOID, -1, 0);
+	TupleDescFinalize(mdesc);
 	edesc = sg_emit_desc(win);
 	MemoryContextSwitchTo(old);
 
@@ -1163,6 +1166,7 @@ WindowApply(SgWorker *w, Tuplestorestate *store, int fetched)
 	TupleDescInitEntry(wdesc, 5, "seq", INT8OID, -1, 0);
 	for (i = 0; i < (uint64) win->naggs; i++)
 		TupleDescInitEntry(wdesc, 6 + i, psprintf("v%d", (int) i + 1), NUMERICOID, -1, 0);
+	TupleDescFinalize(wdesc);
 	wdesc = BlessTupleDesc(wdesc);
 	MemoryContextSwitchTo(old);
 	if (win->rows && win->nrows > 0)

@@ -291,6 +291,7 @@ sg_check_target(const char *target, Oid owner, SgWindowEmit emit, bool session, 
 		TupleDescInitEntry(desc, 4 + (revisions ? 1 : 0) + (retractions ? 1 : 0) + i, n, NUMERICOID, -1, 0);
 		appendStringInfo(&cols, ", %s", quote_identifier(n));
 	}
+	TupleDescFinalize(desc);
 	desc = BlessTupleDesc(desc);
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "EXPLAIN (COSTS OFF) INSERT INTO %s (%s) SELECT * FROM batch", qual, cols.data);

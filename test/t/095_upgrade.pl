@@ -6,6 +6,17 @@
 # function signature and ACL, every view's columns and definition, the
 # extension's schema, dependencies and its schemas' owners, every comment).
 #
+# The same from 0.2: a database with a stream, a consumer and a pipeline
+# created on 0.2, updated, keeps working and equals a fresh installation.
+#
+# Last, the updates compared with pg_dump --schema-only: databases updated
+# from 0.1 and from 0.2 (with no streams, whose segment tables would differ)
+# dump the same schema as a fresh installation -- every table with its
+# columns in order, every function body, view, grant and comment.  pg_dump
+# leaves an extension's member objects out of a dump, so the test makes
+# them plain objects first (their pg_depend rows made normal) in those
+# throwaway databases.
+#
 # The library on disk is the current one: as in a real upgrade, the 0.1
 # catalog meets the new library until the update runs.  The library serves
 # the SQL objects of the version before it (0.2: a pipeline there runs
@@ -21,6 +32,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/lib";
 
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -30,7 +42,11 @@ my $node = sg_node('upgrade');
 
 $node->safe_psql('postgres', q{
 CREATE DATABASE old_db;
+CREATE DATABASE v02_db;
 CREATE DATABASE fresh_db;
+CREATE DATABASE dump_01;
+CREATE DATABASE dump_02;
+CREATE DATABASE dump_fresh;
 });
 
 # ---------------------------------------------------------- 0.1 with data
@@ -111,8 +127,8 @@ is($node->safe_psql('old_db', q{SELECT coalesce(last_error, 'none') FROM streamg
 	'none', "after the update, the version error is gone from last_error");
 
 # ---------------------------------- 0.2: served before the update, then updated
-$node->safe_psql('postgres', 'CREATE DATABASE v02_db');
-$node->safe_psql('v02_db', q{
+$node->safe_psql('postgres', 'CREATE DATABASE v02_cap');
+$node->safe_psql('v02_cap', q{
 CREATE EXTENSION streamguard VERSION '0.2';
 SELECT streamguard.create_stream('orders', 2);
 CREATE TABLE totals (customer text PRIMARY KEY, amount numeric NOT NULL);
@@ -123,20 +139,53 @@ SELECT count(*) FROM streamguard.append_batch('orders',
 	ARRAY(SELECT jsonb_build_object('amount', g) FROM generate_series(1, 100) g),
 	ARRAY(SELECT 'c' || (g % 5) FROM generate_series(1, 100) g));
 });
-ok(wait_for_value($node, q{SELECT coalesce(sum(amount), 0) FROM totals}, '5050', 60, dbname => 'v02_db'),
+ok(wait_for_value($node, q{SELECT coalesce(sum(amount), 0) FROM totals}, '5050', 60, dbname => 'v02_cap'),
 	'the library serves a 0.2 catalog: its pipeline runs before the update');
-$node->safe_psql('v02_db', q{
+$node->safe_psql('v02_cap', q{
 SELECT streamguard.create_stream('cdc', 2);
 CREATE TABLE acct (id int PRIMARY KEY, v int NOT NULL);
 INSERT INTO acct SELECT g, g FROM generate_series(1, 50) g;
 SELECT streamguard.capture_table('acct', 'cdc');
 });
 ok(wait_for_value($node, q{SELECT backfill_state || ' ' || backfill_rows || ' ' || coalesce(backfill_error, '-')
-	FROM streamguard.captures WHERE tab = 'acct'::regclass}, 'done 50 -', 60, dbname => 'v02_db'),
+	FROM streamguard.captures WHERE tab = 'acct'::regclass}, 'done 50 -', 60, dbname => 'v02_cap'),
 	'... and a capture\'s backfill');
+$node->safe_psql('v02_cap', 'ALTER EXTENSION streamguard UPDATE');
+is($node->safe_psql('v02_cap', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
+	'0.3', 'ALTER EXTENSION streamguard UPDATE from 0.2 reaches 0.3');
+
+# ------------------------------------------------------- 0.2 with data
+$node->safe_psql('v02_db', q{
+CREATE EXTENSION streamguard VERSION '0.2';
+SELECT streamguard.create_stream('orders', 2, retention => '1 day');
+CREATE TABLE totals (customer text PRIMARY KEY, amount numeric NOT NULL);
+SELECT count(*) FROM streamguard.append_batch('orders',
+	ARRAY(SELECT jsonb_build_object('amount', g) FROM generate_series(1, 100) g),
+	ARRAY(SELECT 'c' || (g % 5) FROM generate_series(1, 100) g),
+	ARRAY(SELECT 'd' || g FROM generate_series(1, 100) g));
+SELECT count(*) FROM streamguard.poll('orders', 'billing', 30);
+SELECT streamguard.create_pipeline('totals', 'orders',
+	$$INSERT INTO totals SELECT key, sum((payload->>'amount')::numeric) FROM batch GROUP BY key
+	  ON CONFLICT (customer) DO UPDATE SET amount = totals.amount + excluded.amount$$,
+	batch_size => 40, workers => 2);
+});
+is($node->safe_psql('v02_db', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
+	'0.2', 'a database with streamguard 0.2');
+ok(wait_for_value($node, q{SELECT coalesce(sum(amount), 0) FROM totals}, '5050', 60, dbname => 'v02_db'),
+	'the 0.2 pipeline delivers its events');
 $node->safe_psql('v02_db', 'ALTER EXTENSION streamguard UPDATE');
 is($node->safe_psql('v02_db', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
-	'0.3', 'ALTER EXTENSION streamguard UPDATE from 0.2 reaches 0.3');
+	'0.3', 'ALTER EXTENSION streamguard UPDATE reaches 0.3 from 0.2');
+$node->safe_psql('v02_db', q{
+SELECT count(*) FROM streamguard.append_batch('orders',
+	ARRAY(SELECT jsonb_build_object('amount', g) FROM generate_series(91, 110) g),
+	ARRAY(SELECT 'c' || (g % 5) FROM generate_series(91, 110) g),
+	ARRAY(SELECT 'd' || g FROM generate_series(91, 110) g));
+});
+ok(wait_for_value($node, q{SELECT sum(amount) FROM totals}, '6105', 60, dbname => 'v02_db'),
+	'the 0.2 pipeline goes on after the update, its dedup keys kept');
+is($node->safe_psql('v02_db', q{SELECT count(*) FROM streamguard.poll('orders', 'billing', 1000)}),
+	'80', 'the SQL consumer resumes from its 0.2 position');
 
 # -------------------------------------------- same schema as a fresh 0.3
 $node->safe_psql('fresh_db', 'CREATE EXTENSION streamguard');
@@ -201,15 +250,53 @@ FROM pg_catalog.pg_description c JOIN pg_catalog.pg_depend d
 JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'streamguard'
 ORDER BY 1};
 my $fresh = $node->safe_psql('fresh_db', $describe);
-for my $db ('old_db', 'v02_db')
+for my $db (qw(old_db v02_db v02_cap))
 {
 	my $old = $node->safe_psql($db, $describe);
+	my $f = $fresh;
 	# extconfig lists tables in the order they were registered: compare as sets
-	s/^config \{(.*)\}$/'config ' . join(',', sort split(m{,}, $1))/me for ($old, $fresh);
-	is($old, $fresh, "the updated schema ($db) equals a fresh installation of 0.3")
-	  or diag(join("\n", 'only after the update:', grep({ my $l = $_; !grep { $_ eq $l } split /\n/, $fresh } split /\n/, $old),
-			'only in a fresh installation:', grep({ my $l = $_; !grep { $_ eq $l } split /\n/, $old } split /\n/, $fresh)));
+	s/^config \{(.*)\}$/'config ' . join(',', sort split(m{,}, $1))/me for ($old, $f);
+	is($old, $f, "$db: the updated schema equals a fresh installation of 0.3")
+	  or diag(only_in($old, $f));
+}
+
+# ------------------------------------ pg_dump --schema-only, no streams
+$node->safe_psql('dump_01', q{CREATE EXTENSION streamguard VERSION '0.1'; ALTER EXTENSION streamguard UPDATE});
+$node->safe_psql('dump_02', q{CREATE EXTENSION streamguard VERSION '0.2'; ALTER EXTENSION streamguard UPDATE});
+$node->safe_psql('dump_fresh', q{CREATE EXTENSION streamguard});
+my %dump;
+for my $db (qw(dump_01 dump_02 dump_fresh))
+{
+	# the members as plain objects, for pg_dump to dump them
+	$node->safe_psql($db, q{
+UPDATE pg_catalog.pg_depend SET deptype = 'n'
+WHERE deptype = 'e' AND refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+	AND refobjid = (SELECT oid FROM pg_catalog.pg_extension WHERE extname = 'streamguard')});
+	my ($out, $err);
+	my $ok = IPC::Run::run(['pg_dump', '--schema-only', '--no-comments', '-d', $node->connstr($db)],
+		'>', \$out, '2>', \$err);
+	ok($ok, "pg_dump --schema-only of $db") or diag($err);
+	# pg_dump's own noise: its version, and the random key of \restrict
+	$out =~ s/^(--.*(Dumped (from|by)).*|\\(un)?restrict .*)\n//mg;
+	$dump{$db} = $out;
+}
+cmp_ok(length $dump{dump_fresh}, '>', 10000, 'the fresh dump holds the schema (' . length($dump{dump_fresh}) . ' bytes)');
+for my $db (qw(dump_01 dump_02))
+{
+	my $from = $db eq 'dump_01' ? '0.1' : '0.2';
+	is($dump{$db}, $dump{dump_fresh}, "pg_dump --schema-only: updated from $from equals a fresh installation")
+	  or diag(only_in($dump{$db}, $dump{dump_fresh}));
 }
 
 $node->stop;
 done_testing();
+
+# the lines of $a not in $b and of $b not in $a, for diag
+sub only_in
+{
+	my ($a, $b) = @_;
+	my %a = map { $_ => 1 } split /\n/, $a;
+	my %b = map { $_ => 1 } split /\n/, $b;
+	return join("\n", 'only after the update:', grep({ !$b{$_} } split /\n/, $a),
+		'only in a fresh installation:', grep({ !$a{$_} } split /\n/, $b));
+}
