@@ -376,7 +376,15 @@ BatchRun(SgWorker *w, bool isolate)
 			MemoryContextSwitchTo(oldcxt);
 		}
 		if (gid)
+		{
+			/*
+			 * COMMIT PREPARED goes out after the local commit: the gid must
+			 * outlive the transaction (the isolated path makes it in the
+			 * transaction's memory)
+			 */
+			gid = MemoryContextStrdup(w->batch_cxt, gid);
 			SinkRecordPrepared(w, gid);
+		}
 	}
 	else if (n > 0)
 		rows_out = isolate ? BatchRunIsolated(w, store) : BatchRunSql(w, store, n);
