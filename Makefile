@@ -95,3 +95,9 @@ mutation:
 .PHONY: valgrind
 valgrind:
 	PG_CONFIG=$(PG_CONFIG) test/valgrind.sh
+
+# Every test layer on every PostgreSQL major scripts/test.sh finds (the whole
+# TAP layer on each, not only the compat set): see docs/testing.md.
+.PHONY: check-all-majors
+check-all-majors:
+	SG_TAP_ALL=1 bash scripts/test.sh
