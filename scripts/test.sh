@@ -109,7 +109,7 @@ TOTAL_FAIL=0
 
 run_layer() {   # run_layer KEY DIR make-variable-overrides...
     local name=$1 dir=$2; shift 2
-    local log="$LOGS/$name.log" rc
+    local log="$LOGS/${name//\//-}.log" rc
     sg_log "test: layer '$name': make installcheck $*"
     # No stdin: CI runs us without one, and nothing here may wait for input.
     sg_as_server_user "${LAYER_ENV[@]}" timeout -k 30 "$LAYER_TIMEOUT" \
@@ -190,7 +190,7 @@ show_failure_details() {   # show_failure_details KEY LAYER DIR
         tap)         # logs of the failing test files only (all of them if unknown)
             local -a failed logs=()
             local t base
-            mapfile -t failed < <(grep -E '\(Wstat: [0-9]+' "$LOGS/$key.log" | awk '{print $1}' | sort -u)
+            mapfile -t failed < <(grep -E '\(Wstat: [0-9]+' "$LOGS/${key//\//-}.log" | awk '{print $1}' | sort -u)
             for t in "${failed[@]}"; do
                 base=$(basename "$t" .pl)
                 logs+=("$dir/tmp_check/log/regress_log_$base" "$dir"/tmp_check/log/"$base"_*.log)
@@ -253,9 +253,9 @@ run_layers() {
         rc=$?
         L_SECONDS[$key]=$((SECONDS - t0))
         if [ "$layer" = tap ]; then
-            parse_prove "$key" "$LOGS/$key.log" "$rc"
+            parse_prove "$key" "$LOGS/${key//\//-}.log" "$rc"
         else
-            parse_pg_regress "$key" "$LOGS/$key.log" "$rc"
+            parse_pg_regress "$key" "$LOGS/${key//\//-}.log" "$rc"
         fi
         if [ "${L_FAIL[$key]}" -eq 0 ]; then
             L_STATUS[$key]=ok
