@@ -137,3 +137,9 @@ deb: dist
 	tar -xzf build/deb/streamguard_$(SG_VERSION).orig.tar.gz -C build/deb
 	cd build/deb/$(SG_DIST) && dpkg-buildpackage -us -uc -b
 	@ls build/deb/*.deb
+
+# Every test layer on every PostgreSQL major scripts/test.sh finds (the whole
+# TAP layer on each, not only the compat set): see docs/testing.md.
+.PHONY: check-all-majors
+check-all-majors:
+	SG_TAP_ALL=1 bash scripts/test.sh

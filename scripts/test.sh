@@ -10,11 +10,22 @@
 # As another user (with everything installed already): skips the install
 # steps and runs the suites as that user.
 #
-# The last line of output is "N passed, N failed"; exit status is non-zero if
-# anything failed.
+# Then the other PostgreSQL majors (16 and later), each with its own build
+# and install: regress, isolation and a TAP compat set (TAP_COMPAT below,
+# smaller crash matrices) -- or the whole TAP layer with SG_TAP_ALL=1. The
+# majors come from PG_CONFIGS="path/pg_config ..." or, when it is unset and
+# ../shared/postgres exists next to the checkout, from the install trees
+# there (postgresql-NN-cassert-bookworm-amd64.tar.xz, checked against its
+# SHA256SUMS and extracted once into SG_PG_CACHE, default
+# /tmp/streamguard-pg-cache). Without either, one line says they are skipped.
+#
+# The last line of output is "N passed, N failed" (every major), after the
+# counts per major and layer; exit status is non-zero if anything failed.
 #
 # Environment: SG_LAYER_TIMEOUT (seconds per layer, default 1800),
 #              SG_KEEP=1 keeps the test directory even when all tests pass,
+#              PG_CONFIGS, SG_PG_CACHE, SG_TAP_ALL=1 (above),
+#              SG_MAJORS_ONLY=1 skips the default PostgreSQL's layers,
 #              SG_FUZZ_QUERIES / SG_FUZZ_SEED size the fuzz layer (default
 #              2000 queries per role, seed 1: docs/testing.md).
 set -uo pipefail
@@ -53,7 +64,8 @@ LOGS="$WORK/_test-logs"
 mkdir -p "$LOGS"
 sg_log "test: copying the source tree to $WORK"
 
-copy_tree() {
+copy_tree() {   # copy_tree DEST
+    local dest=$1
     if command -v git >/dev/null &&
        git -c safe.directory='*' -C "$SG_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
         # Tracked files plus untracked, non-ignored ones (work in progress);
@@ -61,16 +73,16 @@ copy_tree() {
         (cd "$SG_ROOT" &&
          git -c safe.directory='*' ls-files -z --cached --others --exclude-standard |
          while IFS= read -r -d '' f; do [ -f "$f" ] || [ -L "$f" ] && printf '%s\0' "$f"; done |
-         tar --null -T - -cf -) | tar -C "$WORK" -xf -
+         tar --null -T - -cf -) | tar -C "$dest" -xf -
     else
         tar -C "$SG_ROOT" -cf - \
             --exclude=.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
             --exclude=results --exclude=output_iso --exclude='tmp_check*' \
             --exclude=regression.diffs --exclude=regression.out --exclude=log \
-            --exclude=bench-results . | tar -C "$WORK" -xf -
+            --exclude=bench-results --exclude=_test-logs . | tar -C "$dest" -xf -
     fi
 }
-if ! copy_tree; then
+if ! copy_tree "$WORK"; then
     echo "test: could not copy the source tree to $WORK" >&2
     finish 0 1
 fi
@@ -92,18 +104,19 @@ stop_leftover_servers() {
 }
 
 # ---------------------------------------------------------- the layers ----
-declare -A L_PASS L_FAIL L_STATUS
+declare -A L_PASS L_FAIL L_STATUS L_SECONDS MAJOR_SECONDS
 LAYERS=(regress isolation tap fuzz)
+LAYER_ENV=()
 TOTAL_PASS=0
 TOTAL_FAIL=0
 
-run_layer() {   # run_layer NAME make-variable-overrides...
-    local name=$1; shift
-    local log="$LOGS/$name.log" rc
+run_layer() {   # run_layer KEY DIR make-variable-overrides...
+    local name=$1 dir=$2; shift 2
+    local log="$LOGS/${name//\//-}.log" rc
     sg_log "test: layer '$name': make installcheck $*"
     # No stdin: CI runs us without one, and nothing here may wait for input.
-    sg_as_server_user timeout -k 30 "$LAYER_TIMEOUT" \
-        make -C "$WORK" --no-print-directory PG_CONFIG="$PG_CONFIG" installcheck "$@" \
+    sg_as_server_user "${LAYER_ENV[@]}" timeout -k 30 "$LAYER_TIMEOUT" \
+        make -C "$dir" --no-print-directory PG_CONFIG="$PG_CONFIG" installcheck "$@" \
         </dev/null 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     case $rc in
@@ -167,81 +180,240 @@ show_server_log() {   # the temp instance's postmaster.log, or initdb.log if it 
     fi
 }
 
-show_failure_details() {   # show_failure_details NAME
-    sg_log "test: layer '$1' failed; details:"
-    case $1 in
+show_failure_details() {   # show_failure_details KEY LAYER DIR
+    local key=$1 layer=$2 dir=$3
+    sg_log "test: layer '$key' failed; details:"
+    case $layer in
         regress)     # pg_regress keeps its server's log in <outputdir>/log
-            show_file "$WORK/regression.diffs" "$DIFF_TAIL"
-            show_server_log "$WORK/log" ;;
+            show_file "$dir/regression.diffs" "$DIFF_TAIL"
+            show_server_log "$dir/log" ;;
         isolation)
-            show_file "$WORK/output_iso/regression.diffs" "$DIFF_TAIL"
-            show_server_log "$WORK/output_iso/log" ;;
+            show_file "$dir/output_iso/regression.diffs" "$DIFF_TAIL"
+            show_server_log "$dir/output_iso/log" ;;
         fuzz)        # the driver's log, then the server's (crash lines at its end)
-            show_file "$WORK/tmp_check/log/regress_log_sqlsmith" "$LOG_TAIL"
-            for f in "$WORK"/tmp_check/log/sqlsmith_*.log; do show_file "$f" "$LOG_TAIL"; done
-            sg_info "every query SQLsmith sent: $WORK/tmp_check/log/sqlsmith_<role>.sql" ;;
+            show_file "$dir/tmp_check/log/regress_log_sqlsmith" "$LOG_TAIL"
+            for f in "$dir"/tmp_check/log/sqlsmith_*.log; do show_file "$f" "$LOG_TAIL"; done
+            sg_info "every query SQLsmith sent: $dir/tmp_check/log/sqlsmith_<role>.sql" ;;
         tap)         # logs of the failing test files only (all of them if unknown)
             local -a failed logs=()
             local t base
-            mapfile -t failed < <(grep -E '\(Wstat: [0-9]+' "$LOGS/tap.log" | awk '{print $1}' | sort -u)
+            mapfile -t failed < <(grep -E '\(Wstat: [0-9]+' "$LOGS/${key//\//-}.log" | awk '{print $1}' | sort -u)
             for t in "${failed[@]}"; do
                 base=$(basename "$t" .pl)
-                logs+=("$WORK/tmp_check/log/regress_log_$base" "$WORK"/tmp_check/log/"$base"_*.log)
+                logs+=("$dir/tmp_check/log/regress_log_$base" "$dir"/tmp_check/log/"$base"_*.log)
             done
-            [ ${#failed[@]} -gt 0 ] || logs=("$WORK"/tmp_check/log/*)
+            [ ${#failed[@]} -gt 0 ] || logs=("$dir"/tmp_check/log/*)
             for f in "${logs[@]}"; do [ -f "$f" ] && show_file "$f" "$LOG_TAIL"; done ;;
     esac
     return 0
 }
 
+# The TAP compat set run on the other majors: one file per guarantee (the
+# pipeline crash matrix, zombie fencing, remote sink and source, upgrade,
+# security, capture, windows, Kafka), the crash matrices smaller than on the
+# default PostgreSQL (COMPAT_ENV; a variable already set wins).
+TAP_COMPAT=(050_pipeline_crash_matrix 065_pipeline_zombie 070_remote_sink 080_remote_source
+            095_upgrade 100_security_pipeline 120_capture 150_windows 140_kafka_source)
+COMPAT_ENV=(SG_CRASH_MIN_EVENTS=20000 SG_CRASH_ROUNDS=1 SG_REMOTE_MIN_EVENTS=5000 SG_REMOTE_ROUNDS=1)
+
 shopt -s nullglob
-for layer in "${LAYERS[@]}"; do
-    case $layer in
-        regress)
-            inputs=("$WORK"/sql/*.sql)
-            overrides=(ISOLATION= TAP_TESTS=) ;;
-        isolation)
-            inputs=("$WORK"/test/isolation/specs/*.spec)
-            overrides=(REGRESS= TAP_TESTS=) ;;
-        tap)
-            inputs=("$WORK"/test/t/*.pl)
-            overrides=(REGRESS= ISOLATION=) ;;
-        fuzz)
-            inputs=("$WORK"/test/fuzz/*.pl)
-            overrides=(REGRESS= ISOLATION= PROVE_TESTS=test/fuzz/sqlsmith.pl)
-            # installcheck empties tmp_check: keep the TAP layer's logs
-            if [ -d "$WORK/tmp_check" ]; then
-                rm -rf "$WORK/tmp_check_tap" && mv "$WORK/tmp_check" "$WORK/tmp_check_tap"
-            fi ;;
-    esac
-    if [ ${#inputs[@]} -eq 0 ]; then
-        sg_log "test: layer '$layer': no tests found, skipped"
-        L_PASS[$layer]=0; L_FAIL[$layer]=0; L_STATUS[$layer]=skipped
+MAJORS=()   # labels, in the order run
+
+# run_layers LABEL DIR TAPSET: the three layers in DIR against $PG_CONFIG;
+# TAPSET is "all" or "compat".  Results under keys LABEL/layer.
+run_layers() {
+    local label=$1 dir=$2 tapset=$3 layer key rc t0 f
+    local -a inputs overrides
+    MAJORS+=("$label")
+    for layer in "${LAYERS[@]}"; do
+        key="$label/$layer"
+        LAYER_ENV=()
+        case $layer in
+            regress)
+                inputs=("$dir"/sql/*.sql)
+                overrides=(ISOLATION= TAP_TESTS=) ;;
+            isolation)
+                inputs=("$dir"/test/isolation/specs/*.spec)
+                overrides=(REGRESS= TAP_TESTS=) ;;
+            tap)
+                overrides=(REGRESS= ISOLATION=)
+                if [ "$tapset" = compat ]; then
+                    inputs=()
+                    for f in "${TAP_COMPAT[@]}"; do
+                        [ -f "$dir/test/t/$f.pl" ] && inputs+=("test/t/$f.pl")
+                    done
+                    overrides+=("PROVE_TESTS=${inputs[*]}")
+                    for f in "${COMPAT_ENV[@]}"; do
+                        if [ -z "$(printenv "${f%%=*}")" ]; then LAYER_ENV+=("$f"); fi
+                    done
+                else
+                    inputs=("$dir"/test/t/*.pl)
+                fi ;;
+            fuzz)    # the default PostgreSQL only (SQLsmith is the same everywhere)
+                inputs=()
+                [ "$tapset" = all ] && [ "$dir" = "$WORK" ] && inputs=("$dir"/test/fuzz/*.pl)
+                overrides=(REGRESS= ISOLATION= PROVE_TESTS=test/fuzz/sqlsmith.pl)
+                # installcheck empties tmp_check: keep the TAP layer's logs
+                if [ ${#inputs[@]} -gt 0 ] && [ -d "$dir/tmp_check" ]; then
+                    rm -rf "$dir/tmp_check_tap" && mv "$dir/tmp_check" "$dir/tmp_check_tap"
+                fi ;;
+        esac
+        if [ ${#inputs[@]} -eq 0 ]; then
+            sg_log "test: layer '$key': no tests found, skipped"
+            L_PASS[$key]=0; L_FAIL[$key]=0; L_STATUS[$key]=skipped; L_SECONDS[$key]=0
+            continue
+        fi
+        t0=$SECONDS
+        run_layer "$key" "$dir" "${overrides[@]}"
+        rc=$?
+        L_SECONDS[$key]=$((SECONDS - t0))
+        if [ "$layer" = tap ] || [ "$layer" = fuzz ]; then
+            parse_prove "$key" "$LOGS/${key//\//-}.log" "$rc"
+        else
+            parse_pg_regress "$key" "$LOGS/${key//\//-}.log" "$rc"
+        fi
+        if [ "${L_FAIL[$key]}" -eq 0 ]; then
+            L_STATUS[$key]=ok
+        else
+            L_STATUS[$key]=FAILED
+            show_failure_details "$key" "$layer" "$dir"
+        fi
+    done
+}
+
+# a major that could not even be built: one failure, no layers
+major_failed() {   # major_failed LABEL WHY
+    MAJORS+=("$1")
+    L_PASS["$1/build"]=0; L_FAIL["$1/build"]=1; L_STATUS["$1/build"]="FAILED ($2)"; L_SECONDS["$1/build"]=0
+    echo "test: $1: $2; counted as 1 failure" >&2
+}
+
+major_label() {   # major_label PG_CONFIG -> "pg16" (from its --version)
+    local v
+    v=$("$1" --version 2>/dev/null | awk '{print $2}')
+    v=${v%%.*}; v=${v%%[a-z]*}
+    echo "pg${v:-unknown}"
+}
+
+# ---------------------------------------------------- default PostgreSQL ----
+mkdir -p "$LOGS"
+if [ "${SG_MAJORS_ONLY:-0}" = 1 ]; then
+    sg_log "test: SG_MAJORS_ONLY=1: the default PostgreSQL ($PG_CONFIG) is skipped"
+else
+    DEFAULT_LABEL=$(major_label "$PG_CONFIG")
+    sg_log "test: $DEFAULT_LABEL ($PG_CONFIG)"
+    t_major=$SECONDS
+    run_layers "$DEFAULT_LABEL" "$WORK" all
+    MAJOR_SECONDS[$DEFAULT_LABEL]=$((SECONDS - t_major))
+fi
+
+# ------------------------------------------------------- other majors ----
+# PG_CONFIGS, or the install trees of ../shared/postgres (extracted once)
+major_pg_configs() {
+    local shared cache tb name nn sum have
+    if [ -n "${PG_CONFIGS:-}" ]; then
+        printf '%s\n' $PG_CONFIGS
+        return 0
+    fi
+    shared=$(cd "$SG_ROOT/.." && pwd)/shared/postgres
+    [ -d "$shared" ] || return 0
+    cache=${SG_PG_CACHE:-/tmp/streamguard-pg-cache-$(id -un)}
+    mkdir -p "$cache" || { sg_warn "cannot create $cache (SG_PG_CACHE)"; return 0; }
+    for tb in "$shared"/postgresql-[0-9]*-cassert-bookworm-amd64.tar.xz; do
+        name=$(basename "$tb")
+        nn=${name#postgresql-}; nn=${nn%%-*}
+        sum=$(awk -v f="$name" '$2 == f || $2 == "*" f { print $1 }' "$shared/SHA256SUMS" 2>/dev/null)
+        have=$(cat "$cache/pg$nn.sha256" 2>/dev/null)
+        if [ -z "$sum" ]; then
+            sg_warn "$name is not listed in $shared/SHA256SUMS; skipped"
+            echo "BAD:pg$nn:not in SHA256SUMS"
+            continue
+        fi
+        if [ "$have" != "$sum" ] || [ ! -x "$cache/pg$nn/bin/pg_config" ]; then
+            sg_log "test: checking and extracting $name into $cache" >&2
+            if [ "$(sha256sum "$tb" | awk '{print $1}')" != "$sum" ]; then
+                sg_warn "$name does not match its SHA256SUMS entry; skipped"
+                echo "BAD:pg$nn:checksum mismatch"
+                continue
+            fi
+            rm -rf "$cache/pg$nn" "$cache/pg$nn.sha256" "$cache/tmp.$nn"
+            mkdir -p "$cache/tmp.$nn" &&
+                tar -C "$cache/tmp.$nn" -xJf "$tb" &&
+                mv "$cache/tmp.$nn/pg$nn" "$cache/pg$nn" &&
+                rmdir "$cache/tmp.$nn" &&
+                echo "$sum" > "$cache/pg$nn.sha256" ||
+                { echo "BAD:pg$nn:could not extract"; continue; }
+        fi
+        echo "$cache/pg$nn/bin/pg_config"
+    done
+}
+
+mapfile -t OTHER_CONFIGS < <(major_pg_configs)
+if [ ${#OTHER_CONFIGS[@]} -eq 0 ]; then
+    sg_log "test: other PostgreSQL majors skipped: PG_CONFIGS is not set and there is no ../shared/postgres next to the checkout"
+fi
+DEFAULT_PG_CONFIG=$PG_CONFIG
+DEFAULT_PG_BINDIR=$PG_BINDIR
+for pgc in "${OTHER_CONFIGS[@]}"; do
+    if [[ $pgc == BAD:* ]]; then
+        IFS=: read -r _ label why <<<"$pgc"
+        major_failed "$label" "$why"
         continue
     fi
-    run_layer "$layer" "${overrides[@]}"
-    rc=$?
-    if [ "$layer" = tap ] || [ "$layer" = fuzz ]; then
-        parse_prove "$layer" "$LOGS/$layer.log" "$rc"
-    else
-        parse_pg_regress "$layer" "$LOGS/$layer.log" "$rc"
+    if [ ! -x "$pgc" ]; then
+        major_failed "$(basename "$(dirname "$(dirname "$pgc")")")" "no pg_config at $pgc"
+        continue
     fi
-    if [ "${L_FAIL[$layer]}" -eq 0 ]; then
-        L_STATUS[$layer]=ok
-    else
-        L_STATUS[$layer]=FAILED
-        show_failure_details "$layer"
+    [ "$(readlink -f "$pgc")" = "$(readlink -f "$DEFAULT_PG_CONFIG")" ] && continue
+    label=$(major_label "$pgc")
+    [ -n "${L_STATUS[$label/regress]:-}" ] && label="$label-$(echo "$pgc" | md5sum | cut -c1-6)"
+    t_major=$SECONDS
+    dir="$WORK/$label"
+    sg_log "test: $label ($pgc): build, install, regress + isolation + TAP ${SG_TAP_ALL:+(all files)}"
+    mkdir -p "$dir" && copy_tree "$dir" || { major_failed "$label" "could not copy the source tree"; continue; }
+    if ! make -C "$dir" -j"$(nproc 2>/dev/null || echo 2)" --no-print-directory PG_CONFIG="$pgc" \
+            >"$LOGS/$label-build.log" 2>&1 </dev/null ||
+       ! make -C "$dir" --no-print-directory PG_CONFIG="$pgc" install \
+            >>"$LOGS/$label-build.log" 2>&1 </dev/null; then
+        tail -n 60 "$LOGS/$label-build.log"
+        major_failed "$label" "build or install failed (log: $LOGS/$label-build.log)"
+        continue
     fi
+    sg_is_root && chown -R postgres:postgres "$dir"
+    PG_CONFIG=$pgc
+    PG_BINDIR=$("$pgc" --bindir)
+    if [ "${SG_TAP_ALL:-0}" = 1 ]; then
+        run_layers "$label" "$dir" all
+    else
+        run_layers "$label" "$dir" compat
+    fi
+    PG_CONFIG=$DEFAULT_PG_CONFIG
+    PG_BINDIR=$DEFAULT_PG_BINDIR
+    MAJOR_SECONDS[$label]=$((SECONDS - t_major))
 done
 
 # ------------------------------------------------------------- summary ----
 echo
 sg_log "test: summary"
-printf '    %-10s %7s %7s  %s\n' layer passed failed status
-for layer in "${LAYERS[@]}"; do
-    printf '    %-10s %7s %7s  %s\n' "$layer" "${L_PASS[$layer]}" "${L_FAIL[$layer]}" "${L_STATUS[$layer]}"
-    TOTAL_PASS=$((TOTAL_PASS + L_PASS[$layer]))
-    TOTAL_FAIL=$((TOTAL_FAIL + L_FAIL[$layer]))
+printf '    %-8s %-10s %7s %7s %8s  %s\n' major layer passed failed seconds status
+for m in "${MAJORS[@]}"; do
+    for layer in build "${LAYERS[@]}"; do
+        key="$m/$layer"
+        [ -n "${L_STATUS[$key]:-}" ] || continue
+        printf '    %-8s %-10s %7s %7s %8s  %s\n' "$m" "$layer" "${L_PASS[$key]}" "${L_FAIL[$key]}" \
+            "${L_SECONDS[$key]}" "${L_STATUS[$key]}"
+    done
+done
+for m in "${MAJORS[@]}"; do
+    mp=0; mf=0
+    for layer in build "${LAYERS[@]}"; do
+        key="$m/$layer"
+        [ -n "${L_STATUS[$key]:-}" ] || continue
+        mp=$((mp + L_PASS[$key])); mf=$((mf + L_FAIL[$key]))
+    done
+    echo "$m: $mp passed, $mf failed (${MAJOR_SECONDS[$m]:-0} s)"
+    TOTAL_PASS=$((TOTAL_PASS + mp))
+    TOTAL_FAIL=$((TOTAL_FAIL + mf))
 done
 [ $((TOTAL_PASS + TOTAL_FAIL)) -eq 0 ] && sg_warn "no tests were found in any layer"
 if [ "$TOTAL_FAIL" -eq 0 ] && [ "${SG_KEEP:-0}" != 1 ]; then

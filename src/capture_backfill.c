@@ -873,7 +873,8 @@ sg_record_error(int32 capture_id, const char *message)
 static void
 sg_nap(long ms)
 {
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms,
+					 sg_wait_event(SG_WE_BACKFILL));
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 }

@@ -190,4 +190,36 @@ sg_push_jsonb(SgJsonbState *st, JsonbIteratorToken tok, JsonbValue *val)
 #define SG_WAIT_EVENT(name, n)	(PG_WAIT_EXTENSION | (uint32) (n))
 #endif
 
+/*
+ * Waits of ours with a name in pg_stat_activity on 17 and later (compat.c;
+ * PG_WAIT_EXTENSION before).  The remote and Kafka waits use SG_WAIT_EVENT
+ * above directly.
+ */
+typedef enum SgWaitEvent
+{
+	SG_WE_PIPELINE_IDLE,		/* a pipeline worker with nothing to do */
+	SG_WE_PIPELINE_RETRY,		/* a pipeline worker backing off after an error */
+	SG_WE_FAULT,				/* held by streamguard.inject_fault (tests) */
+	SG_WE_MAINTENANCE,			/* the maintenance worker between rounds */
+	SG_WE_LAUNCHER,				/* the launcher between rounds */
+	SG_WE_POLL,					/* poll(wait => ...) for appends */
+	SG_WE_BACKFILL,				/* a capture backfill throttled */
+	SG_WE_COUNT
+} SgWaitEvent;
+
+extern uint32 sg_wait_event(SgWaitEvent which);
+
+/*
+ * The module's magic block.  18 lets it carry the module's name and
+ * version (pg_get_loaded_modules() shows them).
+ */
+#define SG_MODULE_NAME		"streamguard"
+#define SG_MODULE_VERSION	"0.3"
+#ifdef PG_MODULE_MAGIC_EXT
+#define SG_MODULE_MAGIC \
+	PG_MODULE_MAGIC_EXT(.name = SG_MODULE_NAME, .version = SG_MODULE_VERSION)
+#else
+#define SG_MODULE_MAGIC PG_MODULE_MAGIC
+#endif
+
 #endif							/* SG_COMPAT_H */

@@ -1011,7 +1011,7 @@ HorizonWaitReadable(SgStreamRef ref, long timeout_ms)
 	bool		timed_out;
 
 	timed_out = ConditionVariableTimedSleep(&sg_streams[ref.slot].readable, timeout_ms,
-											PG_WAIT_EXTENSION);
+											sg_wait_event(SG_WE_POLL));
 	ConditionVariableCancelSleep();
 	return !timed_out;
 }

@@ -400,7 +400,7 @@ LauncherMain(Datum arg)
 		sg_launcher_prune(local, round);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 sg_launcher_naptime_ms, PG_WAIT_EXTENSION);
+						 sg_launcher_naptime_ms, sg_wait_event(SG_WE_LAUNCHER));
 		ResetLatch(MyLatch);
 	}
 }

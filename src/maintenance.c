@@ -809,7 +809,7 @@ MaintenanceWorkerMain(Datum arg)
 		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 sg_maintenance_naptime_ms, PG_WAIT_EXTENSION);
+						 sg_maintenance_naptime_ms, sg_wait_event(SG_WE_MAINTENANCE));
 		ResetLatch(MyLatch);
 	}
 }

@@ -28,7 +28,7 @@
 #include "remote.h"
 #include "streamguard.h"
 
-PG_MODULE_MAGIC;
+SG_MODULE_MAGIC;
 
 int			sg_max_streams = 256;
 int			sg_max_partitions = 4096;

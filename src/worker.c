@@ -404,7 +404,8 @@ PipelineWorkerMain(Datum arg)
 				isolate = true;
 			backoff = Min(w->def.retry_backoff_ms << Min(attempts - 1, 20), w->def.max_backoff_ms);
 			FreeErrorData(edata);
-			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, backoff, PG_WAIT_EXTENSION);
+			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, backoff,
+							 sg_wait_event(SG_WE_PIPELINE_RETRY));
 			continue;
 		}
 
@@ -420,7 +421,7 @@ PipelineWorkerMain(Datum arg)
 				/* a remote source cannot wake us: poll it */
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 								 WindowWaitMs(w, w->def.source_server ? 100L : 1000L),
-								 PG_WAIT_EXTENSION);
+								 sg_wait_event(SG_WE_PIPELINE_IDLE));
 				break;
 			case SG_BATCH_FENCED:
 				sg_clean_exit(w);

@@ -42,7 +42,7 @@ sg_fault_hold(SgWorker *w, SgFaultPoint point)
 		if (!armed || GetCurrentTimestamp() >= until)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50L,
-						 PG_WAIT_EXTENSION);
+						 sg_wait_event(SG_WE_FAULT));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -549,7 +549,9 @@ sub run_knobs
 # (id, producer, customer, amount) and aborted (id), and function
 # produce(n int, producer int, single boolean) RETURNS text: n events
 # {"id": N} appended to $stream with append_batch (single: one append per
-# event), keyed $prefix || N % $mod; returns the ids, comma-separated.
+# event), keyed $prefix || N % $mod; returns the ids, comma-separated.  The
+# ids are sg_test.id_base + 1 .. n when that is set (the producers set it),
+# else from sequence ev_id.
 #   key_prefix => ('k'), key_mod => (64)
 #   amounts => 1: each event also gets an "amount" (0.01 to 1000.00), kept
 #              in produced.amount
@@ -577,7 +579,9 @@ DECLARE
 BEGIN
 	SELECT array_agg(id ORDER BY id), array_agg(amt ORDER BY id), array_agg($key ORDER BY id)
 	  INTO ids, amts, keys
-	  FROM (SELECT nextval('ev_id') AS id, $amount AS amt FROM generate_series(1, n)) s;
+	  FROM (SELECT coalesce(nullif(current_setting('sg_test.id_base', true), '')::bigint + g,
+							nextval('ev_id')) AS id, $amount AS amt
+			  FROM generate_series(1, n) g) s;
 	INSERT INTO produced (id, producer, customer, amount)
 	SELECT u.id, produce.producer, u.c, u.a FROM unnest(ids, keys, amts) AS u(id, c, a);
 	IF single THEN
@@ -636,6 +640,7 @@ sub _producer_main
 	my $dir = $h->{dir};
 	srand($h->{seed} * 10 + $pno);
 	my %st = (commits => 0, aborts => 0, failures => 0, events => 0, aborted_events => 0);
+	my $next_id = 0;
 	open(my $af, '>', "$dir/aborted.$pno") or POSIX::_exit(2);
 	while (!-e "$dir/stop")
 	{
@@ -643,8 +648,13 @@ sub _producer_main
 		my ($lo, $hi) = @{ $single ? $h->{single} : $h->{batch} };
 		my $n = $lo + int(rand($hi - $lo + 1));
 		my $abort = rand() < $h->{abort};
-		my $sql = "BEGIN;\nSELECT produce($n, $pno, " . ($single ? 'true' : 'false') . ");\n"
+		# ids from the producer's own counter: a sequence can hand out the
+		# ids of a rolled-back transaction again after a crash (its advance
+		# was never flushed), which would make them look delivered
+		my $sql = "BEGIN;\nSET LOCAL sg_test.id_base = " . ($pno * 1_000_000_000_000 + $next_id) . ";\n"
+		  . "SELECT produce($n, $pno, " . ($single ? 'true' : 'false') . ");\n"
 		  . ($abort ? 'ROLLBACK' : 'COMMIT') . ";\n";
+		$next_id += $n;
 		my ($ok, $out) = try_psql($h->{node}, $sql, timeout => 120);
 		if ($ok && $out =~ /^\d+(,\d+)*$/)
 		{
