@@ -22,7 +22,7 @@
 # The last line of output is "N passed, N failed" (every major), after the
 # counts per major and layer; exit status is non-zero if anything failed.
 #
-# Environment: SG_LAYER_TIMEOUT (seconds per layer, default 1800),
+# Environment: SG_LAYER_TIMEOUT (seconds per layer, default 3600),
 #              SG_KEEP=1 keeps the test directory even when all tests pass,
 #              PG_CONFIGS, SG_PG_CACHE, SG_TAP_ALL=1 (above),
 #              SG_MAJORS_ONLY=1 skips the default PostgreSQL's layers,
@@ -31,7 +31,7 @@
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
 
-LAYER_TIMEOUT=${SG_LAYER_TIMEOUT:-1800}
+LAYER_TIMEOUT=${SG_LAYER_TIMEOUT:-3600}
 LOG_TAIL=${SG_LOG_TAIL:-150}
 DIFF_TAIL=${SG_DIFF_TAIL:-400}
 
