@@ -22,6 +22,7 @@
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "storage/lmgr.h"
+#include "utils/lsyscache.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"

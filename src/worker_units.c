@@ -42,6 +42,7 @@
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "utils/lsyscache.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
