@@ -766,7 +766,6 @@ CREATE TABLE streamguard.capture (
 	backfill_state streamguard.backfill_state NOT NULL,
 	backfill_after text[],					-- key of the last row a committed chunk covered
 	backfill_until text[],					-- the last key when the backfill began: its end
-	backfill_key text[],					-- the key's order (type, collation, operator family) it walks
 	backfill_rows bigint NOT NULL DEFAULT 0,	-- backfill events appended
 	backfill_skipped bigint NOT NULL DEFAULT 0,	-- rows whose version a live change sent
 	backfill_total bigint,					-- the table's estimated rows when it started
@@ -774,6 +773,9 @@ CREATE TABLE streamguard.capture (
 	backfill_done_at timestamptz,
 	backfill_error text,					-- of the last failed chunk
 	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	-- the key's order (type, collation, operator family) the backfill walks
+	-- (0.3; last, where the update from 0.2 adds it)
+	backfill_key text[],
 	UNIQUE (relid, stream_id)
 );
 SELECT pg_catalog.pg_extension_config_dump('streamguard.capture', '');
