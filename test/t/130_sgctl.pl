@@ -539,15 +539,24 @@ sql(qq{SELECT streamguard.create_pipeline('to_sink', '$stream_lit',
 	my ($cout, $cerr) = ('', '');
 	SKIP:
 	{
-		skip 'curl is not installed', 3 unless grep { -x "$_/curl" } split /:/, $ENV{PATH};
+		skip 'curl is not installed', 4 unless grep { -x "$_/curl" } split /:/, $ENV{PATH};
 		IPC::Run::run([ 'curl', '-sS', '-i', $url ], '>', \$cout, '2>', \$cerr, IPC::Run::timeout(30));
 		like($cout, qr{^HTTP/1\.1 200 OK\r\nContent-Type: text/plain; version=0\.0\.4}, 'a curl scrape gets 200 and the content type');
 		like($cout, qr/^streamguard_pipeline_/m, 'the scrape has the pipeline metrics');
 		IPC::Run::run([ 'curl', '-sS', '-o', '/dev/null', '-w', '%{http_code}', "$url/nope" ], '>', \$cout, '2>', \$cerr, IPC::Run::timeout(30));
 		is($cout, '404', 'another path is 404');
+		IPC::Run::run([ 'curl', '-sS', '-o', '/dev/null', '-w', '%{http_code}', '-H', 'X-Big: ' . ('x' x 9000), $url ],
+			'>', \$cout, '2>', \$cerr, IPC::Run::timeout(30));
+		is($cout, '431', 'a request head over 8 kB is 431');
 	}
 	$h->signal('INT');
 	is(sg_finish($h), 0, 'metrics --listen ends on SIGINT with 0');
+
+	# an empty HOST is loopback (http.c, shared with sgctl serve), not every address
+	($h, $hout, $herr) = sg_start([ 'metrics', '--listen', ':0' ]);
+	ok(pump_until_match($h, $herr, qr{serving http://127\.0\.0\.1:\d+/metrics}, 30), 'metrics --listen :0 serves on 127.0.0.1');
+	$h->signal('INT');
+	is(sg_finish($h), 0, '... and ends on SIGINT with 0');
 }
 
 $node->stop;

@@ -1,12 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * http.c
- *	  The small HTTP/1.1 server sgctl serve uses: listen on HOST:PORT, read
- *	  one request head bounded in size and time, write one response and
- *	  close.
+ *	  The small HTTP/1.1 server of sgctl serve and sgctl metrics --listen:
+ *	  listen on HOST:PORT, read one request head bounded in size and time,
+ *	  write one response and close.
  *
- * This is the minimum of what metrics.c does for its scrape, copied here
- * so that the console does not reshape metrics.c.  One connection at a
+ * One connection at a
  * time; every response closes the connection; a request head larger than
  * SG_HTTP_REQUEST_MAX or slower than the timeout is refused; a client that
  * stops reading is given up after the same timeout (SO_SNDTIMEO).

@@ -4,10 +4,11 @@
  *	  sgctl metrics: print streamguard.metrics() (Prometheus/OpenMetrics
  *	  text), or serve it over HTTP for a Prometheus scrape (--listen).
  *
- * The server is deliberately small: one connection at a time, HTTP/1.0
- * style (every response closes the connection), GET /metrics only (and
- * "/" for convenience), a request read bounded in size and time so that a
- * slow or silent client cannot hold the scrape up for long.  Each scrape
+ * The server is http.c's, which sgctl serve uses too: one connection at a
+ * time, every response closes the connection, a request head bounded in
+ * size and time so that a slow or silent client cannot hold the scrape up
+ * for long, an empty HOST meaning 127.0.0.1.  GET /metrics only (and "/"
+ * for convenience).  Each scrape
  * runs the function once on a connection kept open between scrapes and
  * re-established when it broke; a failure answers 500 with the error.
  *
@@ -42,63 +43,10 @@ usage(FILE *out)
 			"Exit status: 0 done, 1 error, 2 usage.\n");
 }
 
-static bool
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0)
-	{
-		ssize_t		w = write(fd, p, n);
-
-		if (w < 0)
-		{
-			if (errno == EINTR)
-				continue;
-			return false;
-		}
-		p += w;
-		n -= (size_t) w;
-	}
-	return true;
-}
-
 static void
 respond(int fd, const char *status, const char *ctype, const char *body)
 {
-	StrBuf		out;
-
-	SbInit(&out);
-	SbAppendf(&out, "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-			  status, ctype, strlen(body));
-	SbAppendStr(&out, body);
-	(void) write_all(fd, out.data, out.len);
-	SbFree(&out);
-}
-
-/* read the request head (up to the blank line) within the time limit */
-static bool
-read_request(int fd, StrBuf *req)
-{
-	double		until = SgNow() + REQUEST_TIMEOUT_MS / 1000.0;
-
-	while (strstr(req->data, "\r\n\r\n") == NULL && strstr(req->data, "\n\n") == NULL)
-	{
-		struct pollfd pfd = {fd, POLLIN, 0};
-		char		buf[1024];
-		double		left = until - SgNow();
-		ssize_t		n;
-
-		if (left <= 0 || req->len >= REQUEST_MAX || sg_interrupted)
-			return false;
-		if (poll(&pfd, 1, (int) (left * 1000) + 1) <= 0)
-			continue;
-		n = read(fd, buf, sizeof(buf));
-		if (n <= 0)
-			return false;
-		SbAppend(req, buf, (size_t) n);
-		if (memchr(buf, '\0', (size_t) n))
-			return false;
-	}
-	return true;
+	SgHttpRespond(fd, status, NULL, ctype, body, strlen(body));
 }
 
 static void
@@ -107,12 +55,17 @@ serve_one(int fd, PGconn *conn)
 	StrBuf		req;
 	char		method[16],
 				path[256];
+	int			got;
 
 	SbInit(&req);
-	if (!read_request(fd, &req) ||
+	got = SgHttpReadRequest(fd, &req, REQUEST_MAX, REQUEST_TIMEOUT_MS);
+	if (got != SG_HTTP_OK ||
 		sscanf(req.data, "%15s %255s", method, path) != 2)
 	{
-		respond(fd, "400 Bad Request", "text/plain", "bad request\n");
+		if (got == SG_HTTP_TOO_LARGE)
+			respond(fd, "431 Request Header Fields Too Large", "text/plain", "request too large\n");
+		else
+			respond(fd, "400 Bad Request", "text/plain", "bad request\n");
 		SbFree(&req);
 		return;
 	}
@@ -154,65 +107,18 @@ serve_one(int fd, PGconn *conn)
 	}
 }
 
+/* the listener (http.c: an empty HOST is 127.0.0.1) until interrupted */
 static int
 serve(PGconn *conn, const char *listen_at)
 {
-	char	   *spec = strdup(listen_at);
-	char	   *colon = strrchr(spec, ':');
-	char	   *host = spec;
-	struct addrinfo hints,
-			   *ai = NULL;
-	int			lfd = -1,
-				one = 1,
-				err;
-	struct sockaddr_storage bound;
-	socklen_t	blen = sizeof(bound);
-	char		hbuf[NI_MAXHOST],
-				pbuf[NI_MAXSERV];
+	char		shown[NI_MAXHOST + NI_MAXSERV + 4];
+	bool		loopback;
+	int			port;
+	int			lfd = SgHttpListen("metrics", listen_at, shown, sizeof(shown), &loopback, &port);
 
-	if (colon == NULL || colon[1] == '\0')
-	{
-		SgUsageError("metrics", "--listen takes HOST:PORT");
-		free(spec);
-		return SG_EXIT_USAGE;
-	}
-	*colon = '\0';
-	if (host[0] == '[' && colon > host && colon[-1] == ']')
-	{
-		host++;
-		colon[-1] = '\0';
-	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	err = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai);
-	if (err != 0)
-	{
-		SgError("cannot listen on \"%s\": %s", listen_at, gai_strerror(err));
-		free(spec);
-		return SG_EXIT_FAIL;
-	}
-	lfd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-	if (lfd < 0 ||
-		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-		bind(lfd, ai->ai_addr, ai->ai_addrlen) < 0 ||
-		listen(lfd, 16) < 0 ||
-		getsockname(lfd, (struct sockaddr *) &bound, &blen) < 0)
-	{
-		SgError("cannot listen on \"%s\": %s", listen_at, strerror(errno));
-		if (lfd >= 0)
-			close(lfd);
-		freeaddrinfo(ai);
-		free(spec);
-		return SG_EXIT_FAIL;
-	}
-	freeaddrinfo(ai);
-	free(spec);
-	if (getnameinfo((struct sockaddr *) &bound, blen, hbuf, sizeof(hbuf), pbuf, sizeof(pbuf),
-					NI_NUMERICHOST | NI_NUMERICSERV) == 0)
-		fprintf(stderr, "%s: serving http://%s%s%s:%s/metrics\n", progname,
-				strchr(hbuf, ':') ? "[" : "", hbuf, strchr(hbuf, ':') ? "]" : "", pbuf);
+	if (lfd < 0)
+		return strchr(listen_at, ':') == NULL ? SG_EXIT_USAGE : SG_EXIT_FAIL;
+	fprintf(stderr, "%s: serving http://%s/metrics\n", progname, shown);
 
 	while (!sg_interrupted)
 	{
@@ -224,8 +130,9 @@ serve(PGconn *conn, const char *listen_at)
 		fd = accept(lfd, NULL, NULL);
 		if (fd < 0)
 			continue;
+		SgHttpSetTimeouts(fd, REQUEST_TIMEOUT_MS);
 		serve_one(fd, conn);
-		close(fd);
+		SgHttpClose(fd);
 	}
 	close(lfd);
 	return SG_EXIT_OK;
