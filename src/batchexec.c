@@ -329,18 +329,27 @@ sg_end_store(void *arg)
  * at_most_once reads the batch in a second transaction, so there the
  * store's temp files must not belong to the first one's resource owner
  * either (they would be closed at its commit); they are closed when
- * w->batch_cxt is reset instead.
+ * w->batch_cxt is reset instead, by a reset callback.  Such a store lives
+ * outside batch_cxt: from 18 on a tuplestore keeps its data in a memory
+ * context of its own, a child of the current one, and a reset deletes the
+ * children before it runs the callbacks.
  */
 Tuplestorestate *
 BatchStore(SgWorker *w, int max_kbytes)
 {
+	static MemoryContext inter_xact_cxt = NULL;
 	bool		inter_xact = w->def.guarantee == SG_AT_MOST_ONCE;
-	MemoryContext oldcxt = MemoryContextSwitchTo(w->batch_cxt);
-	Tuplestorestate *ts = tuplestore_begin_heap(false, inter_xact, max_kbytes);
+	MemoryContext oldcxt;
+	Tuplestorestate *ts;
 
+	if (inter_xact && inter_xact_cxt == NULL)
+		inter_xact_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard inter-transaction batches",
+											   ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(inter_xact ? inter_xact_cxt : w->batch_cxt);
+	ts = tuplestore_begin_heap(false, inter_xact, max_kbytes);
 	if (inter_xact)
 	{
-		MemoryContextCallback *cb = palloc(sizeof(MemoryContextCallback));
+		MemoryContextCallback *cb = MemoryContextAlloc(w->batch_cxt, sizeof(MemoryContextCallback));
 
 		cb->func = sg_end_store;
 		cb->arg = ts;
