@@ -16,7 +16,9 @@
 # Environment: SG_LAYER_TIMEOUT (seconds per layer, default 1800),
 #              SG_KEEP=1 keeps the test directory even when all tests pass,
 #              SG_FUZZ_QUERIES / SG_FUZZ_SEED size the fuzz layer (default
-#              2000 queries per role, seed 1: docs/testing.md).
+#              2000 queries per role, seed 1: docs/testing.md),
+#              SG_UPGRADE_FROM / SG_UPGRADE_TO / SG_PG15_VANILLA for
+#              096_pg_upgrade (prepare_pg_upgrade_servers below).
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
 
