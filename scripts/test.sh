@@ -27,7 +27,9 @@
 #              PG_CONFIGS, SG_PG_CACHE, SG_TAP_ALL=1 (above),
 #              SG_MAJORS_ONLY=1 skips the default PostgreSQL's layers,
 #              SG_FUZZ_QUERIES / SG_FUZZ_SEED size the fuzz layer (default
-#              2000 queries per role, seed 1: docs/testing.md).
+#              2000 queries per role, seed 1: docs/testing.md),
+#              SG_UPGRADE_FROM / SG_UPGRADE_TO / SG_PG15_VANILLA for
+#              096_pg_upgrade (prepare_pg_upgrade_servers below).
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
 
@@ -90,6 +92,91 @@ if sg_is_root; then
     chown -R postgres:postgres "$WORK"
 fi
 RUN_USER=$(sg_server_user)
+
+# ------------------------------------------ servers for 096_pg_upgrade ----
+# prepare_pg_upgrade_servers [PG_CONFIG...]: exports what 096_pg_upgrade.pl
+# reads (docs/testing.md), unless already set:
+#  - SG_UPGRADE_TO, the bin directories of the newer majors given (default:
+#    PG_CONFIGS, else the install trees extracted under SG_PG_CACHE), each
+#    with streamguard built and installed from a copy of $WORK in $WORK/pgNN;
+#  - SG_UPGRADE_FROM, as root when this PostgreSQL 15 stamps pg_attver on
+#    every column (newer majors refuse it): Debian's postgresql-15 15.18,
+#    which does not, fetched once (apt-get download, with its server headers)
+#    into SG_PG15_VANILLA (default /tmp/streamguard-pg15-vanilla), with
+#    streamguard built against those headers and the client programs of
+#    this PostgreSQL linked in.  Unavailable, 096 says it skips.
+# Nothing here fails the run: what cannot be prepared is left unset.
+prepare_pg_upgrade_servers() {
+    local cache=${SG_PG_CACHE:-/tmp/streamguard-pg-cache-$(id -un)}
+    local van=${SG_PG15_VANILLA:-/tmp/streamguard-pg15-vanilla}
+    local bindir v major pgc d root p
+    local -a cfgs=() to=()
+    bindir=$("$PG_CONFIG" --bindir)
+    if [ -z "${SG_UPGRADE_TO+x}" ]; then
+        if [ $# -gt 0 ]; then cfgs=("$@")
+        elif [ -n "${PG_CONFIGS:-}" ]; then read -r -a cfgs <<<"$PG_CONFIGS"
+        else cfgs=("$cache"/pg[0-9]*/bin/pg_config)
+        fi
+        for pgc in "${cfgs[@]}"; do
+            [ -x "$pgc" ] || continue    # also BAD:... entries and an empty glob
+            v=$("$pgc" --version 2>/dev/null | awk '{print $2}'); major=${v%%.*}; major=${major%%[a-z]*}
+            [ -n "$major" ] && [ "$major" -gt "$PG_MAJOR" ] || continue
+            d="$WORK/pg$major"
+            mkdir -p "$d" &&
+                tar -C "$WORK" --exclude=./_test-logs --exclude='./pg[0-9]*' -cf - . | tar -C "$d" -xf - &&
+                make -C "$d" -j"$(nproc 2>/dev/null || echo 2)" --no-print-directory PG_CONFIG="$pgc" \
+                    >"$LOGS/upgrade-pg$major-build.log" 2>&1 </dev/null &&
+                make -C "$d" --no-print-directory PG_CONFIG="$pgc" install \
+                    >>"$LOGS/upgrade-pg$major-build.log" 2>&1 </dev/null ||
+                { sg_warn "096_pg_upgrade: streamguard does not build for PostgreSQL $major" \
+                          "(log: $LOGS/upgrade-pg$major-build.log); not a target"; continue; }
+            sg_is_root && chown -R postgres:postgres "$d"
+            to+=("$("$pgc" --bindir)")
+        done
+        if [ ${#to[@]} -gt 0 ]; then
+            export SG_UPGRADE_TO="${to[*]}"
+            sg_info "096_pg_upgrade: SG_UPGRADE_TO=$SG_UPGRADE_TO"
+        fi
+    fi
+    [ -z "${SG_UPGRADE_FROM+x}" ] && [ "$PG_MAJOR" = 15 ] || return 0
+    grep -qa 'pg_attver' "$bindir/postgres" || return 0
+    if ! sg_is_root; then
+        sg_info "096_pg_upgrade: $bindir/postgres stamps pg_attver; SG_UPGRADE_FROM is not set (as root, test.sh fetches an unmodified 15)"
+        return 0
+    fi
+    root="$van/root"
+    if [ ! -x "$root/usr/lib/postgresql/15/bin/postgres" ] ||
+       [ ! -f "$root/usr/include/postgresql/15/server/pg_config.h" ]; then
+        sg_log "test: PostgreSQL 15 here stamps pg_attver: fetching Debian's postgresql-15 15.18 for 096_pg_upgrade into $van"
+        rm -rf "$root" && mkdir -p "$van/debs" "$root" && chmod 755 "$van" "$van/debs"
+        if ! (cd "$van/debs" && timeout 300 apt-get download -q \
+                  postgresql-15=15.18-0+deb12u1 postgresql-server-dev-15=15.18-0+deb12u1) >"$LOGS/pg15-vanilla.log" 2>&1; then
+            sg_warn "096_pg_upgrade: could not download postgresql-15 15.18 (log: $LOGS/pg15-vanilla.log); its upgrades to newer majors are skipped"
+            return 0
+        fi
+        for p in "$van"/debs/postgresql-15_15.18-*.deb "$van"/debs/postgresql-server-dev-15_15.18-*.deb; do
+            dpkg-deb -x "$p" "$root" || { sg_warn "096_pg_upgrade: could not extract $p"; return 0; }
+        done
+    fi
+    # the client programs (psql, pg_dump, pg_config, ...) come from postgresql-client-15
+    for p in "$bindir"/*; do
+        [ -e "$root/usr/lib/postgresql/15/bin/${p##*/}" ] || ln -s "$p" "$root/usr/lib/postgresql/15/bin/"
+    done
+    # 15.20's headers inline calls into functions 15.18 does not have:
+    # build against 15.18's own
+    rm -rf "$van/build" && mkdir -p "$van/build" &&
+        tar -C "$WORK" --exclude=./_test-logs --exclude='./pg[0-9]*' -cf - . | tar -C "$van/build" -xf - &&
+        make -C "$van/build" -j"$(nproc 2>/dev/null || echo 2)" --no-print-directory PG_CONFIG="$PG_CONFIG" \
+            includedir_server="$root/usr/include/postgresql/15/server" \
+            pkglibdir="$root/usr/lib/postgresql/15/lib" datadir="$root/usr/share/postgresql/15" \
+            bindir="$root/usr/lib/postgresql/15/bin" all install >>"$LOGS/pg15-vanilla.log" 2>&1 </dev/null ||
+        { sg_warn "096_pg_upgrade: streamguard does not build for PostgreSQL 15.18 (log: $LOGS/pg15-vanilla.log)"; return 0; }
+    chmod -R a+rX "$van"
+    export SG_UPGRADE_FROM="$root/usr/lib/postgresql/15/bin"
+    sg_info "096_pg_upgrade: SG_UPGRADE_FROM=$SG_UPGRADE_FROM ($("$SG_UPGRADE_FROM/postgres" --version))"
+}
+prepare_pg_upgrade_servers
+
 sg_info "suites run as OS user '$RUN_USER' with $PG_BINDIR first on PATH"
 
 # Stop any server a layer left behind in our test directory (a crashed or

@@ -102,10 +102,13 @@ sub _deadline
 #   trust_tcp  => [roles]: those roles are trusted on 127.0.0.1 (lines
 #                 before the SCRAM one): a server that does not ask them
 #   mpx        => max_prepared_transactions (default 10 with remote => 1)
+#   install_path => the PostgreSQL installation to run (default: the one
+#                 on PATH), as Cluster's new() takes it
 sub sg_node
 {
 	my ($name, %opt) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		$opt{install_path} ? (install_path => $opt{install_path}) : ());
 	$node->init(%{ $opt{init} // {} });
 	my $conf = '';
 	$conf .= "shared_preload_libraries = 'streamguard'\n"
