@@ -175,7 +175,53 @@ prepare_pg_upgrade_servers() {
     export SG_UPGRADE_FROM="$root/usr/lib/postgresql/15/bin"
     sg_info "096_pg_upgrade: SG_UPGRADE_FROM=$SG_UPGRADE_FROM ($("$SG_UPGRADE_FROM/postgres" --version))"
 }
-prepare_pg_upgrade_servers
+# the other majors, found before the default PostgreSQL's layers: 096_pg_upgrade
+# upgrades to them
+# PG_CONFIGS, or the install trees of ../shared/postgres (extracted once)
+major_pg_configs() {
+    local shared cache tb name nn sum have
+    if [ -n "${PG_CONFIGS:-}" ]; then
+        printf '%s\n' $PG_CONFIGS
+        return 0
+    fi
+    shared=$(cd "$SG_ROOT/.." && pwd)/shared/postgres
+    [ -d "$shared" ] || return 0
+    cache=${SG_PG_CACHE:-/tmp/streamguard-pg-cache-$(id -un)}
+    mkdir -p "$cache" || { sg_warn "cannot create $cache (SG_PG_CACHE)"; return 0; }
+    for tb in "$shared"/postgresql-[0-9]*-cassert-bookworm-amd64.tar.xz; do
+        name=$(basename "$tb")
+        nn=${name#postgresql-}; nn=${nn%%-*}
+        sum=$(awk -v f="$name" '$2 == f || $2 == "*" f { print $1 }' "$shared/SHA256SUMS" 2>/dev/null)
+        have=$(cat "$cache/pg$nn.sha256" 2>/dev/null)
+        if [ -z "$sum" ]; then
+            sg_warn "$name is not listed in $shared/SHA256SUMS; skipped"
+            echo "BAD:pg$nn:not in SHA256SUMS"
+            continue
+        fi
+        if [ "$have" != "$sum" ] || [ ! -x "$cache/pg$nn/bin/pg_config" ]; then
+            sg_log "test: checking and extracting $name into $cache" >&2
+            if [ "$(sha256sum "$tb" | awk '{print $1}')" != "$sum" ]; then
+                sg_warn "$name does not match its SHA256SUMS entry; skipped"
+                echo "BAD:pg$nn:checksum mismatch"
+                continue
+            fi
+            rm -rf "$cache/pg$nn" "$cache/pg$nn.sha256" "$cache/tmp.$nn"
+            mkdir -p "$cache/tmp.$nn" &&
+                tar -C "$cache/tmp.$nn" -xJf "$tb" &&
+                mv "$cache/tmp.$nn/pg$nn" "$cache/pg$nn" &&
+                rmdir "$cache/tmp.$nn" &&
+                echo "$sum" > "$cache/pg$nn.sha256" ||
+                { echo "BAD:pg$nn:could not extract"; continue; }
+        fi
+        echo "$cache/pg$nn/bin/pg_config"
+    done
+}
+
+mapfile -t OTHER_CONFIGS < <(major_pg_configs)
+if [ ${#OTHER_CONFIGS[@]} -eq 0 ]; then
+    sg_log "test: other PostgreSQL majors skipped: PG_CONFIGS is not set and there is no ../shared/postgres next to the checkout"
+fi
+prepare_pg_upgrade_servers "${OTHER_CONFIGS[@]}"
 
 sg_info "suites run as OS user '$RUN_USER' with $PG_BINDIR first on PATH"
 
@@ -395,50 +441,6 @@ else
 fi
 
 # ------------------------------------------------------- other majors ----
-# PG_CONFIGS, or the install trees of ../shared/postgres (extracted once)
-major_pg_configs() {
-    local shared cache tb name nn sum have
-    if [ -n "${PG_CONFIGS:-}" ]; then
-        printf '%s\n' $PG_CONFIGS
-        return 0
-    fi
-    shared=$(cd "$SG_ROOT/.." && pwd)/shared/postgres
-    [ -d "$shared" ] || return 0
-    cache=${SG_PG_CACHE:-/tmp/streamguard-pg-cache-$(id -un)}
-    mkdir -p "$cache" || { sg_warn "cannot create $cache (SG_PG_CACHE)"; return 0; }
-    for tb in "$shared"/postgresql-[0-9]*-cassert-bookworm-amd64.tar.xz; do
-        name=$(basename "$tb")
-        nn=${name#postgresql-}; nn=${nn%%-*}
-        sum=$(awk -v f="$name" '$2 == f || $2 == "*" f { print $1 }' "$shared/SHA256SUMS" 2>/dev/null)
-        have=$(cat "$cache/pg$nn.sha256" 2>/dev/null)
-        if [ -z "$sum" ]; then
-            sg_warn "$name is not listed in $shared/SHA256SUMS; skipped"
-            echo "BAD:pg$nn:not in SHA256SUMS"
-            continue
-        fi
-        if [ "$have" != "$sum" ] || [ ! -x "$cache/pg$nn/bin/pg_config" ]; then
-            sg_log "test: checking and extracting $name into $cache" >&2
-            if [ "$(sha256sum "$tb" | awk '{print $1}')" != "$sum" ]; then
-                sg_warn "$name does not match its SHA256SUMS entry; skipped"
-                echo "BAD:pg$nn:checksum mismatch"
-                continue
-            fi
-            rm -rf "$cache/pg$nn" "$cache/pg$nn.sha256" "$cache/tmp.$nn"
-            mkdir -p "$cache/tmp.$nn" &&
-                tar -C "$cache/tmp.$nn" -xJf "$tb" &&
-                mv "$cache/tmp.$nn/pg$nn" "$cache/pg$nn" &&
-                rmdir "$cache/tmp.$nn" &&
-                echo "$sum" > "$cache/pg$nn.sha256" ||
-                { echo "BAD:pg$nn:could not extract"; continue; }
-        fi
-        echo "$cache/pg$nn/bin/pg_config"
-    done
-}
-
-mapfile -t OTHER_CONFIGS < <(major_pg_configs)
-if [ ${#OTHER_CONFIGS[@]} -eq 0 ]; then
-    sg_log "test: other PostgreSQL majors skipped: PG_CONFIGS is not set and there is no ../shared/postgres next to the checkout"
-fi
 DEFAULT_PG_CONFIG=$PG_CONFIG
 DEFAULT_PG_BINDIR=$PG_BINDIR
 for pgc in "${OTHER_CONFIGS[@]}"; do

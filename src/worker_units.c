@@ -45,7 +45,6 @@
 #include "utils/lsyscache.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/lsyscache.h"
 
 #include "streamguard.h"
 
