@@ -96,8 +96,9 @@ RUN_USER=$(sg_server_user)
 # ------------------------------------------ servers for 096_pg_upgrade ----
 # prepare_pg_upgrade_servers [PG_CONFIG...]: exports what 096_pg_upgrade.pl
 # reads (docs/testing.md), unless already set:
-#  - SG_UPGRADE_TO, the bin directories of the newer majors given (default:
-#    PG_CONFIGS, else the install trees extracted under SG_PG_CACHE), each
+#  - SG_UPGRADE_TO, the bin directories of the newer majors given, from
+#    SG_UPGRADE_MIN_MAJOR (18) on (default: PG_CONFIGS, else the install
+#    trees extracted under SG_PG_CACHE), each
 #    with streamguard built and installed from a copy of $WORK in $WORK/pgNN;
 #  - SG_UPGRADE_FROM, as root when this PostgreSQL 15 stamps pg_attver on
 #    every column (newer majors refuse it): Debian's postgresql-15 15.18,
@@ -120,7 +121,8 @@ prepare_pg_upgrade_servers() {
         for pgc in "${cfgs[@]}"; do
             [ -x "$pgc" ] || continue    # also BAD:... entries and an empty glob
             v=$("$pgc" --version 2>/dev/null | awk '{print $2}'); major=${v%%.*}; major=${major%%[a-z]*}
-            [ -n "$major" ] && [ "$major" -gt "$PG_MAJOR" ] || continue
+            # the newest majors (SG_UPGRADE_MIN_MAJOR, 18): each target costs a build and an upgrade
+            [ -n "$major" ] && [ "$major" -gt "$PG_MAJOR" ] && [ "$major" -ge "${SG_UPGRADE_MIN_MAJOR:-18}" ] || continue
             d="$WORK/pg$major"
             mkdir -p "$d" &&
                 tar -C "$WORK" --exclude=./_test-logs --exclude='./pg[0-9]*' -cf - . | tar -C "$d" -xf - &&
