@@ -26,6 +26,7 @@
 #              SG_KEEP=1 keeps the test directory even when all tests pass,
 #              PG_CONFIGS, SG_PG_CACHE, SG_TAP_ALL=1 (above),
 #              SG_MAJORS_ONLY=1 skips the default PostgreSQL's layers,
+#              SG_MAJOR_JOBS (2): other majors run that many at a time,
 #              SG_FUZZ_QUERIES / SG_FUZZ_SEED size the fuzz layer (default
 #              2000 queries per role, seed 1: docs/testing.md),
 #              SG_UPGRADE_FROM / SG_UPGRADE_TO / SG_PG15_VANILLA for
@@ -229,13 +230,18 @@ sg_info "suites run as OS user '$RUN_USER' with $PG_BINDIR first on PATH"
 
 # Stop any server a layer left behind in our test directory (a crashed or
 # timed-out run); only servers whose data directory lies under $WORK.
-stop_leftover_servers() {
-    local pidfile dir
+# DIR (default $WORK): a layer's own tree only, since the other majors' layers
+# may run at the same time in theirs.
+stop_leftover_servers() {   # stop_leftover_servers [DIR]
+    local pidfile dir top=${1:-$WORK}
+    local -a prune=()
+    # the default PostgreSQL's tree holds the other majors' trees: not those
+    [ "$top" = "$WORK" ] && prune=(-path "$WORK/pg[0-9]*" -prune -o)
     while IFS= read -r -d '' pidfile; do
         dir=$(dirname "$pidfile")
         sg_warn "stopping a server left running in $dir"
         sg_as_server_user pg_ctl -D "$dir" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
-    done < <(find "$WORK" -name postmaster.pid -print0 2>/dev/null)
+    done < <(find "$top" "${prune[@]}" -name postmaster.pid -print0 2>/dev/null)
 }
 
 # ---------------------------------------------------------- the layers ----
@@ -257,7 +263,7 @@ run_layer() {   # run_layer KEY DIR make-variable-overrides...
     case $rc in
         124|137) echo "test: layer '$name' timed out after ${LAYER_TIMEOUT}s (SG_LAYER_TIMEOUT)" | tee -a "$log" ;;
     esac
-    stop_leftover_servers
+    stop_leftover_servers "$dir"
     return "$rc"
 }
 
@@ -443,8 +449,53 @@ else
 fi
 
 # ------------------------------------------------------- other majors ----
-DEFAULT_PG_CONFIG=$PG_CONFIG
-DEFAULT_PG_BINDIR=$PG_BINDIR
+# The other majors run SG_MAJOR_JOBS (2) at a time, each in a subshell with
+# its own tree, output file and result file: most of a TAP test's time is
+# waiting (for a worker, a crash recovery, a deadline), and the suite holds on
+# a loaded machine (docs/testing.md).  Their clusters share one port-lock
+# directory, so that two runs never pick the same port.
+export PG_TEST_PORT_DIR="$WORK/_portlock"
+mkdir -p "$PG_TEST_PORT_DIR" && { sg_is_root && chown postgres:postgres "$PG_TEST_PORT_DIR"; true; }
+MAJOR_JOBS=${SG_MAJOR_JOBS:-2}
+
+# run_major LABEL PG_CONFIG: build, install and run the layers of one major
+# (in a subshell); its results go to $LOGS/LABEL.result for the summary
+run_major() {
+    local label=$1 pgc=$2 dir="$WORK/$1" t_major=$SECONDS key
+    sg_log "test: $label ($pgc): build, install, regress + isolation + TAP ${SG_TAP_ALL:+(all files)}"
+    if ! { mkdir -p "$dir" && copy_tree "$dir"; }; then
+        major_failed "$label" "could not copy the source tree"
+    elif ! make -C "$dir" -j"$(nproc 2>/dev/null || echo 2)" --no-print-directory PG_CONFIG="$pgc" \
+            >"$LOGS/$label-build.log" 2>&1 </dev/null ||
+         ! make -C "$dir" --no-print-directory PG_CONFIG="$pgc" install \
+            >>"$LOGS/$label-build.log" 2>&1 </dev/null; then
+        tail -n 60 "$LOGS/$label-build.log"
+        major_failed "$label" "build or install failed (log: $LOGS/$label-build.log)"
+    else
+        sg_is_root && chown -R postgres:postgres "$dir"
+        PG_CONFIG=$pgc
+        PG_BINDIR=$("$pgc" --bindir)
+        if [ "${SG_TAP_ALL:-0}" = 1 ]; then
+            run_layers "$label" "$dir" all
+        else
+            run_layers "$label" "$dir" compat
+        fi
+    fi
+    MAJOR_SECONDS[$label]=$((SECONDS - t_major))
+    {
+        for key in "${!L_STATUS[@]}"; do
+            [[ $key == "$label/"* ]] || continue
+            printf 'L_PASS[%q]=%q; L_FAIL[%q]=%q; L_STATUS[%q]=%q; L_SECONDS[%q]=%q\n' \
+                "$key" "${L_PASS[$key]}" "$key" "${L_FAIL[$key]}" \
+                "$key" "${L_STATUS[$key]}" "$key" "${L_SECONDS[$key]:-0}"
+        done
+        printf 'MAJOR_SECONDS[%q]=%q\n' "$label" "${MAJOR_SECONDS[$label]}"
+    } > "$LOGS/$label.result"
+}
+
+declare -A SEEN_LABEL
+RUN_LABELS=()
+t_majors=$SECONDS
 for pgc in "${OTHER_CONFIGS[@]}"; do
     if [[ $pgc == BAD:* ]]; then
         IFS=: read -r _ label why <<<"$pgc"
@@ -455,33 +506,30 @@ for pgc in "${OTHER_CONFIGS[@]}"; do
         major_failed "$(basename "$(dirname "$(dirname "$pgc")")")" "no pg_config at $pgc"
         continue
     fi
-    [ "$(readlink -f "$pgc")" = "$(readlink -f "$DEFAULT_PG_CONFIG")" ] && continue
+    [ "$(readlink -f "$pgc")" = "$(readlink -f "$PG_CONFIG")" ] && continue
     label=$(major_label "$pgc")
-    [ -n "${L_STATUS[$label/regress]:-}" ] && label="$label-$(echo "$pgc" | md5sum | cut -c1-6)"
-    t_major=$SECONDS
-    dir="$WORK/$label"
-    sg_log "test: $label ($pgc): build, install, regress + isolation + TAP ${SG_TAP_ALL:+(all files)}"
-    mkdir -p "$dir" && copy_tree "$dir" || { major_failed "$label" "could not copy the source tree"; continue; }
-    if ! make -C "$dir" -j"$(nproc 2>/dev/null || echo 2)" --no-print-directory PG_CONFIG="$pgc" \
-            >"$LOGS/$label-build.log" 2>&1 </dev/null ||
-       ! make -C "$dir" --no-print-directory PG_CONFIG="$pgc" install \
-            >>"$LOGS/$label-build.log" 2>&1 </dev/null; then
-        tail -n 60 "$LOGS/$label-build.log"
-        major_failed "$label" "build or install failed (log: $LOGS/$label-build.log)"
-        continue
-    fi
-    sg_is_root && chown -R postgres:postgres "$dir"
-    PG_CONFIG=$pgc
-    PG_BINDIR=$("$pgc" --bindir)
-    if [ "${SG_TAP_ALL:-0}" = 1 ]; then
-        run_layers "$label" "$dir" all
-    else
-        run_layers "$label" "$dir" compat
-    fi
-    PG_CONFIG=$DEFAULT_PG_CONFIG
-    PG_BINDIR=$DEFAULT_PG_BINDIR
-    MAJOR_SECONDS[$label]=$((SECONDS - t_major))
+    [ -n "${SEEN_LABEL[$label]:-}" ] && label="$label-$(echo "$pgc" | md5sum | cut -c1-6)"
+    SEEN_LABEL[$label]=1
+    while [ "$(jobs -rp | wc -l)" -ge "$MAJOR_JOBS" ]; do wait -n; done
+    sg_log "test: $label started (output: $LOGS/$label.out, printed when it ends)"
+    ( run_major "$label" "$pgc" ) >"$LOGS/$label.out" 2>&1 </dev/null &
+    RUN_LABELS+=("$label")
 done
+wait
+for label in "${RUN_LABELS[@]}"; do
+    sg_log "test: ---------------- $label: its output ----------------"
+    cat "$LOGS/$label.out"
+    MAJORS+=("$label")
+    if [ -f "$LOGS/$label.result" ]; then
+        # shellcheck disable=SC1090
+        . "$LOGS/$label.result"
+    else
+        L_PASS["$label/build"]=0; L_FAIL["$label/build"]=1
+        L_STATUS["$label/build"]="FAILED (no result: the run ended early)"; L_SECONDS["$label/build"]=0
+    fi
+done
+[ ${#RUN_LABELS[@]} -gt 0 ] &&
+    sg_info "other majors: $((SECONDS - t_majors)) s for ${#RUN_LABELS[@]}, $MAJOR_JOBS at a time (SG_MAJOR_JOBS)"
 
 # ------------------------------------------------------------- summary ----
 echo

@@ -77,7 +77,11 @@ my $node = sg_node('fuzz', remote => 1, trust_tcp => [],
 	extra => "log_line_prefix = '%m [%p] %e '\n"
 	  . "log_min_error_statement = panic\n"
 	  . "streamguard.remote_timeout = '10s'\n"
-	  . "max_worker_processes = 24\n");
+	  . "max_worker_processes = 24\n"
+	  # fuzz_owner's eleven pipeline workers and a backfill: above the default
+	  # per-role share (half of streamguard's 18 slots)
+	  . "streamguard.role_max_workers = 16\n"
+	  . "streamguard.database_max_workers = 16\n");
 
 # ------------------------------------------------------------ the objects
 
