@@ -262,6 +262,9 @@ sub _normalize
 	my ($t) = @_;
 	my @l = map { s/\s+$//r } split /\n/, $t;
 	pop @l while @l && $l[-1] eq '';
+	# blank lines before the output (psql 17 writes one ahead of an error
+	# after a command that printed nothing)
+	shift @l while @l && $l[0] eq '';
 	return join("\n", @l);
 }
 
