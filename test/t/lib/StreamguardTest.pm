@@ -334,13 +334,11 @@ sub wait_for_value
 	$expected //= 't';
 	$timeout = _deadline($timeout);
 	local $ENV{PGOPTIONS} = join(' ', grep { defined && $_ ne '' } $ENV{PGOPTIONS}, $opt{pgoptions});
-	if (!$opt{user} && !$opt{connstr})
-	{
-		local $PostgreSQL::Test::Utils::timeout_default = $timeout;
-		local $ENV{PGCONNECT_TIMEOUT} = $ATTEMPT_TIMEOUT;
-		local $ENV{PGOPTIONS} = "$ENV{PGOPTIONS} -c statement_timeout=${ATTEMPT_TIMEOUT}s";
-		return $node->poll_query_until($opt{dbname} // 'postgres', $sql, $expected) ? 1 : 0;
-	}
+	# a new psql per attempt: poll_query_until keeps one psql session from
+	# PostgreSQL 17 on, which a crash restart breaks (a write to its stdin
+	# then dies on SIGPIPE)
+	local $ENV{PGCONNECT_TIMEOUT} = $ATTEMPT_TIMEOUT;
+	local $ENV{PGOPTIONS} = "$ENV{PGOPTIONS} -c statement_timeout=${ATTEMPT_TIMEOUT}s";
 	my $deadline = time + $timeout;
 	my ($ok, $out, $err) = (0, '', '');
 	while (time <= $deadline)
