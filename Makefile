@@ -1,7 +1,7 @@
 # streamguard — PGXS build
 EXTENSION = streamguard
 MODULE_big = streamguard
-OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
 DATA = $(wildcard streamguard--*.sql) $(wildcard streamguard--*.control)
 
 PG_CONFIG ?= pg_config

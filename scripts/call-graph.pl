@@ -10,7 +10,7 @@ use warnings;
 
 my $dot = grep { $_ eq '--dot' } @ARGV;
 my (%defined_in, %src);
-for my $f (sort glob('src/*.c'))
+for my $f (sort glob('src/*.c src/*/*.c'))
 {
 	open(my $fh, '<', $f) or die "$f: $!";
 	local $/;

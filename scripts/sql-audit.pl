@@ -21,7 +21,7 @@ my %keywords = map { $_ => 1 } qw(IN VALUES EXISTS COALESCE CASE ANY ALL ARRAY R
   FUNCTION THEN ELSE WHEN);
 my ($n, $qualified, $nremote) = (0, 0, 0);
 my @report;
-for my $file (sort glob('src/*.c'))
+for my $file (sort glob('src/*.c src/*/*.c'))
 {
 	open(my $fh, '<', $file) or die "$file: $!";
 	local $/;

@@ -24,8 +24,8 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
-#include "pipeline.h"
-#include "remote.h"
+#include "pipeline/pipeline.h"
+#include "io/remote.h"
 #include "streamguard.h"
 
 SG_MODULE_MAGIC;

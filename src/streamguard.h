@@ -32,8 +32,8 @@
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
 
-#include "bounds.h"
-#include "compat.h"
+#include "core/bounds.h"
+#include "core/compat.h"
 
 #define SG_MAX_NAME_LEN			63
 #define SG_DATA_SCHEMA			"streamguard_data"

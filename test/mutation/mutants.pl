@@ -14,7 +14,7 @@
 	{
 		name => 'horizon_ignores_open_appends',
 		breaks => 'no skip: the readable horizon ignores in-flight appends (returns next_seq)',
-		edits => [ [ 'src/horizon.c',
+		edits => [ [ 'src/shmem/horizon.c',
 			"\tif (in_flight)\n\t\t*in_flight = open;\n\treturn horizon;\n",
 			"\tif (in_flight)\n\t\t*in_flight = open;\n\treturn horizon > 0 ? next : next;\n" ] ],
 		tests => [ 'isolation:horizon', 'tap:030_torture.pl' ],
@@ -22,7 +22,7 @@
 	{
 		name => 'fetch_uses_transaction_snapshot',
 		breaks => 'no skip: poll reads with the transaction snapshot instead of a fresh one taken after the horizon',
-		edits => [ [ 'src/consumer.c',
+		edits => [ [ 'src/stream/consumer.c',
 			"\t\tsnap = SgFreshSnapshot();\n\t\tgot = sg_read_partition(meta, p, locked_pos,",
 			"\t\tsnap = RegisterSnapshot(GetTransactionSnapshot());\n\t\tgot = sg_read_partition(meta, p, locked_pos," ] ],
 		tests => [ 'isolation:horizon', 'isolation:poll_concurrent', 'regress:03_poll' ],
@@ -30,7 +30,7 @@
 	{
 		name => 'poll_waits_instead_of_skipping',
 		breaks => 'two sessions sharing a consumer: a held partition is waited for instead of skipped',
-		edits => [ [ 'src/consumer.c',
+		edits => [ [ 'src/stream/consumer.c',
 			"\"AND partition OPERATOR(pg_catalog.=) \$3 FOR UPDATE SKIP LOCKED\" :",
 			"\"AND partition OPERATOR(pg_catalog.=) \$3 FOR UPDATE\" :" ] ],
 		tests => [ 'isolation:poll_concurrent' ],
@@ -38,7 +38,7 @@
 	{
 		name => 'prepare_with_appends_allowed',
 		breaks => 'a transaction that appended can be prepared (its appends would hold the horizon)',
-		edits => [ [ 'src/horizon.c',
+		edits => [ [ 'src/shmem/horizon.c',
 			"\t\t\tif (sg_backend_area != NULL && MyProc != NULL &&\n",
 			"\t\t\tif (false && sg_backend_area != NULL && MyProc != NULL &&\n" ] ],
 		tests => [ 'regress:05_prepare', 'tap:015_prepare.pl' ],
@@ -46,7 +46,7 @@
 	{
 		name => 'fence_always_passes',
 		breaks => 'fencing: sg_fence returns true, a worker that lost its pipeline goes on (the epoch check in the counters update stays)',
-		edits => [ [ 'src/batch.c',
+		edits => [ [ 'src/pipeline/batch.c',
 			"\tSgRestoreUser(&save);\n\treturn ok;\n}\n\nstatic void\nsg_count_batch(",
 			"\tSgRestoreUser(&save);\n\treturn ok || true;\n}\n\nstatic void\nsg_count_batch(" ] ],
 		tests => [ 'tap:065_pipeline_zombie.pl', 'tap:060_pipeline_runtime.pl' ],
@@ -54,7 +54,7 @@
 	{
 		name => 'fence_ignores_worker_epoch',
 		breaks => 'fencing of a worker\'s incarnations: the fence checks the generation but not the worker\'s own epoch, so a zombie worker commits after its successor started',
-		edits => [ [ 'src/batch.c',
+		edits => [ [ 'src/pipeline/batch.c',
 			"\t\tDatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) == w->def.epoch;",
 			"\t\tDatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) >= 0;" ] ],
 		tests => [ 'tap:065_pipeline_zombie.pl' ],
@@ -62,10 +62,10 @@
 	{
 		name => 'count_epoch_check_removed',
 		breaks => 'fencing, second line: the counters update of a batch checks neither the generation nor the worker epoch',
-		edits => [ [ 'src/batch.c',
+		edits => [ [ 'src/pipeline/batch.c',
 			"\"WHERE id OPERATOR(pg_catalog.=) \$1 AND generation OPERATOR(pg_catalog.=) \$6 \"",
 			"\"WHERE id OPERATOR(pg_catalog.=) \$1 AND \$6::int8 IS NOT NULL \"" ],
-		  [ 'src/batch.c',
+		  [ 'src/pipeline/batch.c',
 			"\"AND w.epoch OPERATOR(pg_catalog.=) \$9)\",",
 			"\"AND \$9::int8 IS NOT NULL)\"," ] ],
 		tests => [ 'tap:065_pipeline_zombie.pl', 'tap:060_pipeline_runtime.pl' ],
@@ -74,13 +74,13 @@
 		name => 'fence_and_epoch_check_removed',
 		breaks => 'fencing: both the fence and the epoch check of the counters update are gone',
 		edits => [
-			[ 'src/batch.c',
+			[ 'src/pipeline/batch.c',
 				"\tSgRestoreUser(&save);\n\treturn ok;\n}\n\nstatic void\nsg_count_batch(",
 				"\tSgRestoreUser(&save);\n\treturn ok || true;\n}\n\nstatic void\nsg_count_batch(" ],
-			[ 'src/batch.c',
+			[ 'src/pipeline/batch.c',
 				"\"WHERE id OPERATOR(pg_catalog.=) \$1 AND generation OPERATOR(pg_catalog.=) \$6 \"",
 				"\"WHERE id OPERATOR(pg_catalog.=) \$1 AND \$6::int8 IS NOT NULL \"" ],
-			[ 'src/batch.c',
+			[ 'src/pipeline/batch.c',
 				"\"AND w.epoch OPERATOR(pg_catalog.=) \$9)\",",
 				"\"AND \$9::int8 IS NOT NULL)\"," ] ],
 		tests => [ 'tap:065_pipeline_zombie.pl' ],
@@ -88,7 +88,7 @@
 	{
 		name => 'control_call_no_step_aside',
 		breaks => 'control calls do not ask the worker to step aside: they queue behind the backlog',
-		edits => [ [ 'src/pipeline_slots.c',
+		edits => [ [ 'src/shmem/pipeline_slots.c',
 			"\t\ts->fence_requested = true;\n",
 			"\t\ts->fence_requested = false;\n" ] ],
 		tests => [ 'tap:060_pipeline_runtime.pl' ],
@@ -96,7 +96,7 @@
 	{
 		name => 'dedup_never_matches',
 		breaks => 'producer dedup: a retried append with the same dedup_key appends again',
-		edits => [ [ 'src/append.c',
+		edits => [ [ 'src/stream/append.c',
 			"\t\t\tev[idx[i]].duplicate = true;\n",
 			"\t\t\tev[idx[i]].duplicate = false;\n" ] ],
 		tests => [ 'regress:02_append', 'isolation:dedup' ],
@@ -104,7 +104,7 @@
 	{
 		name => 'pipeline_dedup_never_matches',
 		breaks => 'pipeline dedup (dedup => true): events whose key was processed are processed again',
-		edits => [ [ 'src/batchexec.c',
+		edits => [ [ 'src/pipeline/batchexec.c',
 			"\t\t\tif (hash_search(fresh, hk, HASH_FIND, NULL) == NULL)\n\t\t\t\tcontinue;\t\t/* seen before */\n",
 			"\t\t\tif (hash_search(fresh, hk, HASH_FIND, NULL) == NULL && false)\n\t\t\t\tcontinue;\t\t/* seen before */\n" ] ],
 		tests => [ 'tap:065_pipeline_zombie.pl', 'regress:07_hardening' ],
@@ -112,7 +112,7 @@
 	{
 		name => 'position_never_advances',
 		breaks => 'no duplicate effect: exactly_once and at_most_once never move the positions in the batch',
-		edits => [ [ 'src/batch.c',
+		edits => [ [ 'src/pipeline/batch.c',
 			"\tadvance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE;\n",
 			"\tadvance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE && false;\n" ] ],
 		tests => [ 'regress:06_pipelines', 'tap:060_pipeline_runtime.pl' ],
@@ -121,10 +121,10 @@
 		name => 'exactly_once_as_at_most_once',
 		breaks => 'exactly_once commits the positions in a transaction of their own before the effects',
 		edits => [
-			[ 'src/batch.c',
+			[ 'src/pipeline/batch.c',
 				"\tif (w->def.guarantee == SG_AT_MOST_ONCE)\n\t{\n\t\t/* positions first */",
 				"\tif (w->def.guarantee != SG_AT_LEAST_ONCE)\n\t{\n\t\t/* positions first */" ],
-			[ 'src/batch.c',
+			[ 'src/pipeline/batch.c',
 				"\tif (w->def.guarantee != SG_AT_MOST_ONCE)\n\t\tsg_count_batch(w, 1, fetched, rows_out);",
 				"\tif (w->def.guarantee == SG_AT_LEAST_ONCE)\n\t\tsg_count_batch(w, 1, fetched, rows_out);" ] ],
 		tests => [ 'tap:060_pipeline_runtime.pl', 'tap:050_pipeline_crash_matrix.pl' ],
@@ -132,7 +132,7 @@
 	{
 		name => 'at_least_once_positions_first',
 		breaks => 'at_least_once moves the positions with the fetch, before the effects commit (loss possible)',
-		edits => [ [ 'src/batch.c',
+		edits => [ [ 'src/pipeline/batch.c',
 			"\tadvance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE;\n",
 			"\tadvance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE || true;\n" ] ],
 		tests => [ 'tap:065_pipeline_zombie.pl', 'tap:050_pipeline_crash_matrix.pl' ],
@@ -140,7 +140,7 @@
 	{
 		name => 'in_doubt_always_rolls_back',
 		breaks => 'two_phase sinks: in-doubt resolution rolls back a batch that committed locally (loss)',
-		edits => [ [ 'src/twophase.c',
+		edits => [ [ 'src/pipeline/twophase.c',
 			"RemoteExecOk(r, psprintf(\"%s PREPARED %s\", known[i] ? \"COMMIT\" : \"ROLLBACK\", gid));",
 			"RemoteExecOk(r, psprintf(\"%s PREPARED %s\", known[i] && false ? \"COMMIT\" : \"ROLLBACK\", gid));" ] ],
 		tests => [ 'tap:070_remote_sink.pl' ],
@@ -148,7 +148,7 @@
 	{
 		name => 'in_doubt_always_commits',
 		breaks => 'two_phase sinks: in-doubt resolution commits a batch that never committed locally (duplicate)',
-		edits => [ [ 'src/twophase.c',
+		edits => [ [ 'src/pipeline/twophase.c',
 			"RemoteExecOk(r, psprintf(\"%s PREPARED %s\", known[i] ? \"COMMIT\" : \"ROLLBACK\", gid));",
 			"RemoteExecOk(r, psprintf(\"%s PREPARED %s\", known[i] || true ? \"COMMIT\" : \"ROLLBACK\", gid));" ] ],
 		tests => [ 'tap:070_remote_sink.pl' ],
@@ -156,7 +156,7 @@
 	{
 		name => 'in_doubt_ignores_worker',
 		breaks => 'two_phase sinks with several workers: a worker settling its in-doubt transactions rolls back a batch another live worker prepared and is about to commit here (loss)',
-		edits => [ [ 'src/twophase.c',
+		edits => [ [ 'src/pipeline/twophase.c',
 			"\tif (resolver < 0)\n\t\treturn true;\n",
 			"\tif (resolver < 0 || nworkers > 0)\n\t\treturn true;\n" ] ],
 		tests => [ 'tap:093_remote_workers.pl' ],
@@ -164,7 +164,7 @@
 	{
 		name => 'in_doubt_orphans_unsettled',
 		breaks => 'two_phase sinks: after alter_pipeline to fewer workers, the prepared transactions of the removed workers stay in doubt on the sink for ever',
-		edits => [ [ 'src/twophase.c',
+		edits => [ [ 'src/pipeline/twophase.c',
 			"\treturn owner == resolver || (resolver == 0 && owner >= nworkers);\n",
 			"\treturn owner == resolver || (resolver == 0 && owner >= nworkers && false);\n" ] ],
 		tests => [ 'tap:093_remote_workers.pl' ],
@@ -172,7 +172,7 @@
 	{
 		name => 'sink_marker_shared_by_workers',
 		breaks => 'two_phase sinks with several workers: the workers share one marker row, so a committed batch of one looks lost once another committed after it',
-		edits => [ [ 'src/twophase.c',
+		edits => [ [ 'src/pipeline/twophase.c',
 			"\tif (worker == 0)\n\t\treturn PipelineSinkKey(pipeline_id);\n",
 			"\tif (worker >= 0)\n\t\treturn PipelineSinkKey(pipeline_id);\n" ] ],
 		tests => [ 'tap:093_remote_workers.pl' ],
@@ -180,7 +180,7 @@
 	{
 		name => 'remote_source_reads_all_partitions',
 		breaks => 'remote sources with several workers: each worker reads every partition, not only its own (duplicates)',
-		edits => [ [ 'src/source.c',
+		edits => [ [ 'src/pipeline/source.c',
 			"\treturn w->def.nworkers <= 1 || p % w->def.nworkers == w->def.worker;\n}\n\n/* how many of the remote partitions",
 			"\treturn w->def.nworkers <= 1 || p >= 0;\n}\n\n/* how many of the remote partitions" ] ],
 		tests => [ 'tap:093_remote_workers.pl' ],
@@ -188,7 +188,7 @@
 	{
 		name => 'sink_dead_letters_not_per_worker',
 		breaks => 'offsets sinks with several workers: a worker removes the sink\'s dead letters of every partition, also those another worker has not brought here yet (lost dead letters)',
-		edits => [ [ 'src/sink.c',
+		edits => [ [ 'src/pipeline/sink.c',
 			"\tif (w->def.nworkers <= 1)\n\t\treturn \"\";\n\treturn psprintf(\" AND partition",
 			"\tif (w->def.nworkers >= 1)\n\t\treturn \"\";\n\treturn psprintf(\" AND partition" ] ],
 		tests => [ 'tap:093_remote_workers.pl' ],
@@ -196,7 +196,7 @@
 	{
 		name => 'offsets_not_forward_only',
 		breaks => 'offsets sinks: a retried batch overwrites offsets an earlier, delayed attempt committed (duplicate)',
-		edits => [ [ 'src/sink.c',
+		edits => [ [ 'src/pipeline/sink.c',
 			"\"WHERE o.position < CASE excluded.partition%s END RETURNING 1\", firsts.data);",
 			"\"WHERE true OR o.position < CASE excluded.partition%s END RETURNING 1\", firsts.data);" ] ],
 		tests => [ 'tap:086_offsets_forward.pl', 'tap:070_remote_sink.pl' ],
@@ -204,7 +204,7 @@
 	{
 		name => 'seq_floor_ignored',
 		breaks => 'seqs after retention and a crash: the floor left by retention is ignored, seqs are reused',
-		edits => [ [ 'src/catalog.c',
+		edits => [ [ 'src/catalog/catalog.c',
 			"\" SELECT seq_floor AS x FROM streamguard.stream_partition \"",
 			"\" SELECT 0::bigint AS x FROM streamguard.stream_partition \"" ] ],
 		tests => [ 'tap:041_seq_floor.pl', 'tap:040_retention.pl' ],
@@ -212,7 +212,7 @@
 	{
 		name => 'capture_backfill_ignores_claims',
 		breaks => 'change capture: the backfill sends rows whose version a writer already sent (a version delivered twice)',
-		edits => [ [ 'src/capture_backfill.c',
+		edits => [ [ 'src/capture/capture_backfill.c',
 			"\t\tif (claim->sent)\n\t\t\treturn true;\n",
 			"\t\tif (claim->sent)\n\t\t\treturn false;\n" ] ],
 		tests => [ 'isolation:capture_backfill', 'tap:120_capture.pl' ],
@@ -220,7 +220,7 @@
 	{
 		name => 'capture_backfill_without_lock',
 		breaks => 'change capture: a backfill chunk reads its rows without FOR SHARE (a writer changing a row meanwhile is not waited for, its event may precede a stale backfill event)',
-		edits => [ [ 'src/capture_backfill.c',
+		edits => [ [ 'src/capture/capture_backfill.c',
 			"\t\t\tappendStringInfoString(&sql, \" FOR SHARE OF t\");\n",
 			"\t\t\tappendStringInfoString(&sql, \" \");\n" ] ],
 		tests => [ 'isolation:capture_backfill', 'tap:120_capture.pl' ],
@@ -228,7 +228,7 @@
 	{
 		name => 'capture_noop_update_unclaimed',
 		breaks => 'change capture: an update that changes no captured column leaves no claim (the backfill sends content a writer sent)',
-		edits => [ [ 'src/capture_emit.c',
+		edits => [ [ 'src/capture/capture_emit.c',
 			"\t\telse if (changed == NIL && backfilling)\n",
 			"\t\telse if (changed == NIL && backfilling && false)\n" ] ],
 		tests => [ 'tap:120_capture.pl' ],
@@ -236,7 +236,7 @@
 	{
 		name => 'capture_claim_frozen_xmin',
 		breaks => 'change capture: claims name a frozen row by FrozenTransactionId, the backfill by its raw xmin (COPY FREEZE rows sent twice)',
-		edits => [ [ 'src/capture_emit.c',
+		edits => [ [ 'src/capture/capture_emit.c',
 			"\t\t\t\tsg_claim(cr, key, HeapTupleHeaderGetRawXmin(newtup->t_data), InvalidTransactionId, &spi);\n",
 			"\t\t\t\tsg_claim(cr, key, HeapTupleHeaderGetXmin(newtup->t_data), InvalidTransactionId, &spi);\n" ] ],
 		tests => [ 'regress:09_capture' ],
@@ -244,7 +244,7 @@
 	{
 		name => 'capture_never_careful',
 		breaks => 'change capture: an event that fires after a later change of its row (a user trigger changed it again) is sent anyway, last event is stale',
-		edits => [ [ 'src/capture_emit.c',
+		edits => [ [ 'src/capture/capture_emit.c',
 			"\tcareful = (sg_emit_max_cid != InvalidCommandId && sg_emit_max_cid > cid);\n",
 			"\tcareful = (sg_emit_max_cid != InvalidCommandId && sg_emit_max_cid > cid && false);\n" ] ],
 		tests => [ 'regress:09_capture' ],
@@ -252,7 +252,7 @@
 	{
 		name => 'capture_truncate_allowed',
 		breaks => 'change capture: TRUNCATE of a captured table goes through without an event per row',
-		edits => [ [ 'src/capture_emit.c',
+		edits => [ [ 'src/capture/capture_emit.c',
 			"\tif (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event))\n\t\tereport(ERROR,",
 			"\tif (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event) && false)\n\t\tereport(ERROR," ] ],
 		tests => [ 'regress:09_capture' ],
@@ -260,7 +260,7 @@
 	{
 		name => 'capture_key_in_session_time_zone',
 		breaks => 'change capture: a timestamptz is encoded in the writer\'s time zone (one row, several keys and partitions)',
-		edits => [ [ 'src/capture_encode.c',
+		edits => [ [ 'src/capture/capture_encode.c',
 			"c->typid == TIMESTAMPTZOID ? &utc : NULL);",
 			"c->typid == TIMESTAMPTZOID && false ? &utc : NULL);" ] ],
 		tests => [ 'regress:09_capture', 'tap:106_security_capture.pl' ],
@@ -268,7 +268,7 @@
 	{
 		name => 'remote_dead_letter_local_only',
 		breaks => 'remote sink, offsets mode: an isolated batch records its dead letters only here, so a crash between the remote commit (rows, positions) and the local one loses them',
-		edits => [ [ 'src/sink.c',
+		edits => [ [ 'src/pipeline/sink.c',
 			"\t\tif (dead_on_sink)\n\t\t\tsg_sink_dead_letter(w, r, ev, edata);\n",
 			"\t\tif (dead_on_sink && false)\n\t\t\tsg_sink_dead_letter(w, r, ev, edata);\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
@@ -276,7 +276,7 @@
 	{
 		name => 'remote_dead_letter_import_unfiltered',
 		breaks => 'remote sink, offsets mode: settling imports the sink\'s dead letters of batches already committed here (recorded twice)',
-		edits => [ [ 'src/sink.c',
+		edits => [ [ 'src/pipeline/sink.c',
 			"\t\tif (p < 0 || p >= nparts || seq <= here[p] || !sg_owns(w, p))\n",
 			"\t\tif (p < 0 || p >= nparts || seq < 0 || !sg_owns(w, p))\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
@@ -284,7 +284,7 @@
 	{
 		name => 'remote_dead_letter_removed_early',
 		breaks => 'remote sink, offsets mode: the batch that brings the sink\'s dead letters here also removes them there, before its local commit (a crash loses them)',
-		edits => [ [ 'src/sink.c',
+		edits => [ [ 'src/pipeline/sink.c',
 			"\tif (w->sink_dead_pending && !w->sink_resolved)\n",
 			"\tif (w->sink_dead_pending && (!w->sink_resolved || true))\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
@@ -292,7 +292,7 @@
 	{
 		name => 'remote_isolation_keeps_failed_rows',
 		breaks => 'remote sink isolation: an event the sink rejected is not rolled back to its savepoint (the remote transaction stays aborted; the batch can never commit)',
-		edits => [ [ 'src/sink.c',
+		edits => [ [ 'src/pipeline/sink.c',
 			"\t\tif (in_savepoint)\n\t\t{\n",
 			"\t\tif (in_savepoint && false)\n\t\t{\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
@@ -300,7 +300,7 @@
 	{
 		name => 'remote_isolation_transient_is_event_error',
 		breaks => 'remote sink isolation: a transient error (serialization failure, lost connection) is handed to the error policy as the event\'s own, so the event becomes a dead letter instead of being retried',
-		edits => [ [ 'src/sink.c',
+		edits => [ [ 'src/pipeline/sink.c',
 			"\t\tif (!RemoteConnected(r) || WorkerTransientError(edata))\n",
 			"\t\tif ((!RemoteConnected(r) || WorkerTransientError(edata)) && false)\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
@@ -308,7 +308,7 @@
 	{
 		name => 'upsert_first_event_wins',
 		breaks => 'upserting remote sink: of several events of one key in a batch, the first is applied instead of the last',
-		edits => [ [ 'src/sink.c',
+		edits => [ [ 'src/pipeline/sink.c',
 			"\"ORDER BY streamguard_ord DESC) AS streamguard_rn FROM %s) streamguard_s \"",
 			"\"ORDER BY streamguard_ord ASC) AS streamguard_rn FROM %s) streamguard_s \"" ] ],
 		tests => [ 'tap:089_remote_upsert.pl' ],
@@ -316,7 +316,7 @@
 	{
 		name => 'read_ahead_positions_unchecked',
 		breaks => 'remote source: the next batch takes the read sent ahead without comparing its positions with the ones it locked (a position moved meanwhile is ignored: events skipped)',
-		edits => [ [ 'src/source.c',
+		edits => [ [ 'src/pipeline/source.c',
 			"		memcmp(w->read_ahead_pos, pos, sizeof(int64) * nparts) == 0)
 ",
 			"		(memcmp(w->read_ahead_pos, pos, sizeof(int64) * nparts) == 0 || true))
@@ -326,7 +326,7 @@
 	{
 		name => 'sink_end_not_confirmed',
 		breaks => 'remote sink: the batch commits here without waiting for the remote PREPARE TRANSACTION (or COMMIT) it sent, so a batch the sink rejected is recorded as prepared and lost',
-		edits => [ [ 'src/sink.c',
+		edits => [ [ 'src/pipeline/sink.c',
 			"		RemoteFinish(r);
 		WorkerFault(w, w->def.two_phase && w->def.guarantee == SG_EXACTLY_ONCE ?
 ",
@@ -337,7 +337,7 @@
 	{
 		name => 'durable_flush_past_page_header',
 		breaks => 'durability before remote work: the WAL flush asks for the insert position of an empty page (past its header), which fails',
-		edits => [ [ 'src/horizon.c',
+		edits => [ [ 'src/shmem/horizon.c',
 			"\tif (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD)\n",
 			"\tif (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD && false)\n" ] ],
 		tests => [ 'tap:091_wal_page_flush.pl' ],
@@ -345,7 +345,7 @@
 	{
 		name => 'window_closes_over_open_appends',
 		breaks => 'append-time windows: a partition with appends in flight counts as read up to the clock, so a window closes before a late-committing producer\'s event is in it',
-		edits => [ [ 'src/window.c',
+		edits => [ [ 'src/pipeline/window.c',
 			"\t\t\tif (win->pre_horizon[p] >= win->pre_next[p])\n",
 			"\t\t\tif (win->pre_horizon[p] >= 0)\n" ] ],
 		tests => [ 'isolation:window_horizon' ],
@@ -353,7 +353,7 @@
 	{
 		name => 'window_mark_ignores_horizon',
 		breaks => 'append-time windows: a pending mark resolves without the horizon reaching its seq',
-		edits => [ [ 'src/window.c',
+		edits => [ [ 'src/pipeline/window.c',
 			"\t\t\tif (win->cand_mark_seq[p] > 0 && win->pre_horizon[p] >= win->cand_mark_seq[p])\n",
 			"\t\t\tif (win->cand_mark_seq[p] > 0 && win->pre_horizon[p] >= 0)\n" ] ],
 		tests => [ 'isolation:window_horizon' ],
@@ -361,7 +361,7 @@
 	{
 		name => 'window_close_keeps_state',
 		breaks => 'windows: a closed window\'s state stays open, so it is emitted again at every later close',
-		edits => [ [ 'src/window.c',
+		edits => [ [ 'src/pipeline/window.c',
 			"\tappendStringInfoString(&buf, \"WITH d AS (DELETE FROM streamguard.window_state \"\n",
 			"\tappendStringInfoString(&buf, \"WITH d AS (UPDATE streamguard.window_state SET closed = closed \"\n" ] ],
 		tests => [ 'regress:12_windows', 'tap:150_windows.pl' ],
@@ -369,7 +369,7 @@
 	{
 		name => 'window_correction_same_revision',
 		breaks => 'windows, late update: a correction carries the revision of the row it corrects',
-		edits => [ [ 'src/window.c',
+		edits => [ [ 'src/pipeline/window.c',
 			"\"revision = s.revision\" OP(\"+\") \"CASE WHEN s.closed THEN 1 ELSE 0 END, acc = \");",
 			"\"revision = s.revision\" OP(\"+\") \"CASE WHEN s.closed THEN 0 ELSE 0 END, acc = \");" ] ],
 		tests => [ 'regress:12_windows', 'tap:150_windows.pl' ],
@@ -377,7 +377,7 @@
 	{
 		name => 'window_emit_failure_retried_forever',
 		breaks => 'windows: a batch whose windows cannot be emitted is retried for ever (isolated, under the error policy) instead of failing the pipeline after max_attempts',
-		edits => [ [ 'src/window.c',
+		edits => [ [ 'src/pipeline/window.c',
 			"\tfailed = w->window->applying;\n",
 			"\tfailed = w->window->applying && false;\n" ] ],
 		tests => [ 'regress:14_window_changes' ],
@@ -385,7 +385,7 @@
 	{
 		name => 'window_session_no_retraction',
 		breaks => 'windows, sessions: an emitted session merged into one that starts earlier is not retracted (on_update: its row is not deleted), so readers see it twice',
-		edits => [ [ 'src/window.c',
+		edits => [ [ 'src/pipeline/window.c',
 			"\" FROM j WHERE j.gnew AND j.seq IS NULL AND j.ws\"",
 			"\" FROM j WHERE false AND j.seq IS NULL AND j.ws\"" ] ],
 		tests => [ 'regress:14_window_changes', 'tap:150_windows.pl' ],
@@ -393,7 +393,7 @@
 	{
 		name => 'window_session_merge_same_revision',
 		breaks => 'windows, sessions with late update: a merged session keeps the revision of the closed session it corrects, so readers cannot tell the correction from the old row',
-		edits => [ [ 'src/window.c',
+		edits => [ [ 'src/pipeline/window.c',
 			"\"j.grev\" OP(\"+\") \"CASE WHEN j.gnew AND j.gclosed THEN 1 ELSE 0 END AS rev, \"",
 			"\"j.grev\" OP(\"+\") \"CASE WHEN j.gnew AND j.gclosed THEN 0 ELSE 0 END AS rev, \"" ] ],
 		tests => [ 'regress:14_window_changes', 'tap:150_windows.pl' ],
@@ -401,7 +401,7 @@
 	{
 		name => 'window_changelog_same_revision',
 		breaks => 'windows, changelog: every event of a window carries the same revision, so a consumer cannot take the latest',
-		edits => [ [ 'src/window.c',
+		edits => [ [ 'src/pipeline/window.c',
 			"\"SET revision = s.revision\" OP(\"+\") \"1 WHERE s.pipeline_id\"",
 			"\"SET revision = s.revision\" OP(\"+\") \"0 WHERE s.pipeline_id\"" ] ],
 		tests => [ 'regress:14_window_changes', 'tap:150_windows.pl' ],
@@ -409,7 +409,7 @@
 	{
 		name => 'group_fence_ignores_member',
 		breaks => 'consumer group fence: a member locks a position row whoever it is assigned to, so it reads and commits positions of partitions assigned to another member',
-		edits => [ [ 'src/consumer.c',
+		edits => [ [ 'src/stream/consumer.c',
 			"\"AND partition OPERATOR(pg_catalog.=) \$3 AND member OPERATOR(pg_catalog.=) \$4 \"\n",
 			"\"AND partition OPERATOR(pg_catalog.=) \$3 AND \$4 IS NOT NULL \"\n" ] ],
 		tests => [ 'regress:10_groups', 'isolation:group_fence' ],
@@ -417,7 +417,7 @@
 	{
 		name => 'group_move_waits_for_holder',
 		breaks => 'consumer groups: a rebalance locks the position row without SKIP LOCKED, so a poll waits for the old owner\'s transaction instead of skipping the partition',
-		edits => [ [ 'src/group.c',
+		edits => [ [ 'src/stream/group.c',
 			"\"      AND partition OPERATOR(pg_catalog.=) \$3 AND member IS NOT DISTINCT FROM \$5 \"\n\t\t\t\t\t\t\t\t\t\t\"      FOR UPDATE SKIP LOCKED) l \"",
 			"\"      AND partition OPERATOR(pg_catalog.=) \$3 AND member IS NOT DISTINCT FROM \$5 \"\n\t\t\t\t\t\t\t\t\t\t\"      FOR UPDATE) l \"" ] ],
 		tests => [ 'isolation:group_fence' ],
@@ -425,7 +425,7 @@
 	{
 		name => 'repartition_no_holdback',
 		breaks => 'per-key order across alter_stream(partitions => M): a reader gets the new mapping\'s events before it has passed the switch points of the old partitions',
-		edits => [ [ 'src/repartition.c',
+		edits => [ [ 'src/stream/repartition.c',
 			"\t\tif (passed)\n\t\t\tcontinue;\n",
 			"\t\tif (passed || true)\n\t\t\tcontinue;\n" ] ],
 		tests => [ 'regress:11_repartition', 'isolation:repartition', 'tap:077_repartition.pl' ],
@@ -433,7 +433,7 @@
 	{
 		name => 'repartition_appends_not_serialized',
 		breaks => 'per-key order across alter_stream(partitions => M): appends do not take the append lock, so a change does not wait for appends in flight and an old-mapping event can land above a switch point',
-		edits => [ [ 'src/catalog.c',
+		edits => [ [ 'src/catalog/catalog.c',
 			"\tif (LockAcquire(&tag, RowExclusiveLock, false, false) != LOCKACQUIRE_OK)\n",
 			"\tif (tag.locktag_field1 != 0 || LockAcquire(&tag, RowExclusiveLock, false, false) != LOCKACQUIRE_OK)\n" ] ],
 		tests => [ 'isolation:repartition', 'tap:077_repartition.pl' ],
@@ -441,7 +441,7 @@
 	{
 		name => 'repartition_waits_on_gap',
 		breaks => 'a reader whose old partition ends in rolled-back or duplicate seqs never reaches the switch point, and the new mapping stays held back',
-		edits => [ [ 'src/consumer.c',
+		edits => [ [ 'src/stream/consumer.c',
 			"\t\tif (capped && got < remaining)\n",
 			"\t\tif (capped && got < remaining && false)\n" ] ],
 		tests => [ 'regress:11_repartition' ],
@@ -449,7 +449,7 @@
 	{
 		name => 'repartition_switch_not_a_floor',
 		breaks => 'after a restart the counters ignore the switch points: a seq at or below one (a rolled-back append) is handed out again under the new count',
-		edits => [ [ 'src/catalog.c',
+		edits => [ [ 'src/catalog/catalog.c',
 			"\t\tbool\t\tswitches = StreamRepartitionCatalog();\n",
 			"\t\tbool\t\tswitches = StreamRepartitionCatalog() && false;\n" ] ],
 		tests => [ 'tap:077_repartition.pl' ],
@@ -457,7 +457,7 @@
 	{
 		name => 'repartition_no_wake',
 		breaks => 'a long-poll held back by a change of the partition count is not woken when the session holding the old events commits (it sleeps to the end of its wait)',
-		edits => [ [ 'src/consumer.c',
+		edits => [ [ 'src/stream/consumer.c',
 			"\tif (held && moved)\n",
 			"\tif (held && moved && false)\n" ] ],
 		tests => [ 'tap:077_repartition.pl' ],
@@ -497,7 +497,7 @@
 	{
 		name => 'window_ignores_repartition_caps',
 		breaks => 'append-time windows across alter_stream(partitions): a partition held back at a switch point counts as read, its windows close without its events',
-		edits => [ [ 'src/window.c',
+		edits => [ [ 'src/pipeline/window.c',
 			"\tif (meta->nchanges > 0)\n\t{\n\t\tint64\t   *pos",
 			"\tif (meta->nchanges > 0 && false)\n\t{\n\t\tint64\t   *pos" ] ],
 		tests => [ 'regress:12_windows' ],
@@ -505,7 +505,7 @@
 	{
 		name => 'kafka_positions_never_advance',
 		breaks => 'Kafka source: exactly_once never stores the offsets it read (every restart re-reads)',
-		edits => [ [ 'src/kafka_source.c',
+		edits => [ [ 'src/pipeline/kafka_source.c',
 			"\tif ((rows > 0 && advance) || (rows == 0 && (consumed > 0 || moved)))\n",
 			"\tif ((rows > 0 && advance && rows < 0) || (rows == 0 && (consumed > 0 || moved)))\n" ] ],
 		tests => [ 'tap:140_kafka_source.pl' ],
@@ -513,7 +513,7 @@
 	{
 		name => 'kafka_new_partitions_ignored',
 		breaks => 'Kafka source: partitions added to the topic get no position row and are never read',
-		edits => [ [ 'src/kafka_source.c',
+		edits => [ [ 'src/pipeline/kafka_source.c',
 			"\t\tif (n > stored)\n\t\t{\n\t\t\t/* new partitions: everything in them is new */\n",
 			"\t\tif (n > stored && stored == 0)\n\t\t{\n\t\t\t/* new partitions: everything in them is new */\n" ] ],
 		tests => [ 'tap:143_kafka_new_partitions.pl' ],
@@ -521,7 +521,7 @@
 	{
 		name => 'kafka_malformed_stop_passes',
 		breaks => 'Kafka source: under error_policy stop a malformed message is passed over instead of failing the pipeline',
-		edits => [ [ 'src/kafka_source.c',
+		edits => [ [ 'src/pipeline/kafka_source.c',
 			"\t\t\t\tw->stop_error = MemoryContextStrdup(TopMemoryContext, error);\n\t\t\t\treturn -1;\n",
 			"\t\t\t\tw->stop_error = MemoryContextStrdup(TopMemoryContext, error);\n\t\t\t\treturn 0;\n" ] ],
 		tests => [ 'tap:140_kafka_source.pl' ],
@@ -529,7 +529,7 @@
 	{
 		name => 'kafka_no_reseek',
 		breaks => 'Kafka source: the consumer is assigned once and never sent back (by a seek) to the stored offsets (a new client after an error still starts there)',
-		edits => [ [ 'src/kafka_source.c',
+		edits => [ [ 'src/pipeline/kafka_source.c',
 			"\t\tfor (p = 0; p < held; p++)\n\t\t\tif (stored[p] != s->pos[p])\n",
 			"\t\tfor (p = 0; p < held; p++)\n\t\t\tif (stored[p] != s->pos[p] && held < 0)\n" ] ],
 		tests => [ 'tap:140_kafka_source.pl' ],
@@ -537,7 +537,7 @@
 	{
 		name => 'kafka_sink_no_recovery',
 		breaks => 'Kafka sink: a batch committed in Kafka but not here is ignored by the recovery, so it is produced again',
-		edits => [ [ 'src/kafka_sink.c',
+		edits => [ [ 'src/pipeline/kafka_sink.c',
 			"\tif (c.batch == local)\n\t\treturn true;\n",
 			"\tif (c.batch == local || c.batch == local + 1)\n\t\treturn true;\n" ] ],
 		tests => [ 'tap:141_kafka_sink.pl' ],
@@ -545,10 +545,10 @@
 	{
 		name => 'kafka_sink_accepts_lost_checkpoints',
 		breaks => 'Kafka sink: a cluster that lost the checkpoints of batches committed here (no checkpoint, or an older one) is taken as in step',
-		edits => [ [ 'src/kafka_sink.c',
+		edits => [ [ 'src/pipeline/kafka_sink.c',
 			"\t\tif (local == 0)\n\t\t\treturn true;\n",
 			"\t\tif (local >= 0)\n\t\t\treturn true;\n" ],
-			[ 'src/kafka_sink.c',
+			[ 'src/pipeline/kafka_sink.c',
 			"\tif (c.batch < local)\n",
 			"\tif (c.batch < local && local < 0)\n" ] ],
 		tests => [ 'tap:141_kafka_sink.pl' ],
@@ -556,7 +556,7 @@
 	{
 		name => 'kafka_sink_local_commit_first',
 		breaks => 'Kafka sink: exactly_once takes the positions past a batch (commits here) even when the Kafka commit failed',
-		edits => [ [ 'src/kafka_sink.c',
+		edits => [ [ 'src/pipeline/kafka_sink.c',
 			"\t\tKafkaTxnCommit(s->producer, KafkaDeadline());\n",
 			"\t\tPG_TRY();\n\t\t{\n\t\t\tKafkaTxnCommit(s->producer, KafkaDeadline());\n\t\t}\n\t\tPG_CATCH();\n\t\t{\n\t\t\tFlushErrorState();\n\t\t}\n\t\tPG_END_TRY();\n" ] ],
 		tests => [ 'tap:141_kafka_sink.pl' ],
@@ -564,7 +564,7 @@
 	{
 		name => 'kafka_sink_remote_no_recovery',
 		breaks => 'Kafka sink fed by a remote PostgreSQL source: a batch committed in Kafka but not here is ignored by the recovery (the remote positions stay before it), so it is produced again',
-		edits => [ [ 'src/kafka_sink.c',
+		edits => [ [ 'src/pipeline/kafka_sink.c',
 			"\tif (c.batch == local)\n\t\treturn true;\n",
 			"\tif (c.batch == local || (c.batch == local + 1 && w->def.source_server))\n\t\treturn true;\n" ] ],
 		tests => [ 'tap:142_kafka_reset_remote.pl' ],

@@ -243,8 +243,19 @@ for my $r (qw(c1 c2 pl1 pl2))
 		'0', "$r: no event twice");
 	is(val(qq{SELECT count(*) FROM got g WHERE g.reader = '$r' AND NOT EXISTS
 		(SELECT 1 FROM produced p WHERE p.key = g.key AND p.n = g.n)}), '0', "$r: no rolled-back event");
-	is(val(qq{SELECT count(*) FROM (SELECT n, lag(n) OVER (PARTITION BY key ORDER BY ord) AS prev
+	my $inorder = is(val(qq{SELECT count(*) FROM (SELECT n, lag(n) OVER (PARTITION BY key ORDER BY ord) AS prev
 		FROM got WHERE reader = '$r') x WHERE n <= prev}), '0', "$r: every key in order");
+	# on failure: the offending key's deliveries around the inversion, and
+	# the switch points, so that the run says whether the stream or the
+	# reader was wrong
+	diag("$r out of order:\n" . val(qq{WITH x AS (SELECT ord, key, n, part, seq,
+			lag(n) OVER (PARTITION BY key ORDER BY ord) AS prev FROM got WHERE reader = '$r'),
+		bad AS (SELECT key, n FROM x WHERE n <= prev)
+		SELECT string_agg(format('key %s n %s part %s seq %s ord %s', g.key, g.n, g.part, g.seq, g.ord), E'\n' ORDER BY g.key, g.ord)
+		FROM got g JOIN bad b ON b.key = g.key AND abs(g.n - b.n) <= 3 WHERE g.reader = '$r'})
+		. "\nswitch points: " . val(q{SELECT string_agg(epoch || ':' || old_partitions || '->' || new_partitions
+			|| ' ' || switch_seqs::text, '; ' ORDER BY epoch) FROM streamguard.stream_repartitions WHERE stream = 'rs'}))
+		unless $inorder;
 }
 my $moved = val(q{SELECT count(*) FROM (SELECT key FROM got WHERE reader = 'c1' GROUP BY key
 	HAVING count(DISTINCT part) > 1) x});

@@ -23,7 +23,7 @@ use Test::More;
 my $root = abs_path(dirname(dirname($FindBin::RealBin)));
 my %batch_path = map { $_ => 1 }
   qw(window.c batch.c batchexec.c source.c sink.c append.c consumer.c pipeline_ops.c);
-my @files = sort glob("$root/src/*.c");
+my @files = sort glob("$root/src/*.c $root/src/*/*.c");
 ok(scalar(@files) > 20, 'the sources are there (' . scalar(@files) . ' files)');
 
 my ($loops, @bad) = (0);

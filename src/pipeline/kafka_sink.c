@@ -1,0 +1,866 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka_sink.c
+ *		A pipeline whose sink is a Kafka topic: the rows of its SELECT over
+ *		each batch become messages, exactly once through a transactional
+ *		producer and a checkpoint kept in Kafka, or at least once through
+ *		an idempotent producer.
+ *
+ * The SELECT's columns are the message: value (jsonb, json, text or bytea;
+ * NULL: a tombstone), and optionally key (any type, as text; bytea raw),
+ * headers (a jsonb object: name -> a scalar, NULL for a header without a
+ * value) and partition (an integer; NULL or absent: librdkafka's
+ * partitioner, by key).  KafkaSinkCheckShape checks that at create_pipeline
+ * and when the worker starts.
+ *
+ * exactly_once.  The producer's transactional.id is "streamguard-" and the
+ * pipeline's sink key (system identifier, installation, database,
+ * pipeline: stable across restarts).  Each worker incarnation calls
+ * init_transactions once, which makes the transaction coordinator abort
+ * whatever an earlier producer of the same id left open and fence that
+ * producer (PRODUCER_FENCED), on top of the pipeline's epoch fence here.
+ * A batch, inside its local transaction T1 (fenced, positions moved by
+ * the fetch):
+ *	1. the positions before the fetch are noted (KafkaSinkNoteFrom);
+ *	2. one Kafka transaction: the rows, then a checkpoint record in the
+ *	   topic streamguard_checkpoints, partition 0, key the transactional
+ *	   id, value {batch, from, to, events, rows} (batch: the pipeline's
+ *	   batch counter after this batch; from/to: the positions before and
+ *	   after it, a local consumer's or the remote ones); then the source's
+ *	   events are made durable here (HorizonMakeDurable, while the produce
+ *	   requests are in flight: nothing becomes visible to a read_committed
+ *	   reader before the local facts it depends on are durable; a crash
+ *	   before it aborts the transaction; a remote source's events were
+ *	   made durable by its read()); Kafka commit;
+ *	3. T1 commits (synchronously: the worker forces synchronous_commit).
+ * A crash between 2 and 3 leaves a batch committed in Kafka but not here.
+ * Before the next batch (KafkaSinkResolve, after init_transactions, which
+ * settles any transaction left open) the worker reads the last checkpoint
+ * read_committed and compares it with the local batch counter B:
+ *	checkpoint batch = B + 1, positions = its "from": that batch is
+ *		applied here now (positions moved to "to", the batch counted);
+ *	... positions moved since (reset_pipeline): left as they are;
+ *	checkpoint batch <= B: nothing to do — unless it is < B, or there
+ *		is no checkpoint while B > 0: Kafka lost batches committed here
+ *		(the topic recreated, a broker failed over without the data):
+ *		the pipeline stops with an error;
+ *	checkpoint batch > B + 1: Kafka holds batches this database never
+ *		had (a database restored from a backup): stops with an error.
+ *
+ * at_least_once.  An idempotent producer; the rows are produced and every
+ * one acknowledged (KafkaFlush) before T1 commits; the positions move in
+ * a second transaction (batch.c).  A crash between re-produces the batch.
+ *
+ * The producer belongs to the worker (TopMemoryContext); after a failed
+ * batch it is closed (KafkaSinkClose) and the next batch opens a new one,
+ * which for exactly_once means a new init_transactions.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+
+#include "core/compat.h"
+#include "io/kafka.h"
+#include "pipeline/worker.h"
+
+#define SG_KAFKA_CHECKPOINT_TOPIC "streamguard_checkpoints"
+
+struct SgKafkaSink
+{
+	SgKafka    *producer;
+	bool		transactional;
+	char	   *txn_id;			/* transactional.id, and the checkpoints' key */
+	int64	   *from;			/* positions before this batch's fetch */
+	int			nfrom;
+};
+
+/* which output column is which (-1: absent) */
+typedef struct SgKafkaCols
+{
+	int			key;
+	int			value;
+	int			headers;
+	int			partition;
+} SgKafkaCols;
+
+static uint32 sg_we_produce = 0;
+
+/* ----------------------------------------------------------- the shape */
+
+/*
+ * The output columns of a Kafka sink's SELECT: value required, key,
+ * headers and partition optional, nothing else.  Raises the error.
+ */
+static void
+sg_shape(TupleDesc desc, SgKafkaCols *cols)
+{
+	int			i;
+
+	cols->key = cols->value = cols->headers = cols->partition = -1;
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(desc, i);
+		const char *name = NameStr(a->attname);
+		int		   *slot;
+
+		if (a->attisdropped)
+			continue;
+		if (strcmp(name, "key") == 0)
+			slot = &cols->key;
+		else if (strcmp(name, "value") == 0)
+			slot = &cols->value;
+		else if (strcmp(name, "headers") == 0)
+			slot = &cols->headers;
+		else if (strcmp(name, "partition") == 0)
+			slot = &cols->partition;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+					 errmsg("the SELECT of a Kafka sink returns column \"%s\"", name),
+					 errdetail("Its columns are value, and optionally key, headers and partition."),
+					 errhint("Name each output column with AS.")));
+		if (*slot >= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_COLUMN),
+					 errmsg("the SELECT of a Kafka sink returns column \"%s\" twice", name)));
+		*slot = i;
+		if (slot == &cols->value && a->atttypid != JSONBOID && a->atttypid != JSONOID &&
+			a->atttypid != TEXTOID && a->atttypid != VARCHAROID && a->atttypid != BYTEAOID)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"value\" of a Kafka sink must be jsonb, json, text or bytea, not %s",
+							format_type_be(a->atttypid)),
+					 errhint("Cast it, or build the JSON with to_jsonb() or jsonb_build_object().")));
+		if (slot == &cols->headers && a->atttypid != JSONBOID)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"headers\" of a Kafka sink must be jsonb, not %s",
+							format_type_be(a->atttypid)),
+					 errhint("A jsonb object: header name -> value.")));
+		if (slot == &cols->partition && a->atttypid != INT2OID && a->atttypid != INT4OID &&
+			a->atttypid != INT8OID)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"partition\" of a Kafka sink must be an integer, not %s",
+							format_type_be(a->atttypid))));
+	}
+	if (cols->value < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("the SELECT of a Kafka sink has no column \"value\""),
+				 errhint("Return the message as a column named value, e.g. SELECT to_jsonb(b) AS value FROM batch b.")));
+}
+
+/* the SQL of a Kafka sink: a single SELECT over the batch of the right shape */
+void
+KafkaSinkCheckShape(const char *sql)
+{
+	TupleDesc	desc = PipelineOutputDesc(sql);
+	SgKafkaCols cols;
+
+	if (desc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the SQL of a pipeline with a Kafka sink must be a single SELECT"),
+				 errhint("Its rows become the messages: SELECT key, value, headers, partition FROM batch.")));
+	sg_shape(desc, &cols);
+}
+
+/*
+ * create_pipeline with a Kafka sink: the topic's name, the caller's USAGE
+ * on the server, the topic (and for exactly_once the checkpoint topic)
+ * known to the cluster, within streamguard.remote_timeout.
+ */
+void
+KafkaSinkCheck(const char *server, const char *topic, bool exactly_once)
+{
+	SgKafka    *k;
+
+	KafkaCheckTopicName(topic);
+	k = KafkaConsumerOpen(server, GetUserId(), "streamguard-check");
+	PG_TRY();
+	{
+		(void) KafkaTopicPartitions(k, topic, KafkaDeadline());
+		if (exactly_once)
+			(void) KafkaTopicPartitions(k, SG_KAFKA_CHECKPOINT_TOPIC, KafkaDeadline());
+	}
+	PG_FINALLY();
+	{
+		KafkaClose(k);
+	}
+	PG_END_TRY();
+}
+
+/* ------------------------------------------------------------ producer */
+
+static void
+sg_sink_status(SgWorker *w, bool connected, const char *error)
+{
+	SgRemoteStatus *st = &w->slot->remote[SG_SIDE_SINK];
+
+	SpinLockAcquire(&w->slot->mutex);
+	strlcpy(st->server, w->def.sink_server, sizeof(st->server));
+	st->connected = connected;
+	st->rtt_us = 0;
+	if (error)
+		strlcpy(st->last_error, error, sizeof(st->last_error));
+	SpinLockRelease(&w->slot->mutex);
+}
+
+static SgKafkaSink *
+sg_sink(SgWorker *w)
+{
+	SgKafkaSink *s = w->kafka_sink;
+
+	if (s == NULL)
+	{
+		s = MemoryContextAllocZero(TopMemoryContext, sizeof(SgKafkaSink));
+		s->transactional = w->def.guarantee == SG_EXACTLY_ONCE;
+		s->txn_id = MemoryContextStrdup(TopMemoryContext,
+										psprintf("streamguard-%s", PipelineSinkKey(w->def.id)));
+		w->kafka_sink = s;
+		if (sg_we_produce == 0)
+			sg_we_produce = SG_WAIT_EVENT("StreamguardKafkaProduce", 6);
+	}
+	if (s->producer == NULL)
+	{
+		PG_TRY();
+		{
+			/* as the owner: its USAGE on the server, its user mapping */
+			s->producer = KafkaProducerOpen(w->def.sink_server, w->def.owner,
+											s->transactional ? s->txn_id : NULL);
+			if (s->transactional)
+				KafkaTxnInit(s->producer, KafkaDeadline());
+		}
+		PG_CATCH();
+		{
+			if (s->producer)
+			{
+				char		last[256];
+
+				KafkaLastError(s->producer, last, sizeof(last));
+				sg_sink_status(w, false, last[0] ? last : "could not initialize the producer");
+				KafkaClose(s->producer);
+				s->producer = NULL;
+			}
+			else
+				sg_sink_status(w, false, "could not create the Kafka producer");
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		sg_sink_status(w, true, NULL);
+	}
+	return s;
+}
+
+/* after a failed batch: the next one starts with a new producer */
+void
+KafkaSinkClose(SgWorker *w)
+{
+	SgKafkaSink *s = w->kafka_sink;
+
+	if (s == NULL || s->producer == NULL)
+		return;
+	{
+		char		last[256];
+
+		KafkaLastError(s->producer, last, sizeof(last));
+		sg_sink_status(w, false, last[0] ? last : NULL);
+	}
+	KafkaClose(s->producer);
+	s->producer = NULL;
+}
+
+/* ---------------------------------------------------------- checkpoints */
+
+/* the pipeline's batch counter as this transaction sees it */
+static int64
+sg_local_batches(SgWorker *w)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(w->def.id)};
+	SgUserSave	save;
+	bool		isnull;
+	int64		n;
+
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_plan(SgPlanCached(NULL, "SELECT batches FROM streamguard.pipeline WHERE id OPERATOR(pg_catalog.=) $1",
+									  1, types),
+						 values, NULL, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read the batch counter of pipeline %d", w->def.id);
+	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SgRestoreUser(&save);
+	return n;
+}
+
+static void
+sg_append_positions(StringInfo buf, const int64 *pos, int n)
+{
+	int			p;
+
+	appendStringInfoChar(buf, '[');
+	for (p = 0; p < n; p++)
+		appendStringInfo(buf, "%s%lld", p ? "," : "", (long long) pos[p]);
+	appendStringInfoChar(buf, ']');
+}
+
+/* exactly_once: the positions before this batch's fetch (in T1, fenced) */
+void
+KafkaSinkNoteFrom(SgWorker *w, SgStreamMeta *meta, int nparts)
+{
+	SgKafkaSink *s = sg_sink(w);
+
+	if (s->from == NULL || s->nfrom < nparts)
+	{
+		if (s->from)
+			pfree(s->from);
+		s->from = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(nparts, 1));
+	}
+	s->nfrom = nparts;
+	SourcePositions(w, meta, s->from, nparts);
+}
+
+typedef struct SgCheckpoint
+{
+	int64		batch;
+	int64		events;
+	int64		rows;
+	int64	   *from;
+	int64	   *to;
+	int			n;
+} SgCheckpoint;
+
+/* parse a checkpoint's value (JSON written by sg_checkpoint_value) */
+static bool
+sg_checkpoint_parse(const char *json, SgCheckpoint *c)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(json)};
+	bool		isnull;
+	ArrayType  *a;
+	Datum	   *e;
+	int			n,
+				i;
+
+	if (SPI_execute_with_args("SELECT (j->>'batch')::pg_catalog.int8, (j->>'events')::pg_catalog.int8, "
+							  "(j->>'rows')::pg_catalog.int8, "
+							  "ARRAY(SELECT pg_catalog.jsonb_array_elements_text(j->'from')::pg_catalog.int8), "
+							  "ARRAY(SELECT pg_catalog.jsonb_array_elements_text(j->'to')::pg_catalog.int8) "
+							  "FROM (SELECT $1::pg_catalog.jsonb AS j) s",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		return false;
+	c->batch = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		return false;
+	c->events = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	c->rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	a = DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	deconstruct_array(a, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &e, NULL, &n);
+	c->n = n;
+	c->from = palloc(sizeof(int64) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		c->from[i] = DatumGetInt64(e[i]);
+	a = DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
+	deconstruct_array(a, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &e, NULL, &n);
+	if (n != c->n)
+		return false;
+	c->to = palloc(sizeof(int64) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		c->to[i] = DatumGetInt64(e[i]);
+	return true;
+}
+
+/*
+ * The last committed checkpoint of ours, read_committed, or NULL (none in
+ * the topic): partition 0 of the checkpoint topic read from its start to
+ * its end, in one assignment (librdkafka 2.0.2 aborts the process on an
+ * assertion when a partition is assigned again while its earlier
+ * assignment is still being stopped).  On a compacted topic that is about
+ * one record per pipeline; each message read moves the deadline
+ * (streamguard.remote_timeout without progress fails the batch).
+ */
+static char *
+sg_read_checkpoint(SgWorker *w, SgKafkaSink *s)
+{
+	SgKafka    *k = KafkaConsumerOpen(w->def.sink_server, w->def.owner,
+									  psprintf("%s-checkpoint", s->txn_id));
+	char	   *found = NULL;
+
+	PG_TRY();
+	{
+		int64		lo;
+		int64		hi = KafkaPartitionEnd(k, SG_KAFKA_CHECKPOINT_TOPIC, 0, KafkaDeadline(), &lo);
+
+		if (hi > lo)
+		{
+			SgKafkaStart st;
+			TimestampTz deadline = KafkaDeadline();
+
+			st.partition = 0;
+			st.offset = lo;
+			KafkaAssign(k, SG_KAFKA_CHECKPOINT_TOPIC, &st, 1);
+			for (;;)
+			{
+				rd_kafka_message_t *m;
+				int64		pos;
+
+				KafkaPositions(k, SG_KAFKA_CHECKPOINT_TOPIC, 1, &pos);
+				if (pos >= hi)
+					break;
+				if (GetCurrentTimestamp() >= deadline)
+					KafkaRaise(k, RD_KAFKA_RESP_ERR__TIMED_OUT,
+							   psprintf("reading the checkpoints of pipeline \"%s\" (topic \"%s\", offsets %lld to %lld) within streamguard.remote_timeout",
+										w->def.name, SG_KAFKA_CHECKPOINT_TOPIC, (long long) lo, (long long) hi));
+				m = KafkaPoll(k, 100, sg_we_produce);
+				if (m == NULL)
+					continue;
+				if (m->err)
+				{
+					if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+						continue;
+					KafkaRaise(k, m->err, psprintf("reading the checkpoints of pipeline \"%s\"", w->def.name));
+				}
+				deadline = KafkaDeadline();
+				if (m->offset >= hi)
+					break;
+				if (m->key && m->key_len == strlen(s->txn_id) &&
+					memcmp(m->key, s->txn_id, m->key_len) == 0 && m->payload)
+				{
+					if (found)
+						pfree(found);
+					found = pnstrdup(m->payload, m->len);
+				}
+				KafkaMessageDone(k);
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		KafkaClose(k);
+	}
+	PG_END_TRY();
+	return found;
+}
+
+/* the pipeline's counters for a batch settled from Kafka's checkpoint */
+static void
+sg_count_recovered(SgWorker *w, SgCheckpoint *c)
+{
+	Oid			types[3] = {INT4OID, INT8OID, INT8OID};
+	Datum		values[3] = {Int32GetDatum(w->def.id), Int64GetDatum(c->events), Int64GetDatum(c->rows)};
+	SgUserSave	save;
+
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET batches = batches OPERATOR(pg_catalog.+) 1, "
+							  "events_in = events_in OPERATOR(pg_catalog.+) $2, "
+							  "rows_out = rows_out OPERATOR(pg_catalog.+) $3, last_batch_at = pg_catalog.now() "
+							  "WHERE id OPERATOR(pg_catalog.=) $1",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
+		elog(ERROR, "could not count the recovered batch");
+	SgRestoreUser(&save);
+}
+
+/*
+ * Before the first batch of a producer (and after any failed batch), in
+ * the batch's transaction, fenced: a new producer (init_transactions
+ * settles what an earlier one left open), then for exactly_once the last
+ * checkpoint against the local batch counter (see the file's comment).
+ * Returns false when the pipeline must stop (w->stop_error says why).
+ */
+bool
+KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
+{
+	SgKafkaSink *s;
+	char	   *json;
+	SgCheckpoint c;
+	int64		local;
+	int64	   *here;
+	int			p;
+	bool		same = true;
+
+	/* a new producer: the old one may be inside a transaction */
+	KafkaSinkClose(w);
+	s = sg_sink(w);
+	if (!s->transactional)
+		return true;
+
+	pgstat_report_activity(STATE_RUNNING, "read the Kafka checkpoint");
+	json = sg_read_checkpoint(w, s);
+	local = sg_local_batches(w);
+	if (json == NULL)
+	{
+		if (local == 0)
+			return true;
+		w->stop_error = MemoryContextStrdup(TopMemoryContext,
+											psprintf("Kafka server \"%s\" has no checkpoint of pipeline \"%s\" in topic \"%s\" although %lld batches were committed: "
+													 "the topic lost committed data (recreated, or a broker failed over without it); "
+													 "to go on, drop the pipeline and create it again (reset_pipeline then sets where it starts)",
+													 w->def.sink_server, w->def.name, SG_KAFKA_CHECKPOINT_TOPIC, (long long) local));
+		return false;
+	}
+	if (!sg_checkpoint_parse(json, &c))
+	{
+		w->stop_error = MemoryContextStrdup(TopMemoryContext,
+											psprintf("the checkpoint of pipeline \"%s\" in topic \"%s\" of Kafka server \"%s\" is not one streamguard wrote: %s",
+													 w->def.name, SG_KAFKA_CHECKPOINT_TOPIC, w->def.sink_server, json));
+		return false;
+	}
+	if (c.batch < local)
+	{
+		w->stop_error = MemoryContextStrdup(TopMemoryContext,
+											psprintf("Kafka server \"%s\" lost batches of pipeline \"%s\": its last checkpoint is batch %lld, %lld were committed here; "
+													 "to go on, drop the pipeline and create it again (reset_pipeline then sets where it starts)",
+													 w->def.sink_server, w->def.name, (long long) c.batch, (long long) local));
+		return false;
+	}
+	if (c.batch > local + 1)
+	{
+		w->stop_error = MemoryContextStrdup(TopMemoryContext,
+											psprintf("Kafka server \"%s\" holds batch %lld of pipeline \"%s\" but this database committed only %lld: "
+													 "the database went back in time (restored from a backup?) and the messages of the missing batches are in the topic; "
+													 "to go on, drop the pipeline and create it again (reset_pipeline then sets where it starts)",
+													 w->def.sink_server, (long long) c.batch, w->def.name, (long long) local));
+		return false;
+	}
+	if (c.batch == local)
+		return true;
+
+	/*
+	 * Committed in Kafka, not here: apply it here, unless positions moved.
+	 * Partitions alter_stream added since the batch read (c.n < nparts)
+	 * were not read by it: they keep their positions.
+	 */
+	here = palloc(sizeof(int64) * Max(nparts, 1));
+	SourcePositions(w, meta, here, nparts);
+	if (c.n > nparts)
+		same = false;
+	for (p = 0; p < c.n && same; p++)
+		if (here[p] != c.from[p])
+			same = false;
+	if (!same)
+	{
+		ereport(LOG,
+				(errmsg("streamguard pipeline \"%s\": batch %lld is committed in Kafka but not here, and the positions moved since (reset_pipeline?): it is not applied here",
+						w->def.name, (long long) c.batch)));
+		return true;
+	}
+	if (c.n < nparts)
+	{
+		int64	   *to = palloc(sizeof(int64) * nparts);
+
+		for (p = 0; p < nparts; p++)
+			to[p] = p < c.n ? c.to[p] : here[p];
+		c.to = to;
+	}
+	SourceAdvance(w, meta, c.to, nparts);
+	sg_count_recovered(w, &c);
+	ereport(LOG,
+			(errmsg("streamguard pipeline \"%s\": batch %lld was committed in Kafka but not here: positions moved to its checkpoint",
+					w->def.name, (long long) c.batch)));
+	return true;
+}
+
+/* ------------------------------------------------------------ messages */
+
+/* a value's bytes: bytea raw, anything else through its output function */
+static const char *
+sg_bytes(Datum d, Oid type, FmgrInfo *out, size_t *len)
+{
+	if (type == BYTEAOID)
+	{
+		bytea	   *b = DatumGetByteaPP(d);
+
+		*len = VARSIZE_ANY_EXHDR(b);
+		return VARDATA_ANY(b);
+	}
+	else
+	{
+		char	   *s = OutputFunctionCall(out, d);
+
+		*len = strlen(s);
+		return s;
+	}
+}
+
+/* a jsonb object as message headers (NULL when it is empty) */
+static rd_kafka_headers_t *
+sg_headers(Jsonb *jb)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	rd_kafka_headers_t *hdrs;
+	char	   *name = NULL;
+
+	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"headers\" of a Kafka sink must be a jsonb object")));
+	if (JB_ROOT_COUNT(jb) == 0)
+		return NULL;
+	hdrs = rd_kafka_headers_new(JB_ROOT_COUNT(jb));
+	PG_TRY();
+	{
+		it = JsonbIteratorInit(&jb->root);
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			char	   *value = NULL;
+			size_t		len = 0;
+
+			if (tok == WJB_KEY)
+			{
+				name = pnstrdup(v.val.string.val, v.val.string.len);
+				continue;
+			}
+			if (tok != WJB_VALUE)
+				continue;
+			switch (v.type)
+			{
+				case jbvNull:
+					break;
+				case jbvString:
+					value = v.val.string.val;
+					len = v.val.string.len;
+					break;
+				case jbvNumeric:
+					value = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+					len = strlen(value);
+					break;
+				case jbvBool:
+					value = v.val.boolean ? "true" : "false";
+					len = strlen(value);
+					break;
+				default:
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("header \"%s\" of a Kafka sink's message is not a scalar", name ? name : "")));
+			}
+			rd_kafka_header_add(hdrs, name, -1, value, value ? (ssize_t) len : 0);
+		}
+	}
+	PG_CATCH();
+	{
+		rd_kafka_headers_destroy(hdrs);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return hdrs;
+}
+
+/*
+ * The SELECT's rows go straight into the producer: a DestReceiver, so
+ * that no row is materialized in SPI_tuptable (each message is copied
+ * into librdkafka's queue as it comes).
+ */
+typedef struct SgKafkaDest
+{
+	DestReceiver pub;
+	SgWorker   *w;
+	SgKafka    *producer;
+	SgKafkaCols cols;
+	FmgrInfo	out_key;
+	FmgrInfo	out_value;
+	Oid			key_type;
+	Oid			value_type;
+	Oid			partition_type;
+	MemoryContext row_cxt;		/* reset after each row */
+	uint64		rows;
+} SgKafkaDest;
+
+static void
+sg_dest_startup(DestReceiver *self, int operation, TupleDesc desc)
+{
+	SgKafkaDest *d = (SgKafkaDest *) self;
+	Oid			fn;
+	bool		varlena;
+
+	sg_shape(desc, &d->cols);
+	d->value_type = TupleDescAttr(desc, d->cols.value)->atttypid;
+	getTypeOutputInfo(d->value_type, &fn, &varlena);
+	fmgr_info(fn, &d->out_value);
+	d->key_type = InvalidOid;
+	if (d->cols.key >= 0)
+	{
+		d->key_type = TupleDescAttr(desc, d->cols.key)->atttypid;
+		getTypeOutputInfo(d->key_type, &fn, &varlena);
+		fmgr_info(fn, &d->out_key);
+	}
+	d->partition_type = d->cols.partition >= 0 ? TupleDescAttr(desc, d->cols.partition)->atttypid : InvalidOid;
+	d->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "streamguard kafka row", ALLOCSET_SMALL_SIZES);
+}
+
+static bool
+sg_dest_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	SgKafkaDest *d = (SgKafkaDest *) self;
+	MemoryContext old = MemoryContextSwitchTo(d->row_cxt);
+	bool		isnull;
+	Datum		v;
+	const char *key = NULL;
+	const char *value = NULL;
+	size_t		key_len = 0,
+				value_len = 0;
+	int32		partition = -1;
+	rd_kafka_headers_t *hdrs = NULL;
+
+	if (d->cols.key >= 0)
+	{
+		v = slot_getattr(slot, d->cols.key + 1, &isnull);
+		if (!isnull)
+			key = sg_bytes(v, d->key_type, &d->out_key, &key_len);
+	}
+	v = slot_getattr(slot, d->cols.value + 1, &isnull);
+	if (!isnull)
+		value = sg_bytes(v, d->value_type, &d->out_value, &value_len);
+	if (d->cols.partition >= 0)
+	{
+		v = slot_getattr(slot, d->cols.partition + 1, &isnull);
+		if (!isnull)
+		{
+			int64		p;
+
+			switch (d->partition_type)
+			{
+				case INT2OID:
+					p = DatumGetInt16(v);
+					break;
+				case INT4OID:
+					p = DatumGetInt32(v);
+					break;
+				default:
+					p = DatumGetInt64(v);
+					break;
+			}
+			if (p < 0 || p > PG_INT32_MAX)
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("partition %lld of a Kafka sink's message is out of range", (long long) p)));
+			partition = (int32) p;
+		}
+	}
+	if (d->cols.headers >= 0)
+	{
+		v = slot_getattr(slot, d->cols.headers + 1, &isnull);
+		if (!isnull)
+			hdrs = sg_headers(DatumGetJsonbP(v));
+	}
+	KafkaProduce(d->producer, d->w->def.sink_table, partition, key, key_len, value, value_len, hdrs,
+				 sg_we_produce);
+	d->rows++;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(d->row_cxt);
+	return true;
+}
+
+static void
+sg_dest_shutdown(DestReceiver *self)
+{
+}
+
+static void
+sg_dest_destroy(DestReceiver *self)
+{
+}
+
+/*
+ * The batch to Kafka, in T1 (fenced, positions moved unless
+ * at_least_once): run the SELECT as the owner, its rows produced as they
+ * come, then commit the Kafka transaction with the checkpoint
+ * (exactly_once) or wait for every acknowledgement (at_least_once).
+ * Returns the rows produced.
+ */
+int64
+KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n, int nparts,
+			   int64 events_in)
+{
+	SgKafkaSink *s = sg_sink(w);
+	SgOwnerContext ctx;
+	SPIPlanPtr	plan;
+	SPIExecuteOptions opts;
+	SgKafkaDest dest;
+	int64		rows;
+	int			ret;
+
+	if (s->transactional)
+		KafkaTxnBegin(s->producer);
+	else
+	{
+		/* nothing leaves the server before the events it comes from are durable */
+		if (!w->def.source_server)
+			HorizonMakeDurable();
+		KafkaDeliveryReset(s->producer);
+	}
+
+	pgstat_report_activity(STATE_RUNNING, "produce to Kafka");
+	memset(&dest, 0, sizeof(dest));
+	dest.pub.receiveSlot = sg_dest_receive;
+	dest.pub.rStartup = sg_dest_startup;
+	dest.pub.rShutdown = sg_dest_shutdown;
+	dest.pub.rDestroy = sg_dest_destroy;
+	dest.pub.mydest = DestTuplestore;	/* anything but DestNone: a SELECT */
+	dest.w = w;
+	dest.producer = s->producer;
+	memset(&opts, 0, sizeof(opts));
+	opts.read_only = true;
+	opts.dest = &dest.pub;
+	plan = BatchOwnerEnter(w, &ctx, store, n);
+	ret = SPI_execute_plan_extended(plan, &opts);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "the SQL of pipeline \"%s\" must return rows: %s", w->def.name, SPI_result_code_string(ret));
+	rows = (int64) dest.rows;
+	BatchLeaveOwner(&ctx);
+
+	if (s->transactional)
+	{
+		int64	   *to = palloc(sizeof(int64) * Max(nparts, 1));
+		StringInfoData ck;
+
+		/* the checkpoint: the last message of the transaction */
+		SourcePositions(w, meta, to, nparts);
+		initStringInfo(&ck);
+		appendStringInfo(&ck, "{\"pipeline\": %d, \"epoch\": %lld, \"batch\": %lld, \"events\": %lld, \"rows\": %lld, \"from\": ",
+						 w->def.id, (long long) w->def.epoch, (long long) (sg_local_batches(w) + 1),
+						 (long long) events_in, (long long) rows);
+		sg_append_positions(&ck, s->from, Min(s->nfrom, nparts));
+		appendStringInfoString(&ck, ", \"to\": ");
+		sg_append_positions(&ck, to, nparts);
+		appendStringInfoChar(&ck, '}');
+		KafkaProduce(s->producer, SG_KAFKA_CHECKPOINT_TOPIC, 0, s->txn_id, strlen(s->txn_id),
+					 ck.data, ck.len, NULL, sg_we_produce);
+
+		/*
+		 * Nothing becomes visible outside before the events it comes from
+		 * are durable here: the WAL flush comes before Kafka's commit, while
+		 * the produce requests (and the checkpoint partition's
+		 * AddPartitionsToTxn) are in flight.  A crash before it aborts the
+		 * open Kafka transaction.  (A remote source's events were made
+		 * durable there before its read() answered.)
+		 */
+		if (!w->def.source_server)
+			HorizonMakeDurable();
+		WorkerFault(w, SG_FAULT_MID_COPY);
+		pgstat_report_activity(STATE_RUNNING, "commit the Kafka transaction");
+		KafkaTxnCommit(s->producer, KafkaDeadline());
+		WorkerFault(w, SG_FAULT_AFTER_REMOTE_COMMIT);
+	}
+	else
+	{
+		WorkerFault(w, SG_FAULT_MID_COPY);
+		pgstat_report_activity(STATE_RUNNING, "wait for Kafka's acknowledgements");
+		(void) KafkaFlush(s->producer, sg_we_produce);
+		WorkerFault(w, SG_FAULT_AFTER_REMOTE_COMMIT);
+	}
+	sg_sink_status(w, true, NULL);
+	return rows;
+}

@@ -1,0 +1,782 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka_source.c
+ *		A pipeline whose source is a Kafka topic: reading a batch with a
+ *		read_committed consumer and keeping the offsets in PostgreSQL.
+ *
+ * The positions are rows of streamguard.kafka_position, one per partition
+ * of the topic: the next offset to read.  A batch's transaction locks them
+ * (FOR UPDATE, after the fence of batch.c), reads the messages after them,
+ * and writes the new offsets in the transaction that commits the batch's
+ * effects: exactly once into PostgreSQL, whatever the consumer did before
+ * a crash.  Kafka's consumer-group offsets are never used to resume.
+ *
+ * The consumer is assigned every partition of the topic by hand (no group
+ * membership, no rebalance); only the worker that holds the pipeline's
+ * epoch can commit positions, so a zombie that still reads commits
+ * nothing.  The consumer lives across batches; it remembers where it
+ * stands in each partition (pos[]), and when the stored positions differ
+ * — the first batch, a batch that rolled back, a reset — it is assigned
+ * again at the stored offsets, which drops whatever it had fetched ahead.
+ * After an error the worker closes it (KafkaSourceClose): the next batch
+ * opens a new one with the server's current options.
+ *
+ * The topic's metadata is asked again every SG_KAFKA_METADATA_MS and after
+ * the consumer reported an error: partitions added to the topic get
+ * positions at their beginning in the batch that finds them.  A broker
+ * that cannot be reached shows as an error after streamguard.remote_timeout
+ * (a metadata request that gets no answer, or client errors without a
+ * message in between for that long).
+ *
+ * The relation "batch" has the stream's six columns — partition, seq (the
+ * Kafka offset), key, payload (jsonb), dedup_key (NULL), appended_at (the
+ * message's timestamp) — and two more: topic and headers (a jsonb object,
+ * the last value of a repeated header name).  A message whose key, headers
+ * or value is not valid JSON text is malformed: it never reaches the SQL
+ * and meets the error policy at once — stop fails the pipeline, skip counts
+ * it, dead_letter stores it (the value as a JSON string) — and the offsets
+ * move past it in the same transaction.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/dbcommands.h"
+#include "common/jsonapi.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "core/compat.h"
+#include "io/kafka.h"
+#include "pipeline/worker.h"
+
+/* metadata asked again this often (new partitions, a lost cluster) */
+#define SG_KAFKA_METADATA_MS 10000
+/* an empty batch waits this long for a first message */
+#define SG_KAFKA_FIRST_WAIT_MS 50
+
+struct SgKafkaSource
+{
+	SgKafka    *client;
+	int			nparts;			/* partitions with a position row */
+	int			assigned;		/* partitions assigned to the consumer */
+	int64	   *pos;			/* next offset the consumer delivers */
+	int64	   *hw;				/* high watermarks last stored */
+	int64	   *group;			/* offsets last committed to the group */
+	TimestampTz metadata_at;	/* last metadata answer; 0: ask now */
+	uint64		errors_seen;	/* client reports counted so far */
+	TimestampTz failing_since;	/* no message since (0: not known yet) */
+};
+
+static uint32 sg_we_fetch = 0;
+
+static void
+sg_kafka_status(SgWorker *w, bool connected, const char *error)
+{
+	SgRemoteStatus *st = &w->slot->remote[SG_SIDE_SOURCE];
+
+	SpinLockAcquire(&w->slot->mutex);
+	strlcpy(st->server, w->def.source_server, sizeof(st->server));
+	st->connected = connected;
+	st->rtt_us = 0;
+	if (error)
+		strlcpy(st->last_error, error, sizeof(st->last_error));
+	SpinLockRelease(&w->slot->mutex);
+}
+
+/* after a failed batch: the next one starts with a new consumer */
+void
+KafkaSourceClose(SgWorker *w)
+{
+	SgKafkaSource *s = w->kafka;
+
+	if (s == NULL)
+		return;
+	KafkaClose(s->client);
+	s->client = NULL;
+	s->assigned = 0;
+	sg_kafka_status(w, false, NULL);
+	s->metadata_at = 0;
+	s->failing_since = 0;
+}
+
+static SgKafkaSource *
+sg_source(SgWorker *w)
+{
+	SgKafkaSource *s = w->kafka;
+
+	if (s == NULL)
+	{
+		s = MemoryContextAllocZero(TopMemoryContext, sizeof(SgKafkaSource));
+		w->kafka = s;
+		if (sg_we_fetch == 0)
+			sg_we_fetch = SG_WAIT_EVENT("StreamguardKafkaFetch", 5);
+	}
+	if (s->client == NULL)
+	{
+		PG_TRY();
+		{
+			/* as the owner: its USAGE on the server, its user mapping */
+			s->client = KafkaConsumerOpen(w->def.source_server, w->def.owner,
+										  psprintf("streamguard-%s-%s", get_database_name(MyDatabaseId),
+												   w->def.name));
+		}
+		PG_CATCH();
+		{
+			sg_kafka_status(w, false, "could not create the Kafka client");
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		s->errors_seen = KafkaErrorCount(s->client);
+		s->assigned = 0;
+	}
+	return s;
+}
+
+static void
+sg_grow(SgKafkaSource *s, int n)
+{
+	int64	   *pos = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
+	int64	   *hw = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
+	int64	   *group = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * n);
+	int			p;
+
+	for (p = 0; p < n; p++)
+	{
+		pos[p] = p < s->nparts ? s->pos[p] : -3;
+		hw[p] = p < s->nparts ? s->hw[p] : -1;
+		group[p] = p < s->nparts ? s->group[p] : -1;
+	}
+	if (s->pos)
+	{
+		pfree(s->pos);
+		pfree(s->hw);
+		pfree(s->group);
+	}
+	s->pos = pos;
+	s->hw = hw;
+	s->group = group;
+	s->nparts = n;
+}
+
+/*
+ * The partitions of the batch about to run (in its transaction, after
+ * the fence): the stored positions, and the topic's partitions when the
+ * metadata is due — new ones get positions at their beginning here.
+ */
+int
+KafkaSourcePartitions(SgWorker *w)
+{
+	SgKafkaSource *s = sg_source(w);
+	Oid			types[2] = {INT4OID, INT4OID};
+	Datum		values[2];
+	SgUserSave	save;
+	int			stored;
+	bool		isnull;
+
+	values[0] = Int32GetDatum(w->def.id);
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_with_args("SELECT pg_catalog.count(*)::int4 FROM streamguard.kafka_position "
+							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "kafka position lookup failed");
+	stored = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SgRestoreUser(&save);
+
+	if (s->metadata_at == 0 ||
+		TimestampDifferenceExceeds(s->metadata_at, GetCurrentTimestamp(), SG_KAFKA_METADATA_MS))
+	{
+		int			n;
+
+		PG_TRY();
+		{
+			n = KafkaTopicPartitions(s->client, w->def.remote_stream, KafkaDeadline());
+		}
+		PG_CATCH();
+		{
+			char		last[256];
+
+			KafkaLastError(s->client, last, sizeof(last));
+			sg_kafka_status(w, false, last[0] ? last : "no metadata");
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		s->metadata_at = GetCurrentTimestamp();
+		sg_kafka_status(w, true, NULL);
+		if (n > stored)
+		{
+			/* new partitions: everything in them is new */
+			values[1] = Int32GetDatum(n);
+			SgBecomeDataOwner(&save, false);
+			if (SPI_execute_with_args("INSERT INTO streamguard.kafka_position (pipeline_id, partition, next_offset) "
+									  "SELECT $1, g, -2 FROM pg_catalog.generate_series(0, $2 OPERATOR(pg_catalog.-) 1) g "
+									  "ON CONFLICT DO NOTHING",
+									  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not add kafka positions");
+			SgRestoreUser(&save);
+			if (stored > 0)
+				ereport(LOG,
+						(errmsg("streamguard pipeline \"%s\": topic \"%s\" has %d partitions now (was %d)",
+								w->def.name, w->def.remote_stream, n, stored)));
+			stored = n;
+		}
+	}
+	if (stored != s->nparts)
+		sg_grow(s, stored);
+	return stored;
+}
+
+/* store positions (and high watermarks) of partitions that moved */
+static void
+sg_store_positions(SgWorker *w, int64 *next, int64 *hw, int nparts)
+{
+	Oid			types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[3];
+	Datum	   *e1 = palloc(sizeof(Datum) * nparts);
+	Datum	   *e2 = palloc(sizeof(Datum) * nparts);
+	SgUserSave	save;
+	int			p;
+
+	for (p = 0; p < nparts; p++)
+	{
+		e1[p] = Int64GetDatum(next[p]);
+		e2[p] = Int64GetDatum(hw[p]);
+	}
+	values[0] = Int32GetDatum(w->def.id);
+	values[1] = PointerGetDatum(construct_array(e1, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[2] = PointerGetDatum(construct_array(e2, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_with_args("UPDATE streamguard.kafka_position "
+							  "SET next_offset = GREATEST(next_offset, ($2)[partition OPERATOR(pg_catalog.+) 1]), "
+							  "high_watermark = CASE WHEN ($3)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>=) 0 "
+							  "THEN ($3)[partition OPERATOR(pg_catalog.+) 1] ELSE high_watermark END, "
+							  "updated_at = pg_catalog.now() "
+							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+							  "AND (($2)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>) next_offset "
+							  "OR ($3)[partition OPERATOR(pg_catalog.+) 1] IS DISTINCT FROM high_watermark "
+							  "AND ($3)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>=) 0)",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "kafka position update failed");
+	SgRestoreUser(&save);
+}
+
+/*
+ * Move the positions past `last` (next offsets; a partition the batch did
+ * not read keeps its stored position).
+ */
+void
+KafkaSourceAdvance(SgWorker *w, int64 *last, int nparts)
+{
+	SgKafkaSource *s = w->kafka;
+	int64	   *hw = palloc(sizeof(int64) * nparts);
+	int			p;
+
+	for (p = 0; p < nparts; p++)
+	{
+		hw[p] = -1;
+		if (s && s->client && p < s->nparts &&
+			KafkaWatermark(s->client, w->def.remote_stream, p, &hw[p]))
+			s->hw[p] = hw[p];
+	}
+	sg_store_positions(w, last, hw, nparts);
+}
+
+/* ---------------------------------------------------------- a message */
+
+/* NUL-terminated text in the database encoding, or NULL if it is not valid UTF-8 */
+static char *
+sg_text(const void *data, size_t len)
+{
+	char	   *copy;
+
+	if (len > MaxAllocSize - 1 || !pg_verify_mbstr(PG_UTF8, data, (int) len, true))
+		return NULL;
+	copy = palloc(len + 1);
+	memcpy(copy, data, len);
+	copy[len] = '\0';
+	return pg_any_to_server(copy, (int) len, PG_UTF8);
+}
+
+/* why `json` is not valid JSON, or NULL */
+static char *
+sg_json_error(char *json)
+{
+	JsonLexContext *lex = makeJsonLexContextCstringLen(json, strlen(json), GetDatabaseEncoding(), true);
+	JsonParseErrorType err = pg_parse_json(lex, &nullSemAction);
+
+	if (err == JSON_SUCCESS)
+		return NULL;
+	return json_errdetail(err, lex);
+}
+
+static char *
+sg_headers_json(rd_kafka_message_t *m, bool *bad)
+{
+	rd_kafka_headers_t *hdrs;
+	StringInfoData buf;
+	size_t		i;
+	const char *name;
+	const void *value;
+	size_t		size;
+
+	*bad = false;
+	if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR || rd_kafka_header_cnt(hdrs) == 0)
+		return NULL;
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
+	{
+		char	   *n = sg_text(name, strlen(name));
+		char	   *v = value ? sg_text(value, size) : NULL;
+
+		if (n == NULL || (value && v == NULL))
+		{
+			*bad = true;
+			return NULL;
+		}
+		if (i > 0)
+			appendStringInfoString(&buf, ", ");
+		escape_json(&buf, n);
+		appendStringInfoString(&buf, ": ");
+		if (v)
+			escape_json(&buf, v);
+		else
+			appendStringInfoString(&buf, "null");
+	}
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+static Datum
+sg_timestamp(rd_kafka_message_t *m, bool *isnull)
+{
+	rd_kafka_timestamp_type_t type;
+	int64		ms = rd_kafka_message_timestamp(m, &type);
+
+	*isnull = ms < 0 || type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+	if (*isnull)
+		return (Datum) 0;
+	return TimestampTzGetDatum(ms * 1000 -
+							   ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC));
+}
+
+static void
+sg_dead_letter(SgWorker *w, rd_kafka_message_t *m, const char *key, const char *raw, const char *error)
+{
+	Oid			types[8] = {INT4OID, TEXTOID, INT4OID, INT8OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	bool		isnull;
+	SgUserSave	save;
+
+	values[0] = Int32GetDatum(w->def.id);
+	values[1] = CStringGetTextDatum(w->def.name);
+	values[2] = Int32GetDatum(m->partition);
+	values[3] = Int64GetDatum(m->offset);
+	values[4] = key ? CStringGetTextDatum(key) : (Datum) 0;
+	nulls[4] = key ? ' ' : 'n';
+	values[5] = raw ? CStringGetTextDatum(raw) : (Datum) 0;
+	nulls[5] = raw ? ' ' : 'n';
+	values[6] = sg_timestamp(m, &isnull);
+	nulls[6] = isnull ? 'n' : ' ';
+	values[7] = CStringGetTextDatum(error);
+	SgBecomeDataOwner(&save, false);
+	/* the value as a JSON string: the SQL never saw it as JSON */
+	if (SPI_execute_with_args("INSERT INTO streamguard.dead_letter (pipeline_id, pipeline, partition, seq, key, "
+							  "payload, dedup_key, appended_at, error, sqlstate) "
+							  "VALUES ($1, $2, $3, $4, $5, pg_catalog.to_jsonb($6), NULL, $7, $8, '22P02')",
+							  8, types, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record a dead letter");
+	SgRestoreUser(&save);
+}
+
+/*
+ * One message into the batch.  Returns false when it is malformed and the
+ * error policy took it (skip, dead_letter); raises nothing for malformed
+ * input except under stop, where w->stop_error is set and -1 returned.
+ */
+static int
+sg_put_message(SgWorker *w, rd_kafka_message_t *m, Tuplestorestate *store)
+{
+	Datum		v[8];
+	bool		n[8];
+	char	   *key = NULL;
+	char	   *payload = NULL;
+	char	   *headers;
+	char	   *why = NULL;
+	bool		bad_headers;
+
+	memset(n, 0, sizeof(n));
+	if (m->key)
+	{
+		key = sg_text(m->key, m->key_len);
+		if (key == NULL)
+			why = "the key is not valid UTF-8 text";
+	}
+	headers = sg_headers_json(m, &bad_headers);
+	if (bad_headers && why == NULL)
+		why = "a header is not valid UTF-8 text";
+	if (m->payload)
+	{
+		payload = sg_text(m->payload, m->len);
+		if (payload == NULL && why == NULL)
+			why = "the value is not valid UTF-8 text";
+		else if (payload && why == NULL)
+		{
+			char	   *detail = sg_json_error(payload);
+
+			if (detail)
+				why = psprintf("the value is not valid JSON: %s", detail);
+		}
+	}
+	if (why)
+	{
+		char	   *error = psprintf("malformed message at offset %lld of partition %d of topic \"%s\": %s",
+									 (long long) m->offset, (int) m->partition, w->def.remote_stream, why);
+
+		switch (w->def.policy)
+		{
+			case SG_POLICY_STOP:
+				w->stop_error = MemoryContextStrdup(TopMemoryContext, error);
+				return -1;
+			case SG_POLICY_SKIP:
+				ereport(LOG, (errmsg("streamguard pipeline \"%s\": skipped %s", w->def.name, error)));
+				w->batch_skipped++;
+				return 0;
+			case SG_POLICY_DEAD_LETTER:
+				sg_dead_letter(w, m, key, payload, error);
+				w->batch_dead++;
+				return 0;
+		}
+	}
+	v[0] = Int32GetDatum(m->partition);
+	v[1] = Int64GetDatum(m->offset);
+	v[2] = key ? CStringGetTextDatum(key) : (Datum) 0;
+	n[2] = key == NULL;
+	v[3] = payload ? DirectFunctionCall1(jsonb_in, CStringGetDatum(payload)) : (Datum) 0;
+	n[3] = payload == NULL;		/* a tombstone */
+	n[4] = true;
+	v[5] = sg_timestamp(m, &n[5]);
+	v[6] = CStringGetTextDatum(w->def.remote_stream);
+	v[7] = headers ? DirectFunctionCall1(jsonb_in, CStringGetDatum(headers)) : (Datum) 0;
+	n[7] = headers == NULL;
+	tuplestore_putvalues(store, w->event_desc, v, n);
+	return 1;
+}
+
+/* consumer errors that no retry repairs */
+static bool
+sg_fatal(rd_kafka_resp_err_t err)
+{
+	switch (err)
+	{
+		case RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE:
+		case RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET:
+		case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+		case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+		case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+		case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+		case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+		case RD_KAFKA_RESP_ERR__AUTHENTICATION:
+		case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
+		case RD_KAFKA_RESP_ERR__FATAL:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * No message for streamguard.remote_timeout: is there something to read?
+ * Client errors make the next batch ask the cluster for metadata (which
+ * fails after streamguard.remote_timeout when no broker answers).  And
+ * when the partitions hold messages after our positions that do not come
+ * (a message larger than the client may receive, a broker that answers
+ * metadata but not fetches), the batch fails with what the client last
+ * reported, so that the views say why nothing arrives.  An idle topic
+ * costs one end-offset request per partition per streamguard.remote_timeout.
+ */
+static void
+sg_check_stall(SgWorker *w, SgKafkaSource *s, bool got_message, int64 *next, int nparts)
+{
+	uint64		count = KafkaErrorCount(s->client);
+	TimestampTz now = GetCurrentTimestamp();
+	char		last[256];
+	int			p;
+
+	if (count != s->errors_seen)
+	{
+		s->errors_seen = count;
+		s->metadata_at = 0;		/* ask the cluster at the next batch */
+		if (!got_message)
+		{
+			KafkaLastError(s->client, last, sizeof(last));
+			sg_kafka_status(w, false, last);
+		}
+	}
+	if (got_message || s->failing_since == 0)
+	{
+		s->failing_since = now;
+		if (got_message)
+			sg_kafka_status(w, true, NULL);
+		return;
+	}
+	if (!TimestampDifferenceExceeds(s->failing_since, now, sg_remote_timeout_ms))
+		return;
+	for (p = 0; p < nparts; p++)
+	{
+		int64		start;
+		int64		end = KafkaPartitionEnd(s->client, w->def.remote_stream, p, KafkaDeadline(), &start);
+
+		if (end > Max(next[p], start))
+		{
+			KafkaLastError(s->client, last, sizeof(last));
+			sg_kafka_status(w, false, last[0] ? last : "no progress");
+			KafkaRaise(s->client, RD_KAFKA_RESP_ERR__TRANSPORT,
+					   psprintf("no message from topic \"%s\" within streamguard.remote_timeout (%d ms) although partition %d has messages from offset %lld to %lld (client: %s)",
+								w->def.remote_stream, sg_remote_timeout_ms, p,
+								(long long) Max(next[p], start), (long long) end, last[0] ? last : "no report"));
+		}
+	}
+	s->failing_since = now;		/* nothing to read: idle, not stalled */
+}
+
+/*
+ * Read up to batch_size messages after the stored positions (locked for
+ * this transaction) into `store`; first/last get each partition's first
+ * and last offset read, plus one (first 0: none; last is then the next
+ * offset to read).  With `advance` — or when every message read was
+ * malformed and taken by the error policy — the positions move in this
+ * transaction.  Returns the rows put into `store`, or -1 when the error
+ * policy stops the pipeline (w->stop_error).
+ */
+int
+KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last, bool advance)
+{
+	SgKafkaSource *s = sg_source(w);
+	int			nparts = s->nparts;
+	int64	   *stored = palloc(sizeof(int64) * Max(nparts, 1));
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(w->def.id)};
+	SgUserSave	save;
+	uint64		i;
+	int			p;
+	int			rows = 0;
+	int			consumed = 0;
+	bool		moved = false;
+	TimestampTz wait_until;
+
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_with_args("SELECT partition, next_offset FROM streamguard.kafka_position "
+							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "kafka position lookup failed");
+	for (p = 0; p < nparts; p++)
+		stored[p] = -2;
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int			part = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (part >= 0 && part < nparts)
+			stored[part] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	SgRestoreUser(&save);
+
+	/* start_from 'end', settled once: the end as of the first batch */
+	for (p = 0; p < nparts; p++)
+		if (stored[p] == -1)
+		{
+			int64	   *next = palloc(sizeof(int64) * nparts);
+			int64	   *hw = palloc(sizeof(int64) * nparts);
+			int			q;
+
+			for (q = 0; q < nparts; q++)
+			{
+				next[q] = -2;
+				hw[q] = -1;
+			}
+			stored[p] = next[p] = KafkaPartitionEnd(s->client, w->def.remote_stream, p, KafkaDeadline(), NULL);
+			sg_store_positions(w, next, hw, nparts);
+		}
+
+	/*
+	 * The group's offsets, a courtesy for Kafka-side tools: what an earlier
+	 * transaction committed here, never ahead of it.
+	 */
+	for (p = 0; p < nparts; p++)
+		if (stored[p] >= 0 && stored[p] != s->group[p])
+		{
+			KafkaCommitGroupOffsets(s->client, w->def.remote_stream, nparts, stored);
+			memcpy(s->group, stored, sizeof(int64) * nparts);
+			break;
+		}
+
+	/*
+	 * A new consumer is assigned every partition at the stored positions.
+	 * A consumer that holds an assignment never gets one again for the
+	 * partitions it holds: librdkafka 2.0.2 aborts the process on an
+	 * assertion when a partition is assigned again while its earlier
+	 * assignment is still being stopped.  Partitions added to the topic
+	 * are added to its assignment (incrementally), and a partition whose
+	 * stored position is not where the consumer stands is moved there by
+	 * a seek (see KafkaSeek).
+	 */
+	if (s->assigned == 0 || s->assigned > nparts)
+	{
+		SgKafkaStart *starts = palloc(sizeof(SgKafkaStart) * Max(nparts, 1));
+
+		for (p = 0; p < nparts; p++)
+		{
+			starts[p].partition = p;
+			starts[p].offset = stored[p] >= 0 ? stored[p] : RD_KAFKA_OFFSET_BEGINNING;
+			s->pos[p] = stored[p];
+		}
+		/* not assigned until it succeeded: a failure assigns again */
+		s->assigned = 0;
+		KafkaAssign(s->client, w->def.remote_stream, starts, nparts);
+		s->assigned = nparts;
+	}
+	else
+	{
+		SgKafkaStart *starts = palloc(sizeof(SgKafkaStart) * Max(nparts, 1));
+		int			held = s->assigned;
+		int			nseek = 0;
+
+		for (p = 0; p < held; p++)
+			if (stored[p] != s->pos[p])
+			{
+				starts[nseek].partition = p;
+				starts[nseek].offset = stored[p] >= 0 ? stored[p] : RD_KAFKA_OFFSET_BEGINNING;
+				nseek++;
+			}
+		if (nseek > 0)
+		{
+			/* not known until the seek succeeded (a failure closes the consumer) */
+			for (p = 0; p < nseek; p++)
+				s->pos[starts[p].partition] = -3;
+			KafkaSeek(s->client, w->def.remote_stream, starts, nseek, KafkaDeadline());
+			for (p = 0; p < nseek; p++)
+				s->pos[starts[p].partition] = stored[starts[p].partition];
+		}
+		if (held < nparts)
+		{
+			for (p = held; p < nparts; p++)
+			{
+				starts[p - held].partition = p;
+				starts[p - held].offset = stored[p] >= 0 ? stored[p] : RD_KAFKA_OFFSET_BEGINNING;
+				s->pos[p] = stored[p];
+			}
+			KafkaAssignMore(s->client, w->def.remote_stream, starts, nparts - held);
+			s->assigned = nparts;
+		}
+	}
+	for (p = 0; p < nparts; p++)
+	{
+		first[p] = 0;
+		last[p] = stored[p];
+	}
+
+	pgstat_report_activity(STATE_RUNNING, "fetch from Kafka");
+	wait_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SG_KAFKA_FIRST_WAIT_MS);
+	while (rows + consumed < w->def.batch_size)
+	{
+		long		wait_ms = 0;
+		rd_kafka_message_t *m;
+		int			put;
+
+		CHECK_FOR_INTERRUPTS();
+
+		if (rows + consumed == 0)
+			wait_ms = Max((long) ((wait_until - GetCurrentTimestamp()) / 1000), 0);
+		m = KafkaPoll(s->client, wait_ms, sg_we_fetch);
+		if (m == NULL)
+			break;
+		if (m->err)
+		{
+			rd_kafka_resp_err_t err = m->err;
+
+			if (err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+				continue;
+			if (sg_fatal(err))
+			{
+				char	   *what = m->rkt ?
+					psprintf("partition %d of topic \"%s\"", (int) m->partition, rd_kafka_topic_name(m->rkt)) :
+					pstrdup("consumer");
+
+				if (err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+					s->metadata_at = 0;
+				sg_kafka_status(w, false, rd_kafka_err2str(err));
+				KafkaRaise(s->client, err, what);
+			}
+			/* the client retries on its own; noticed by sg_check_stall */
+			continue;
+		}
+		p = m->partition;
+		if (m->rkt == NULL || strcmp(rd_kafka_topic_name(m->rkt), w->def.remote_stream) != 0 ||
+			p < 0 || p >= nparts || (s->pos[p] >= 0 && m->offset < s->pos[p]))
+			continue;			/* not ours, or before our position */
+		put = sg_put_message(w, m, store);
+		if (put < 0)
+			return -1;
+		if (put > 0)
+			rows++;
+		else
+			consumed++;
+		if (first[p] == 0)
+			first[p] = m->offset + 1;
+		last[p] = m->offset + 1;
+		s->pos[p] = m->offset + 1;
+		KafkaMessageDone(s->client);
+	}
+	/*
+	 * Past what a read_committed reader never sees (transaction markers,
+	 * aborted messages): the consumer's position, once it returned every
+	 * message before it.
+	 */
+	{
+		int64	   *cpos = palloc(sizeof(int64) * Max(nparts, 1));
+
+		KafkaPositions(s->client, w->def.remote_stream, nparts, cpos);
+		for (p = 0; p < nparts; p++)
+			if (cpos[p] >= 0 && s->pos[p] >= 0 && cpos[p] > s->pos[p])
+			{
+				last[p] = s->pos[p] = cpos[p];
+				moved = true;
+			}
+	}
+	sg_check_stall(w, s, rows + consumed > 0, last, nparts);
+
+	if ((rows > 0 && advance) || (rows == 0 && (consumed > 0 || moved)))
+		KafkaSourceAdvance(w, last, nparts);
+	else if (rows == 0)
+	{
+		int64	   *hw = palloc(sizeof(int64) * Max(nparts, 1));
+		bool		changed = false;
+
+		/* an idle topic: the lag view still follows the high watermarks */
+		for (p = 0; p < nparts; p++)
+		{
+			hw[p] = -1;
+			if (KafkaWatermark(s->client, w->def.remote_stream, p, &hw[p]) && hw[p] != s->hw[p])
+			{
+				changed = true;
+				s->hw[p] = hw[p];
+			}
+			else
+				hw[p] = -1;
+		}
+		if (changed)
+			sg_store_positions(w, last, hw, nparts);
+	}
+	return rows;
+}

@@ -1,0 +1,439 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *		The pipeline worker: start, the batch loop, errors and backoff.
+ *
+ * One dynamic background worker per running pipeline, started by the
+ * database's maintenance worker (maintenance.c).  It
+ * connects as the bootstrap superuser, pins its session settings
+ * (SgHardenWorkerSession) and runs the pipeline's SQL as the pipeline's
+ * owner in the execution context of batchexec.c.  Catalog work runs as the
+ * storage owner.
+ *
+ * One batch is batch.c's job (see worker.h for the files of the worker).
+ *
+ * Failures: a failed batch is retried with exponential backoff (the
+ * pipeline's retry_backoff, doubling up to max_backoff).  Errors that look
+ * transient (serialization failures, deadlocks, lock timeouts, cancels) are
+ * retried indefinitely; any other error, the batch timeout included, after
+ * max_attempts attempts, switches the batch to isolation: each event runs in its
+ * own subtransaction and a failing one is handled by the error policy —
+ * stop (state failed, nothing skipped), skip (counted) or dead_letter
+ * (stored with its error, in the same transaction that moves past it).
+ * A window pipeline's failure to keep or emit its windows is no event's:
+ * after max_attempts attempts it stops the pipeline (window.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/extension.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timeout.h"
+
+#include "core/compat.h"
+#include "io/kafka.h"
+#include "pipeline/worker.h"
+
+static void
+sg_worker_exit(int code, Datum arg)
+{
+	SgWorker   *w = (SgWorker *) DatumGetPointer(arg);
+
+	if (w->slot)
+	{
+		/* a newer worker may have taken the slot over already */
+		SpinLockAcquire(&w->slot->mutex);
+		if (w->slot->worker_pid == MyProcPid)
+		{
+			w->slot->worker_pid = 0;
+			w->slot->worker_procno = -1;
+		}
+		SpinLockRelease(&w->slot->mutex);
+	}
+}
+
+static void
+sg_clean_exit(SgWorker *w)
+{
+	if (w->slot)
+	{
+		SpinLockAcquire(&w->slot->mutex);
+		w->slot->clean_exit = true;
+		SpinLockRelease(&w->slot->mutex);
+	}
+	proc_exit(0);
+}
+
+static void
+sg_note_error(SgWorker *w, const char *message, bool fail)
+{
+	WorkerBegin("error");
+	WorkerRecordError(w, message, fail);
+	WorkerCommit();
+}
+
+static bool
+sg_load_definition(SgWorker *w)
+{
+	Oid			types[3] = {INT4OID, INT4OID, BOOLOID};
+	Datum		values[3] = {Int32GetDatum(w->def.id), Int32GetDatum(w->def.worker),
+	BoolGetDatum(PipelineCleanStart())};
+	SgUserSave	save;
+	HeapTuple	t;
+	TupleDesc	d;
+	bool		isnull;
+	MemoryContext old;
+	bool		ok = true;
+
+	WorkerBegin("start");
+	SgBecomeDataOwner(&save, true);
+
+	/*
+	 * A restart counts when the worker had started before, unless this is
+	 * its first start since a clean server restart ($3: the server shut
+	 * down cleanly, and the last incarnation started before this
+	 * postmaster did): a planned restart of the server is no failure, and
+	 * an alert on restarts must not fire during maintenance.  A crash, an
+	 * immediate shutdown or a worker that stopped or was terminated within
+	 * a server's life count.
+	 */
+	if (SPI_execute_with_args("UPDATE streamguard.pipeline p SET epoch = p.epoch OPERATOR(pg_catalog.+) 1, "
+							  "restarts = p.restarts OPERATOR(pg_catalog.+) CASE WHEN p.started_once AND EXISTS "
+							  "(SELECT 1 FROM streamguard.pipeline_worker w WHERE w.pipeline_id OPERATOR(pg_catalog.=) p.id "
+							  "AND w.worker OPERATOR(pg_catalog.=) $2 AND NOT ($3 AND w.started_at "
+							  "OPERATOR(pg_catalog.<) pg_catalog.pg_postmaster_start_time())) THEN 1 ELSE 0 END, "
+							  "started_once = true "
+							  "WHERE p.id OPERATOR(pg_catalog.=) $1 AND p.state OPERATOR(pg_catalog.=) 'running' "
+							  "RETURNING p.name, (SELECT s.name FROM streamguard.stream s "
+							  "WHERE s.id OPERATOR(pg_catalog.=) p.stream_id), "
+							  "p.sql, p.guarantee, p.batch_size, p.error_policy, p.dedup, "
+							  "pg_catalog.date_part('epoch', p.dedup_window)::float8, p.owner, p.search_path, "
+							  "p.epoch, p.stream_id, "
+							  "p.source_server, p.remote_stream, p.sink_server, p.sink_table, p.sink_mode, "
+							  "(SELECT pg_catalog.count(*) FROM streamguard.remote_position rp "
+							  "WHERE rp.pipeline_id OPERATOR(pg_catalog.=) p.id)::int, "
+							  "(pg_catalog.date_part('epoch', p.batch_timeout) OPERATOR(pg_catalog.*) 1000)::float8, "
+							  "p.allow_source_append, p.max_attempts, "
+							  "(pg_catalog.date_part('epoch', p.retry_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
+							  "(pg_catalog.date_part('epoch', p.max_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
+							  "p.generation, p.workers, p.sink_on_conflict, p.source_kafka",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "could not load pipeline %d", w->def.id);
+	if (SPI_processed != 1)
+		ok = false;
+	else
+	{
+		char	   *g;
+
+		t = SPI_tuptable->vals[0];
+		d = SPI_tuptable->tupdesc;
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		w->def.name = pstrdup(SPI_getvalue(t, d, 1));
+		w->def.stream = SPI_getvalue(t, d, 2) ? pstrdup(SPI_getvalue(t, d, 2)) : NULL;
+		w->def.sql = pstrdup(SPI_getvalue(t, d, 3));
+		g = SPI_getvalue(t, d, 4);
+		w->def.guarantee = (SgGuarantee) SgParseWord(&SgGuaranteeWords, g);
+		w->def.batch_size = DatumGetInt32(SPI_getbinval(t, d, 5, &isnull));
+		w->def.policy = (SgErrorPolicy) SgParseWord(&SgErrorPolicyWords, SPI_getvalue(t, d, 6));
+		w->def.dedup = DatumGetBool(SPI_getbinval(t, d, 7, &isnull));
+		w->def.dedup_window_us = (int64) (DatumGetFloat8(SPI_getbinval(t, d, 8, &isnull)) * 1e6);
+		w->def.owner = DatumGetObjectId(SPI_getbinval(t, d, 9, &isnull));
+		w->def.search_path = pstrdup(SPI_getvalue(t, d, 10));
+		w->def.epoch = DatumGetInt64(SPI_getbinval(t, d, 11, &isnull));
+		w->slot->stream_id = DatumGetInt32(SPI_getbinval(t, d, 12, &isnull));
+		w->consumer_name = psprintf("pipeline:%s", w->def.name);
+		if (SPI_getvalue(t, d, 13))
+		{
+			w->def.source_server = pstrdup(SPI_getvalue(t, d, 13));
+			w->def.remote_stream = pstrdup(SPI_getvalue(t, d, 14));
+			w->def.remote_nparts = DatumGetInt32(SPI_getbinval(t, d, 18, &isnull));
+		}
+		if (SPI_getvalue(t, d, 15))
+		{
+			w->def.sink_server = pstrdup(SPI_getvalue(t, d, 15));
+			w->def.sink_table = pstrdup(SPI_getvalue(t, d, 16));
+			w->def.two_phase = SgParseWord(&SgSinkModeWords, SPI_getvalue(t, d, 17)) == SG_SINK_TWO_PHASE;
+			w->def.sink_kafka = KafkaIsKafkaServer(w->def.sink_server);
+		}
+		w->def.batch_timeout_ms = (int) Min(DatumGetFloat8(SPI_getbinval(t, d, 19, &isnull)), (double) INT_MAX);
+		w->def.allow_source_append = DatumGetBool(SPI_getbinval(t, d, 20, &isnull));
+		w->def.max_attempts = DatumGetInt32(SPI_getbinval(t, d, 21, &isnull));
+		w->def.retry_backoff_ms = (long) DatumGetFloat8(SPI_getbinval(t, d, 22, &isnull));
+		w->def.max_backoff_ms = (long) DatumGetFloat8(SPI_getbinval(t, d, 23, &isnull));
+		w->def.generation = DatumGetInt64(SPI_getbinval(t, d, 24, &isnull));
+		w->def.nworkers = DatumGetInt32(SPI_getbinval(t, d, 25, &isnull));
+		{
+			Datum		conf = SPI_getbinval(t, d, 26, &isnull);
+
+			if (!isnull)
+			{
+				Datum	   *elems;
+				int			i;
+
+				deconstruct_array(DatumGetArrayTypePCopy(conf), TEXTOID, -1, false, TYPALIGN_INT,
+								  &elems, NULL, &w->def.sink_nconflict);
+				w->def.sink_conflict = palloc(sizeof(char *) * w->def.sink_nconflict);
+				for (i = 0; i < w->def.sink_nconflict; i++)
+					w->def.sink_conflict[i] = TextDatumGetCString(elems[i]);
+			}
+		}
+		w->def.source_kafka = w->def.source_server && DatumGetBool(SPI_getbinval(t, d, 27, &isnull));
+		SgRunningPipelineId = w->def.id;
+		SgRunningSourceStream = w->slot->stream_id;
+		SgRunningAllowSourceAppend = w->def.allow_source_append;
+		w->event_desc = w->def.source_kafka ? KafkaEventTupleDesc() : SgEventTupleDesc();
+		MemoryContextSwitchTo(old);
+	}
+	if (ok && w->def.worker >= w->def.nworkers)
+		ok = false;				/* the pipeline has fewer workers now */
+	if (ok)
+	{
+		Oid			wtypes[3] = {INT4OID, INT4OID, INT8OID};
+		Datum		wvalues[3] = {Int32GetDatum(w->def.id), Int32GetDatum(w->def.worker),
+		Int64GetDatum(w->def.epoch)};
+
+		/* this incarnation's epoch: the fence of every batch it runs */
+		if (SPI_execute_with_args("INSERT INTO streamguard.pipeline_worker AS w (pipeline_id, worker, epoch) "
+								  "VALUES ($1, $2, $3) ON CONFLICT (pipeline_id, worker) DO UPDATE "
+								  "SET epoch = excluded.epoch, started_at = pg_catalog.now()",
+								  3, wtypes, wvalues, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not register worker %d of pipeline %d", w->def.worker, w->def.id);
+	}
+	if (ok)
+	{
+		uint64		i;
+
+		if (SPI_execute_with_args("SELECT partition, seq FROM streamguard.pipeline_skip "
+								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not load the events to skip");
+		w->nskips = (int) SPI_processed;
+		w->skips = MemoryContextAlloc(TopMemoryContext, sizeof(SgSkip) * Max(w->nskips, 1));
+		for (i = 0; i < SPI_processed; i++)
+		{
+			w->skips[i].partition = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+			w->skips[i].seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		}
+	}
+	SgRestoreUser(&save);
+	WorkerCommit();
+	if (ok && w->def.sink_kafka)
+	{
+		/* the rows are the messages: checked again, the SQL may have changed */
+		WorkerBegin("start");
+		KafkaSinkCheckShape(w->def.sql);
+		WorkerCommit();
+	}
+	else if (ok && w->def.sink_server)
+	{
+		/* the sink's columns are the SELECT's output columns */
+		WorkerBegin("start");
+		{
+			List	   *cols = PipelineOutputNames(w->def.sql);
+
+			if (cols == NIL)
+				elog(ERROR, "the SQL of pipeline \"%s\" must be a single SELECT", w->def.name);
+			SinkSetup(w, cols);
+		}
+		WorkerCommit();
+	}
+	return ok;
+}
+
+void
+PipelineWorkerMain(Datum arg)
+{
+	SgWorker   *w = MemoryContextAllocZero(TopMemoryContext, sizeof(SgWorker));
+	Oid			dbid;
+	int			attempts = 0;
+	bool		isolate = false;
+
+	w->need_resolve = true;
+	w->def.id = SgWorkerArgPipeline(arg);
+	w->def.worker = SgWorkerArgWorker(arg);
+	memcpy(&dbid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
+	SgHardenWorkerSession();
+	pgstat_report_appname("streamguard pipeline");
+	/* our commits are durable whatever server, database, role or SQL say */
+	SetConfigOption("synchronous_commit", synchronous_commit >= SYNCHRONOUS_COMMIT_REMOTE_FLUSH ?
+					pstrdup(GetConfigOption("synchronous_commit", false, false)) : "on",
+					PGC_SUSET, PGC_S_OVERRIDE);
+
+	w->slot = PipelineSlot(dbid, w->def.id, w->def.worker, true);
+	SpinLockAcquire(&w->slot->mutex);
+	w->slot->worker_pid = MyProcPid;
+	w->slot->worker_procno = SG_MY_PROC_INDEX;
+	w->slot->clean_exit = false;
+	SpinLockRelease(&w->slot->mutex);
+	before_shmem_exit(sg_worker_exit, PointerGetDatum(w));
+
+	w->batch_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard batch", ALLOCSET_DEFAULT_SIZES);
+	/*
+	 * Requests to step aside were for our predecessor; a control call made
+	 * from now on sets the flag again and we see it at the first batch.
+	 */
+	SpinLockAcquire(&w->slot->mutex);
+	w->slot->fence_requested = false;
+	SpinLockRelease(&w->slot->mutex);
+	if (!sg_load_definition(w))
+		sg_clean_exit(w);
+	if (w->def.worker == 0)
+		SgSetWorkerTitle(psprintf("streamguard pipeline %s", w->def.name));
+	else
+		SgSetWorkerTitle(psprintf("streamguard pipeline %s worker %d", w->def.name, w->def.worker));
+	(void) WindowLoad(w);
+	if (w->window && w->window->slide_us > 0 &&
+		(w->window->size_us + w->window->slide_us - 1) / w->window->slide_us > SG_MAX_WINDOWS_PER_EVENT)
+	{
+		/* a window defined before the bound (0.2): refuse to expand it */
+		char	   *msg = psprintf("its hopping window puts each event into more than %d windows",
+								   SG_MAX_WINDOWS_PER_EVENT);
+
+		ereport(LOG,
+				(errmsg("streamguard pipeline \"%s\" failed and stopped: %s", w->def.name, msg)));
+		sg_note_error(w, msg, true);
+		sg_clean_exit(w);
+	}
+	elog(DEBUG1, "streamguard pipeline \"%s\" started (epoch %lld, %s)",
+		 w->def.name, (long long) w->def.epoch, SgWordName(&SgGuaranteeWords, w->def.guarantee));
+
+	for (;;)
+	{
+		SgBatchResult result = SG_BATCH_EMPTY;
+		ErrorData  *edata = NULL;
+		MemoryContext oldcxt = CurrentMemoryContext;
+
+		ResetLatch(MyLatch);
+		/* a cancel (batch timeout, a control call) was for a batch now over */
+		QueryCancelPending = false;
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		PG_TRY();
+		{
+			result = BatchRun(w, isolate);
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(oldcxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			disable_all_timeouts(false);
+			w->deadline_armed = false;
+			QueryCancelPending = false;
+			WorkerAbort();
+			/* a remote transaction must not outlive the failed batch */
+			if (w->def.sink_kafka)
+			{
+				/* the next batch opens a new producer and settles */
+				KafkaSinkClose(w);
+				w->need_resolve = true;
+			}
+			else if (w->def.sink_server)
+			{
+				RemoteDisconnect(&w->sink_remote);
+				WorkerRemoteStatus(w, SG_SIDE_SINK, &w->sink_remote);
+				w->need_resolve = true;
+			}
+			if (w->def.source_kafka)
+				KafkaSourceClose(w);
+			else if (w->def.source_server)
+			{
+				RemoteDisconnect(&w->src_remote);
+				WorkerRemoteStatus(w, SG_SIDE_SOURCE, &w->src_remote);
+			}
+		}
+		PG_END_TRY();
+
+		if (edata != NULL && w->slot->fence_requested)
+		{
+			/* a control call cancelled the batch: it takes over from here */
+			FreeErrorData(edata);
+			sg_clean_exit(w);
+		}
+		if (edata != NULL)
+		{
+			long		backoff;
+			bool		present;
+			bool		window_failed = WindowApplyFailed(w);
+
+			/* DROP EXTENSION takes the pipelines with it */
+			StartTransactionCommand();
+			present = OidIsValid(get_extension_oid("streamguard", true));
+			CommitTransactionCommand();
+			if (!present)
+				sg_clean_exit(w);
+
+			attempts++;
+			if (w->last_error)
+				pfree(w->last_error);
+			w->last_error = MemoryContextStrdup(TopMemoryContext, edata->message ? edata->message : "");
+			ereport(LOG,
+					(errmsg("streamguard pipeline \"%s\": batch failed (attempt %d): %s",
+							w->def.name, attempts, edata->message)));
+			if (window_failed && !WorkerTransientError(edata) && attempts >= w->def.max_attempts)
+			{
+				/* the windows' state or emission: stop, skip nothing (window.c) */
+				char	   *msg = psprintf("could not emit the windows after %d attempts: %s",
+										   attempts, edata->message);
+
+				ereport(LOG,
+						(errmsg("streamguard pipeline \"%s\" failed and stopped: %s", w->def.name, msg)));
+				sg_note_error(w, msg, true);
+				sg_clean_exit(w);
+			}
+			sg_note_error(w, edata->message, false);
+			if (!WorkerTransientError(edata) && attempts >= w->def.max_attempts)
+				isolate = true;
+			backoff = Min(w->def.retry_backoff_ms << Min(attempts - 1, 20), w->def.max_backoff_ms);
+			FreeErrorData(edata);
+			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, backoff,
+							 sg_wait_event(SG_WE_PIPELINE_RETRY));
+			continue;
+		}
+
+		switch (result)
+		{
+			case SG_BATCH_DONE:
+				attempts = 0;
+				isolate = false;
+				break;
+			case SG_BATCH_EMPTY:
+				attempts = 0;
+				isolate = false;
+				/* a remote source cannot wake us: poll it */
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 WindowWaitMs(w, w->def.source_server ? 100L : 1000L),
+								 sg_wait_event(SG_WE_PIPELINE_IDLE));
+				break;
+			case SG_BATCH_FENCED:
+				sg_clean_exit(w);
+				break;
+			case SG_BATCH_STOPPED:
+				ereport(LOG,
+						(errmsg("streamguard pipeline \"%s\" failed and stopped: %s",
+								w->def.name, w->stop_error)));
+				sg_note_error(w, w->stop_error, true);
+				sg_clean_exit(w);
+				break;
+		}
+	}
+}
+

@@ -1,0 +1,210 @@
+/*-------------------------------------------------------------------------
+ *
+ * workerstate.c
+ *		The steps every part of the pipeline worker uses.
+ *
+ * Transactions (each begins with an SPI connection and a snapshot), fault
+ * injection for the crash tests, the remote ends (connected on first use
+ * as the owner's user mapping, their status published in shared memory)
+ * and the record of an error in the pipeline row.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "pipeline/worker.h"
+
+/*
+ * The "hold" action: wait, interruptibly, until the fault is disarmed
+ * (inject_fault(pipeline, 'none')), for at most 60 s.  Lets a test commit
+ * a control call inside a window the worker would otherwise cross at once.
+ */
+static void
+sg_fault_hold(SgWorker *w, SgFaultPoint point)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 60000);
+
+	elog(LOG, "streamguard pipeline \"%s\": injected fault, holding", w->def.name);
+	for (;;)
+	{
+		bool		armed;
+
+		SpinLockAcquire(&w->slot->mutex);
+		armed = w->slot->fault_point == point;
+		SpinLockRelease(&w->slot->mutex);
+		if (!armed || GetCurrentTimestamp() >= until)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50L,
+						 sg_wait_event(SG_WE_FAULT));
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	elog(LOG, "streamguard pipeline \"%s\": injected fault, released", w->def.name);
+}
+
+void
+WorkerFault(SgWorker *w, SgFaultPoint point)
+{
+	SgFaultAction action;
+	bool		fire = false;
+
+	SpinLockAcquire(&w->slot->mutex);
+	if (w->slot->fault_point == point && w->slot->fault_count > 0)
+	{
+		fire = true;
+		action = w->slot->fault_action;
+		/* a hold stays armed until disarmed: it releases its waiters */
+		if (--w->slot->fault_count == 0 && action != SG_FAULT_HOLD)
+			w->slot->fault_point = SG_FAULT_NONE;
+	}
+	SpinLockRelease(&w->slot->mutex);
+	if (!fire)
+		return;
+	switch (action)
+	{
+		case SG_FAULT_KILL:
+			elog(LOG, "streamguard pipeline \"%s\": injected fault, killing the worker", w->def.name);
+			kill(MyProcPid, SIGKILL);
+			pg_usleep(10 * USECS_PER_SEC);	/* never reached */
+			break;
+		case SG_FAULT_ERROR:
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("injected fault in pipeline \"%s\"", w->def.name)));
+			break;
+		case SG_FAULT_EXIT:
+			elog(LOG, "streamguard pipeline \"%s\": injected fault, exiting", w->def.name);
+			proc_exit(1);
+			break;
+		case SG_FAULT_HOLD:
+			sg_fault_hold(w, point);
+			break;
+	}
+}
+
+void
+WorkerBegin(const char *what)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, what);
+}
+
+void
+WorkerCommit(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+void
+WorkerAbort(void)
+{
+	AbortCurrentTransaction();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+void
+WorkerRemoteStatus(SgWorker *w, int side, SgRemote *r)
+{
+	SgRemoteStatus *st = &w->slot->remote[side];
+
+	SpinLockAcquire(&w->slot->mutex);
+	strlcpy(st->server, r->server_name, sizeof(st->server));
+	st->connected = RemoteConnected(r);
+	st->rtt_us = r->rtt_us;
+	strlcpy(st->last_error, r->last_error, sizeof(st->last_error));
+	SpinLockRelease(&w->slot->mutex);
+}
+
+SgRemote *
+WorkerRemote(SgWorker *w, int side)
+{
+	SgRemote   *r = side == SG_SIDE_SOURCE ? &w->src_remote : &w->sink_remote;
+	const char *server = side == SG_SIDE_SOURCE ? w->def.source_server : w->def.sink_server;
+
+	if (!RemoteConnected(r))
+	{
+		PG_TRY();
+		{
+			/* as the owner's user mapping, with the password rule */
+			RemoteConnect(r, server, w->def.owner);
+			RemoteExecOk(r, "SET datestyle = ISO");
+			RemoteExecOk(r, "SET intervalstyle = postgres");
+			RemoteExecOk(r, "SET extra_float_digits = 3");
+		}
+		PG_CATCH();
+		{
+			strlcpy(r->server_name, server, sizeof(r->server_name));
+			if (r->last_error[0] == '\0')
+				strlcpy(r->last_error, "connection failed", sizeof(r->last_error));
+			WorkerRemoteStatus(w, side, r);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+	WorkerRemoteStatus(w, side, r);
+	return r;
+}
+
+/* the error (and with fail, the failed state) in the current transaction */
+void
+WorkerRecordError(SgWorker *w, const char *message, bool fail)
+{
+	Oid			types[4] = {INT4OID, TEXTOID, INT8OID, BOOLOID};
+	Datum		values[4];
+	SgUserSave	save;
+
+	values[0] = Int32GetDatum(w->def.id);
+	values[1] = CStringGetTextDatum(message);
+	values[2] = Int64GetDatum(w->def.generation);
+	values[3] = BoolGetDatum(fail);
+	SgBecomeDataOwner(&save, true);
+	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $2, last_error_at = pg_catalog.now(), "
+							  "state = CASE WHEN $4 THEN 'failed' ELSE state END, "
+							  "epoch = CASE WHEN $4 THEN epoch OPERATOR(pg_catalog.+) 1 ELSE epoch END, "
+							  "generation = CASE WHEN $4 THEN generation OPERATOR(pg_catalog.+) 1 ELSE generation END "
+							  "WHERE id OPERATOR(pg_catalog.=) $1 AND generation OPERATOR(pg_catalog.=) $3",
+							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the pipeline error");
+	SgRestoreUser(&save);
+}
+
+/*
+ * Whether a failed batch's error looks transient (contention, a lost
+ * connection, a cancel): retried for ever, never isolated.  Remote sinks
+ * use it too, to tell an event's own error from the batch's.
+ */
+bool
+WorkerTransientError(ErrorData *edata)
+{
+	int			sqlerrcode = edata->sqlerrcode;
+
+	/*
+	 * The batch timeout (the only statement timeout a worker arms) is the
+	 * SQL's own doing, not contention: it counts as a failed attempt, so a
+	 * batch that never finishes ends up isolated and under the error policy.
+	 */
+	if (sqlerrcode == ERRCODE_QUERY_CANCELED && edata->message_id &&
+		strcmp(edata->message_id, "canceling statement due to statement timeout") == 0)
+		return false;
+	return ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION ||
+		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
+		sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+		sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+		sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+}

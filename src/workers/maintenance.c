@@ -1,0 +1,816 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintenance.c
+ *		The per-database maintenance worker, started by the launcher
+ *		(launcher.c), and the pipeline supervisor it runs.
+ *
+ * A maintenance worker, every streamguard.maintenance_naptime, for each
+ * stream of its database, each step in its own short transaction:
+ *	- rotation: once the current segment is segment_interval old and holds
+ *	  events, create the next segment table and make it current;
+ *	- retention: a sealed segment whose successor took over more than
+ *	  `retention` ago is dropped whole.  In the same transaction consumers
+ *	  still positioned inside it are moved past it and the events they had
+ *	  not read are added to their lost count, and the partition's seq floor
+ *	  is raised so seqs are never reused.  It takes the segment's lock with
+ *	  lock_timeout, so a reader or late writer delays the drop to a later
+ *	  round rather than queueing appenders behind it.  Nothing else is
+ *	  locked: appends go to another table, and dropping a table leaves no
+ *	  dead tuples behind, so storage does not grow with stream length;
+ *	- dedup expiry: append dedup keys older than the window are deleted in
+ *	  bounded batches;
+ *	- supervision: one pipeline worker per running pipeline, restarted
+ *	  with exponential backoff after a crash (sg_supervise), and one
+ *	  backfill worker per captured table whose backfill is not over
+ *	  (CaptureSuperviseBackfills, capture_backfill.c); each start first
+ *	  claims a worker unit (worker_units.c), so that one database or one
+ *	  role cannot take the server's background worker slots.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "capture/capture.h"
+#include "pipeline/pipeline.h"
+#include "streamguard.h"
+
+PGDLLEXPORT void MaintenanceWorkerMain(Datum arg);
+
+#define SG_DEDUP_BATCH		10000
+
+/* ------------------------------------------------------ database worker */
+
+typedef struct SgStreamTask
+{
+	int32		id;
+	int64		retention_us;	/* 0 = keep forever */
+	int64		segment_us;
+	int32		current_seg;
+	int32		min_seg;
+} SgStreamTask;
+
+typedef void (*SgStep) (SgStreamTask *task);
+
+/*
+ * Run one maintenance step in its own transaction.  An error (a lock
+ * timeout, typically) is logged and the step is retried next round.
+ */
+static bool
+sg_run_step(SgStep step, SgStreamTask *task, const char *what)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, what);
+		step(task);
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("streamguard maintenance: %s of stream %d postponed: %s",
+						what, task ? task->id : 0, edata->message)));
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return ok;
+}
+
+static int64
+sg_interval_us(HeapTuple t, TupleDesc d, int col)
+{
+	bool		isnull;
+	Datum		v = SPI_getbinval(t, d, col, &isnull);
+	Interval   *iv;
+
+	if (isnull)
+		return 0;
+	iv = DatumGetIntervalP(v);
+	return iv->time + (int64) iv->day * USECS_PER_DAY +
+		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
+/* round state shared by the steps */
+static SgStreamTask *sg_tasks = NULL;
+static int	sg_ntasks = 0;
+static MemoryContext sg_round_cxt = NULL;
+
+static void
+sg_step_list(SgStreamTask *unused)
+{
+	uint64		i;
+	MemoryContext old;
+
+	if (SPI_execute("SELECT id, retention, segment_interval, current_seg, min_seg "
+					"FROM streamguard.stream ORDER BY id", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "stream list failed");
+	old = MemoryContextSwitchTo(sg_round_cxt);
+	sg_tasks = palloc0(sizeof(SgStreamTask) * Max(SPI_processed, 1));
+	MemoryContextSwitchTo(old);
+	sg_ntasks = (int) SPI_processed;
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		bool		isnull;
+		SgStreamTask *task = &sg_tasks[i];
+		int			slot;
+
+		task->id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+		task->retention_us = sg_interval_us(t, d, 2);
+		task->segment_us = sg_interval_us(t, d, 3);
+		task->current_seg = DatumGetInt32(SPI_getbinval(t, d, 4, &isnull));
+		task->min_seg = DatumGetInt32(SPI_getbinval(t, d, 5, &isnull));
+
+		/* reconcile shared memory with the catalog (both only grow) */
+		slot = HorizonFindSlot(MyDatabaseId, task->id);
+		if (slot >= 0)
+		{
+			SgStream   *st = HorizonStream(slot);
+
+			if ((int32) pg_atomic_read_u32(&st->current_seg) < task->current_seg)
+				pg_atomic_write_u32(&st->current_seg, (uint32) task->current_seg);
+			if ((int32) pg_atomic_read_u32(&st->min_seg) < task->min_seg)
+				pg_atomic_write_u32(&st->min_seg, (uint32) task->min_seg);
+		}
+	}
+}
+
+static void
+sg_exec(const char *sql, int expect)
+{
+	int			ret = SPI_execute(sql, false, 0);
+
+	if (ret != expect)
+		elog(ERROR, "maintenance statement failed (%s): %s", SPI_result_code_string(ret), sql);
+}
+
+/* start a new segment once the current one is old enough and not empty */
+static void
+sg_step_rotate(SgStreamTask *task)
+{
+	char	   *cur = StreamSegmentName(task->id, task->current_seg);
+	char	   *sql;
+	bool		isnull;
+	TimestampTz created;
+	int			slot;
+
+	sql = psprintf("SELECT created_at, EXISTS (SELECT 1 FROM %s) FROM streamguard.segment "
+				   "WHERE stream_id = %d AND seg = %d", cur, task->id, task->current_seg);
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "segment %s is not recorded", cur);
+	created = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+		return;
+	if (GetCurrentTimestamp() - created < task->segment_us)
+		return;
+
+	SgCreateSegment(task->id, task->current_seg + 1);
+	sg_exec(psprintf("UPDATE streamguard.segment SET sealed_at = pg_catalog.clock_timestamp() "
+					 "WHERE stream_id = %d AND seg = %d", task->id, task->current_seg),
+			SPI_OK_UPDATE);
+	sg_exec(psprintf("UPDATE streamguard.stream SET current_seg = %d WHERE id = %d",
+					 task->current_seg + 1, task->id),
+			SPI_OK_UPDATE);
+
+	/* appenders switch once the new segment is committed */
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	slot = HorizonFindSlot(MyDatabaseId, task->id);
+	if (slot >= 0)
+		pg_atomic_write_u32(&HorizonStream(slot)->current_seg, (uint32) (task->current_seg + 1));
+	task->current_seg++;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+}
+
+/*
+ * Record what sealed segments can hold, so that readers already past one
+ * skip it without touching it (and never wait behind its drop).  Any
+ * next_seq read once appenders have switched to a later segment bounds
+ * the seqs of every earlier one, so segments sealed while the counters
+ * were not loaded (or by a worker that died before this step) get bounds
+ * at a later round.  Unknown bounds just mean no skipping.
+ */
+static void
+sg_step_bounds(SgStreamTask *task)
+{
+	int			slot = HorizonFindSlot(MyDatabaseId, task->id);
+	SgStream   *st;
+	int32		cur;
+	int64	   *bounds;
+	StringInfoData arr;
+	int			p;
+
+	if (slot < 0)
+		return;
+	st = HorizonStream(slot);
+	cur = (int32) pg_atomic_read_u32(&st->current_seg);
+	pg_memory_barrier();
+	bounds = palloc(sizeof(int64) * st->nparts);
+	if (!HorizonSeqBounds(slot, bounds, st->nparts))
+		return;
+	initStringInfo(&arr);
+	for (p = 0; p < st->nparts; p++)
+		appendStringInfo(&arr, "%s%lld", p ? "," : "", (long long) bounds[p]);
+	sg_exec(psprintf("UPDATE streamguard.segment SET seq_bounds = '{%s}' "
+					 "WHERE stream_id OPERATOR(pg_catalog.=) %d AND seg OPERATOR(pg_catalog.<) %d "
+					 "AND seq_bounds IS NULL", arr.data, task->id, cur),
+			SPI_OK_UPDATE);
+}
+
+/* drop the oldest segment if retention has passed it */
+static void
+sg_step_drop(SgStreamTask *task)
+{
+	int32		seg = task->min_seg;
+	char	   *rel = StreamSegmentName(task->id, seg);
+	bool		isnull;
+	Datum		sealed;
+	int			slot;
+
+	if (seg >= task->current_seg)
+		return;
+	if (SPI_execute(psprintf("SELECT sealed_at FROM streamguard.segment WHERE stream_id = %d AND seg = %d",
+							 task->id, seg), true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "segment lookup failed");
+	if (SPI_processed == 1)
+	{
+		sealed = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (isnull || GetCurrentTimestamp() - DatumGetTimestampTz(sealed) < task->retention_us)
+			return;
+	}
+
+	sg_exec("SET LOCAL lock_timeout = '200ms'", SPI_OK_UTILITY);
+	if (SPI_execute(psprintf("SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+							 "ON n.oid = c.relnamespace WHERE n.nspname = '%s' AND c.relname = 's%d_%d'",
+							 SG_DATA_SCHEMA, task->id, seg), true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "segment lookup failed");
+	if (SPI_processed == 1)
+	{
+		/*
+		 * The stream's consumer rows first (the order a poll takes them in:
+		 * position, then segment), so that a seek or poll committed while
+		 * we waited is what the statements below see: each takes a new
+		 * snapshot, and nobody moves these rows again until we commit.
+		 * Reading the positions in the UPDATE itself would put a consumer a
+		 * committed seek moved back where it was, and count its loss from
+		 * there.
+		 */
+		sg_exec(psprintf("SELECT 1 FROM streamguard.consumer WHERE stream_id OPERATOR(pg_catalog.=) %d "
+						 "ORDER BY name, partition FOR UPDATE", task->id),
+				SPI_OK_SELECT);
+		sg_exec(psprintf("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", rel), SPI_OK_UTILITY);
+
+		/*
+		 * An append that took its seq just before the rotation may have
+		 * landed after sealed_at.  Now that nobody can write here any more,
+		 * make sure the youngest event has reached the retention age.
+		 */
+		if (SPI_execute(psprintf("SELECT pg_catalog.max(appended_at) >= "
+								 "pg_catalog.clock_timestamp() - interval '%lld microseconds' FROM %s",
+								 (long long) task->retention_us, rel), true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "segment age check failed");
+		{
+			Datum		young = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+			if (!isnull && DatumGetBool(young))
+				return;			/* not yet: a later round drops it */
+		}
+		/* consumers inside the segment: count what they lose, move them past it */
+		sg_exec(psprintf("WITH m AS (SELECT partition, max(seq) AS maxseq FROM %s GROUP BY partition), "
+						 "l AS (SELECT c.name, c.partition, m.maxseq, "
+						 "  (SELECT count(*) FROM %s e WHERE e.partition = c.partition AND e.seq > c.position) AS n "
+						 "  FROM streamguard.consumer c JOIN m ON m.partition = c.partition "
+						 "  WHERE c.stream_id = %d AND c.position < m.maxseq) "
+						 "UPDATE streamguard.consumer c SET lost = c.lost + l.n, position = l.maxseq "
+						 "FROM l WHERE c.stream_id = %d AND c.name = l.name AND c.partition = l.partition",
+						 rel, rel, task->id, task->id),
+				SPI_OK_UPDATE);
+		sg_exec(psprintf("UPDATE streamguard.stream_partition sp SET seq_floor = m.maxseq "
+						 "FROM (SELECT partition, max(seq) AS maxseq FROM %s GROUP BY partition) m "
+						 "WHERE sp.stream_id = %d AND sp.partition = m.partition AND sp.seq_floor < m.maxseq",
+						 rel, task->id),
+				SPI_OK_UPDATE);
+		sg_exec(psprintf("DROP TABLE %s", rel), SPI_OK_UTILITY);
+
+		/*
+		 * A change of the partition count whose old-mapping events are all
+		 * gone holds back no reader any more, current or future
+		 * (repartition.c): forget it.  The floors above keep its seqs from
+		 * being handed out again.
+		 */
+		if (StreamRepartitionCatalog())
+			sg_exec(psprintf("DELETE FROM streamguard.stream_repartition r WHERE r.stream_id = %d "
+							 "AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(r.switch_seqs) WITH ORDINALITY u(s, i) "
+							 " JOIN streamguard.stream_partition sp ON sp.stream_id = r.stream_id "
+							 " AND sp.partition = u.i - 1 WHERE u.s > sp.seq_floor)",
+							 task->id),
+					SPI_OK_DELETE);
+	}
+	sg_exec(psprintf("DELETE FROM streamguard.segment WHERE stream_id = %d AND seg = %d", task->id, seg),
+			SPI_OK_DELETE);
+	sg_exec(psprintf("UPDATE streamguard.stream SET min_seg = %d WHERE id = %d", seg + 1, task->id),
+			SPI_OK_UPDATE);
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	slot = HorizonFindSlot(MyDatabaseId, task->id);
+	if (slot >= 0)
+		pg_atomic_write_u32(&HorizonStream(slot)->min_seg, (uint32) (seg + 1));
+	task->min_seg = seg + 1;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+}
+
+static void
+sg_step_dedup(SgStreamTask *task)
+{
+	sg_exec(psprintf("DELETE FROM streamguard.append_dedup WHERE ctid = ANY (ARRAY("
+					 "SELECT d.ctid FROM streamguard.append_dedup d JOIN streamguard.stream s ON s.id = d.stream_id "
+					 "WHERE d.stream_id = %d AND d.appended_at < pg_catalog.now() - s.dedup_window LIMIT %d))",
+					 task->id, SG_DEDUP_BATCH),
+			SPI_OK_DELETE);
+}
+
+/* -------------------------------------------------------- supervisor */
+
+typedef struct SgSupervised
+{
+	int32		pipeline_id;
+	int32		worker;
+	BackgroundWorkerHandle *handle;
+	bool		seen;
+} SgSupervised;
+
+static SgSupervised *sg_supervised = NULL;
+static int	sg_nsupervised = 0;
+
+/*
+ * Start a worker of a pipeline, if the worker units allow it
+ * (worker_units.c): a worker the caps leave waiting says why in the
+ * pipelines view, and in the log when it starts waiting or the reason
+ * changes.  Retried every maintenance round.
+ */
+static void
+sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot, Oid owner)
+{
+	char		name[BGW_MAXLEN];
+	char		why[sizeof(slot->wait_reason)];
+	bool		changed;
+
+	if (sup->worker == 0)
+		snprintf(name, sizeof(name), "streamguard pipeline %d", sup->pipeline_id);
+	else
+		snprintf(name, sizeof(name), "streamguard pipeline %d worker %d", sup->pipeline_id, sup->worker);
+	why[0] = '\0';
+	sup->handle = NULL;
+	if (WorkerUnitClaim(SG_UNIT_PIPELINE, owner, sup->pipeline_id, sup->worker, why, sizeof(why)))
+	{
+		sup->handle = SgStartDynamicWorker("PipelineWorkerMain", "streamguard pipeline", name,
+										   SgWorkerArg(sup->pipeline_id, sup->worker), MyDatabaseId);
+		if (sup->handle == NULL)
+			WorkerUnitRelease(SG_UNIT_PIPELINE, sup->pipeline_id, sup->worker);
+	}
+	SpinLockAcquire(&slot->mutex);
+	slot->no_worker_slot = (sup->handle == NULL);
+	changed = strcmp(slot->wait_reason, why) != 0;
+	strlcpy(slot->wait_reason, why, sizeof(slot->wait_reason));
+	SpinLockRelease(&slot->mutex);
+	if (changed && why[0] != '\0')
+		ereport(LOG,
+				(errmsg("%s waits for a worker slot: %s", name, why),
+				 errdetail("Background workers are shared by the whole server; streamguard caps what one database and one role may take."),
+				 errhint("It starts once a worker under the same cap stops.  The view streamguard.worker_slots shows the use against each cap; a superuser can change streamguard.role_max_workers, streamguard.database_max_workers and streamguard.reserved_worker_processes.")));
+}
+
+/*
+ * One worker of a pipeline: keep it running while the pipeline runs,
+ * restart it with exponential backoff after a crash.
+ */
+static void
+sg_supervise_worker(SgSupervised *sup, SgPipelineSlot *slot, bool running, Oid owner,
+					TimestampTz now)
+{
+	pid_t		pid;
+
+	if (sup->handle != NULL &&
+		GetBackgroundWorkerPid(sup->handle, &pid) != BGWH_STOPPED)
+	{
+		if (!running)
+			PipelineWakeWorker(slot);	/* it will see the fence and exit */
+		return;
+	}
+	if (sup->handle != NULL)
+	{
+		/* the worker is gone: was that on purpose? */
+		SpinLockAcquire(&slot->mutex);
+		if (!slot->clean_exit)
+		{
+			slot->failures++;
+			slot->next_start = now + Min((int64) 250000 << Min(slot->failures, 7), 30 * USECS_PER_SEC);
+		}
+		slot->worker_pid = 0;
+		slot->worker_procno = -1;
+		SpinLockRelease(&slot->mutex);
+		pfree(sup->handle);
+		sup->handle = NULL;
+		WorkerUnitRelease(SG_UNIT_PIPELINE, sup->pipeline_id, sup->worker);
+	}
+	if (!running || slot->next_start > now)
+	{
+		/* paused or failed, or backing off after a crash */
+		SpinLockAcquire(&slot->mutex);
+		slot->no_worker_slot = false;
+		slot->wait_reason[0] = '\0';
+		SpinLockRelease(&slot->mutex);
+		return;
+	}
+	SpinLockAcquire(&slot->mutex);
+	slot->clean_exit = false;
+	SpinLockRelease(&slot->mutex);
+	sg_start_worker(sup, slot, owner);
+}
+
+/*
+ * Keep the workers of every running pipeline of this database (`workers`
+ * of them, each owning the partitions p with p % workers = its index).
+ * Runs in the maintenance worker, in a transaction with SPI connected.
+ */
+static void
+sg_supervise(void)
+{
+	uint64		i;
+	int			j;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (SPI_execute("SELECT id, state, stream_id, workers, owner FROM streamguard.pipeline ORDER BY id",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pipeline list failed");
+	if (sg_supervised == NULL)
+		sg_supervised = MemoryContextAllocZero(TopMemoryContext, sizeof(SgSupervised) * sg_max_pipelines);
+	for (j = 0; j < sg_nsupervised; j++)
+		sg_supervised[j].seen = false;
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int32		id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+		bool		running = strcmp(SPI_getvalue(t, d, 2), "running") == 0;
+		int32		stream_id = DatumGetInt32(SPI_getbinval(t, d, 3, &isnull));
+		int32		nworkers = DatumGetInt32(SPI_getbinval(t, d, 4, &isnull));
+		Oid			owner = DatumGetObjectId(SPI_getbinval(t, d, 5, &isnull));
+		int32		w;
+
+		for (w = 0; w < nworkers; w++)
+		{
+			SgSupervised *sup = NULL;
+			SgPipelineSlot *slot;
+
+			for (j = 0; j < sg_nsupervised; j++)
+				if (sg_supervised[j].pipeline_id == id && sg_supervised[j].worker == w)
+					sup = &sg_supervised[j];
+			if (sup == NULL)
+			{
+				if (sg_nsupervised >= sg_max_pipelines)
+					break;
+				sup = &sg_supervised[sg_nsupervised++];
+				sup->pipeline_id = id;
+				sup->worker = w;
+				sup->handle = NULL;
+			}
+			sup->seen = true;
+
+			/*
+			 * The slot table is the server's: when other databases filled
+			 * it, this worker waits (and the others of this database are
+			 * still supervised).
+			 */
+			slot = PipelineSlotOrNull(MyDatabaseId, id, w);
+			if (slot == NULL)
+			{
+				static TimestampTz last_report = 0;
+
+				if (last_report == 0 || TimestampDifferenceExceeds(last_report, now, 60 * 1000))
+				{
+					last_report = now;
+					ereport(LOG,
+							(errmsg("streamguard pipeline %d worker %d waits for a pipeline slot: all %d are in use",
+									id, w, sg_max_pipelines),
+							 errhint("Raise streamguard.max_pipelines and restart the server, or lower streamguard.database_max_pipelines.")));
+				}
+				continue;
+			}
+			slot->stream_id = stream_id;
+			sg_supervise_worker(sup, slot, running, owner, now);
+		}
+	}
+
+	/* pipelines that were dropped, workers beyond a lowered count */
+	for (j = 0; j < sg_nsupervised; j++)
+	{
+		if (sg_supervised[j].seen)
+			continue;
+		if (sg_supervised[j].handle)
+		{
+			pid_t		pid;
+
+			if (GetBackgroundWorkerPid(sg_supervised[j].handle, &pid) != BGWH_STOPPED)
+			{
+				TerminateBackgroundWorker(sg_supervised[j].handle);
+				continue;
+			}
+			pfree(sg_supervised[j].handle);
+			WorkerUnitRelease(SG_UNIT_PIPELINE, sg_supervised[j].pipeline_id, sg_supervised[j].worker);
+		}
+		PipelineFreeWorkers(MyDatabaseId, sg_supervised[j].pipeline_id, sg_supervised[j].worker);
+		sg_supervised[j] = sg_supervised[--sg_nsupervised];
+		j--;
+	}
+}
+
+static void
+sg_step_supervise(SgStreamTask *unused)
+{
+	uint64		i;
+
+	/*
+	 * Grants to roles dropped while connected to another database, where
+	 * our DROP ROLE hook could not see them: a role created later with the
+	 * same OID must not inherit them.
+	 */
+	sg_exec("DELETE FROM streamguard.stream_grant g WHERE NOT EXISTS "
+			"(SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) g.grantee) "
+			"RETURNING g.stream_id", SPI_OK_DELETE_RETURNING);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		HorizonBumpGenerationAtCommit(DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+																  SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	sg_supervise();
+	CaptureSuperviseBackfills();
+	/* the checkpoint log keeps the last streamguard.batch_history batches */
+	sg_exec(psprintf("DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline p "
+					 "WHERE p.id OPERATOR(pg_catalog.=) b.pipeline_id "
+					 "AND b.batch_id OPERATOR(pg_catalog.<=) (p.batches OPERATOR(pg_catalog.-) %d)",
+					 sg_batch_history),
+			SPI_OK_DELETE);
+	sg_exec("DELETE FROM streamguard.pipeline_dedup d USING streamguard.pipeline p "
+			"WHERE p.id = d.pipeline_id AND d.seen_at < pg_catalog.now() - p.dedup_window",
+			SPI_OK_DELETE);
+}
+
+static bool sg_extension_present;
+
+/*
+ * The SQL version of the database, as the last extension check saw it, and
+ * what is wrong with it for this library (NULL: nothing).  The library
+ * serves SG_OLDEST_SQL_VERSION to SG_LIBRARY_VERSION; under another version
+ * no pipeline or backfill worker is started (their SQL would fail, or do
+ * the wrong thing, against a catalog it was not written for), and that is
+ * said loudly: a WARNING when it is first seen and every ten minutes, and
+ * in every pipeline's last_error (which streamguard.pipelines shows to the
+ * owner), until ALTER EXTENSION streamguard UPDATE.
+ */
+static char *sg_version_problem = NULL;	/* in TopMemoryContext */
+static char *sg_version_hint = NULL;
+static char *sg_dbname = NULL;
+static char sg_extversion[NAMEDATALEN];
+static bool sg_version_flagged = false;	/* pipelines' last_error says so */
+static bool sg_version_cleared = false; /* errors of an earlier run cleared */
+static TimestampTz sg_version_warned = 0;
+
+#define SG_VERSION_WARN_EVERY_US	(600 * USECS_PER_SEC)
+
+static void
+sg_step_check_extension(SgStreamTask *unused)
+{
+	sg_extension_present = OidIsValid(get_extension_oid("streamguard", true));
+	if (sg_extension_present)
+	{
+		MemoryContext old;
+		char	   *version = NULL;
+		char	   *hint;
+		char	   *problem;
+
+		sg_exec("SELECT extversion FROM pg_catalog.pg_extension "
+				"WHERE extname OPERATOR(pg_catalog.=) 'streamguard'", SPI_OK_SELECT);
+		if (SPI_processed > 0)
+			version = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		if (sg_dbname == NULL)
+			sg_dbname = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
+		problem = SgCatalogVersionProblem(version, sg_dbname, &hint);
+		if (sg_version_problem)
+			pfree(sg_version_problem);
+		if (sg_version_hint)
+			pfree(sg_version_hint);
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		sg_version_problem = problem ? pstrdup(problem) : NULL;
+		sg_version_hint = hint ? pstrdup(hint) : NULL;
+		strlcpy(sg_extversion, version ? version : "?", sizeof(sg_extversion));
+		MemoryContextSwitchTo(old);
+	}
+	/* slots of an earlier incarnation (DROP + CREATE EXTENSION) are stale */
+	if (sg_extension_present)
+		HorizonFreeDatabase(MyDatabaseId, StreamCatalogOid());
+}
+
+/*
+ * Every pipeline's last_error says why it does not run; once the version is
+ * served, the errors of that kind go (also ones written before a restart).
+ */
+static void
+sg_step_flag_version(SgStreamTask *unused)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+
+	/* a 0.1 catalog has these columns too */
+	if (sg_version_problem)
+	{
+		values[0] = CStringGetTextDatum(psprintf("%s. %s", sg_version_problem, sg_version_hint));
+		if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $1, last_error_at = pg_catalog.now() "
+								  "WHERE last_error IS DISTINCT FROM $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "pipeline error update failed");
+	}
+	else
+	{
+		values[0] = CStringGetTextDatum("the streamguard library % serves SQL versions % to %, but database % has version %: "
+										"its pipelines and backfills do not run%");
+		if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = NULL, last_error_at = NULL "
+								  "WHERE last_error OPERATOR(pg_catalog.~~) $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "pipeline error update failed");
+	}
+	sg_version_flagged = (sg_version_problem != NULL);
+}
+
+/*
+ * Whether this library serves the database's SQL version; if not, say so
+ * (log, pipelines' last_error).
+ */
+static bool
+sg_version_served(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (sg_version_problem == NULL)
+	{
+		if (sg_version_flagged)
+			ereport(LOG,
+					(errmsg("streamguard maintenance: database \"%s\" is now at SQL version %s, which the library %s serves: its pipelines and backfills start",
+							sg_dbname, sg_extversion, SG_LIBRARY_VERSION)));
+		if (sg_version_flagged || !sg_version_cleared)
+			sg_version_cleared = sg_run_step(sg_step_flag_version, NULL, "version check");
+		return true;
+	}
+	if (sg_version_warned == 0 || now - sg_version_warned >= SG_VERSION_WARN_EVERY_US)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s", sg_version_problem),
+				 errdetail("No pipeline or backfill worker starts in this database until its SQL objects are at a version the library serves."),
+				 errhint("%s", sg_version_hint)));
+		sg_version_warned = now;
+	}
+	/* every round: a pipeline created meanwhile gets the error too */
+	sg_run_step(sg_step_flag_version, NULL, "version check");
+	return false;
+}
+
+static void
+sg_unregister_db_worker(int code, Datum arg)
+{
+	LauncherRegisterWorker(MyDatabaseId, 0);
+}
+
+void
+MaintenanceWorkerMain(Datum arg)
+{
+	Oid			dbid = DatumGetObjectId(arg);
+
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
+	SgHardenWorkerSession();
+	/*
+	 * In a deadlock with a user's command (DROP EXTENSION locking our
+	 * tables one by one while a step reads them), be the one that gives
+	 * way: the step is retried next round.
+	 */
+	SetConfigOption("deadlock_timeout", "100ms", PGC_SUSET, PGC_S_SESSION);
+	pgstat_report_appname("streamguard maintenance");
+	{
+		char	   *dbname;
+
+		StartTransactionCommand();
+		dbname = get_database_name(MyDatabaseId);
+		SgSetWorkerTitle(psprintf("streamguard maintenance db=%s", dbname ? dbname : "?"));
+		CommitTransactionCommand();
+	}
+
+	sg_round_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard maintenance round",
+										 ALLOCSET_DEFAULT_SIZES);
+	LauncherRegisterWorker(MyDatabaseId, MyProcPid);
+	before_shmem_exit(sg_unregister_db_worker, (Datum) 0);
+	for (;;)
+	{
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		MemoryContextReset(sg_round_cxt);
+
+		sg_extension_present = false;
+		sg_run_step(sg_step_check_extension, NULL, "extension check");
+		if (!sg_extension_present)
+		{
+			/* DROP EXTENSION: what it held in shared memory goes too */
+			HorizonFreeDatabase(MyDatabaseId, InvalidOid);
+			PipelineFreeDatabase(MyDatabaseId);
+			LauncherMarkAbsent(MyDatabaseId);
+			proc_exit(0);
+		}
+
+		if (sg_version_served())
+			sg_run_step(sg_step_supervise, NULL, "pipeline supervision");
+
+		sg_tasks = NULL;
+		sg_ntasks = 0;
+		if (sg_run_step(sg_step_list, NULL, "stream list"))
+		{
+			for (i = 0; i < sg_ntasks; i++)
+			{
+				SgStreamTask *task = &sg_tasks[i];
+
+				CHECK_FOR_INTERRUPTS();
+				if (task->retention_us > 0)
+				{
+					sg_run_step(sg_step_rotate, task, "segment rotation");
+					if (task->current_seg > task->min_seg)
+						sg_run_step(sg_step_bounds, task, "segment bounds");
+					while (task->min_seg < task->current_seg)
+					{
+						int32		before = task->min_seg;
+
+						if (!sg_run_step(sg_step_drop, task, "retention") || task->min_seg == before)
+							break;
+					}
+				}
+				sg_run_step(sg_step_dedup, task, "dedup expiry");
+			}
+		}
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 sg_maintenance_naptime_ms, sg_wait_event(SG_WE_MAINTENANCE));
+		ResetLatch(MyLatch);
+	}
+}
