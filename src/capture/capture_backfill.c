@@ -879,6 +879,42 @@ sg_nap(long ms)
 	CHECK_FOR_INTERRUPTS();
 }
 
+/*
+ * Name the worker after the table it backfills, as the pipeline and
+ * maintenance workers are named (SgSetWorkerTitle): "streamguard backfill
+ * public.orders", or "... capture <id>" once the capture is gone.
+ */
+static void
+sg_backfill_title(int32 capture_id)
+{
+	SgCaptureDef *def;
+	char	   *title = NULL;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	def = CaptureDefLoad(capture_id, true);
+	if (def != NULL)
+	{
+		char	   *rel = get_rel_name(def->relid);
+		char	   *nsp = get_namespace_name(get_rel_namespace(def->relid));
+
+		if (rel != NULL && nsp != NULL)
+			title = MemoryContextStrdup(TopMemoryContext,
+										psprintf("streamguard backfill %s",
+												 quote_qualified_identifier(nsp, rel)));
+	}
+	if (title == NULL)
+		title = MemoryContextStrdup(TopMemoryContext,
+									psprintf("streamguard backfill capture %d", capture_id));
+	PopActiveSnapshot();
+	SPI_finish();
+	CommitTransactionCommand();
+	SgSetWorkerTitle(title);
+}
+
 void
 CaptureBackfillMain(Datum arg)
 {
@@ -894,7 +930,7 @@ CaptureBackfillMain(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	SgHardenWorkerSession();
-	pgstat_report_appname("streamguard backfill");
+	sg_backfill_title(capture_id);
 	chunk_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard backfill chunk",
 									  ALLOCSET_DEFAULT_SIZES);
 

@@ -2,7 +2,8 @@
 # Workers name what they work on.  The maintenance worker of a database is
 # "streamguard maintenance db=<database>" and a pipeline's worker
 # "streamguard pipeline <name>" ("... worker <n>" for the second and later
-# workers of a pipeline), both as the process title (ps) and as
+# workers of a pipeline), a backfill worker "streamguard backfill <table>",
+# all of them as the process title (ps) and as
 # application_name in pg_stat_activity; backend_type stays the kind of
 # worker.  Before 0.3 the title carried the database's OID and the
 # application_name no pipeline.
@@ -18,7 +19,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamguardTest;
 
-my $node = sg_node('names');
+# a slow backfill (a row per chunk, a pause between chunks), to be seen running
+my $node = sg_node('names', extra => "streamguard.backfill_chunk_rows = 1\nstreamguard.backfill_naptime = 200\n");
 $node->safe_psql('postgres', 'CREATE DATABASE "shop db"');
 $node->safe_psql('shop db', q{
 CREATE EXTENSION streamguard;
@@ -37,11 +39,23 @@ WHERE datname = 'shop db' AND backend_type IN ('streamguard pipeline', 'streamgu
 	  . 'streamguard pipeline order_copy_2 | streamguard pipeline order_copy_2 worker 1', 120),
 	'application_name names the database and the pipelines');
 
+# a backfill worker names the table it backfills (schema-qualified, quoted as needed)
+$node->safe_psql('shop db', q{
+CREATE SCHEMA "Sales";
+CREATE TABLE "Sales".accounts (id int PRIMARY KEY, v text);
+INSERT INTO "Sales".accounts SELECT g, 'x' FROM generate_series(1, 300) g;
+SELECT streamguard.create_stream('account_changes');
+SELECT streamguard.capture_table('"Sales".accounts', 'account_changes');
+});
+ok(wait_for_value($node, q{SELECT string_agg(application_name, ' | ') FROM pg_stat_activity
+WHERE datname = 'shop db' AND backend_type = 'streamguard backfill'},
+	'streamguard backfill "Sales".accounts', 120), 'application_name of a backfill worker names its table');
+
 # the process titles, as ps shows them (Linux: /proc/<pid>/cmdline)
 my %titles;
 for my $row (split /\n/, $node->safe_psql('postgres', q{
 SELECT pid || ' ' || application_name FROM pg_stat_activity
-WHERE datname = 'shop db' AND backend_type IN ('streamguard pipeline', 'streamguard maintenance')}))
+WHERE datname = 'shop db' AND backend_type IN ('streamguard pipeline', 'streamguard maintenance', 'streamguard backfill')}))
 {
 	my ($pid, $app) = split / /, $row, 2;
 	my $cmd = eval { slurp_file("/proc/$pid/cmdline") } // '';
@@ -51,11 +65,13 @@ WHERE datname = 'shop db' AND backend_type IN ('streamguard pipeline', 'streamgu
 }
 SKIP:
 {
-	skip 'no /proc/<pid>/cmdline here', 2 unless grep { $_ ne '' } values %titles;
+	skip 'no /proc/<pid>/cmdline here', 3 unless grep { $_ ne '' } values %titles;
 	like($titles{'streamguard maintenance db=shop db'} // '', qr/^postgres: (?:\S+: )?streamguard maintenance db=shop db\b/,
 		'the maintenance worker\'s title names the database, not its OID');
 	like($titles{'streamguard pipeline order_copy'} // '', qr/^postgres: (?:\S+: )?streamguard pipeline order_copy\b/,
 		'a pipeline worker\'s title names the pipeline');
+	like($titles{'streamguard backfill "Sales".accounts'} // '', qr/^postgres: (?:\S+: )?streamguard backfill "Sales".accounts\b/,
+		'a backfill worker\'s title names its table');
 }
 
 $node->stop;
