@@ -133,6 +133,8 @@ prepare_pg_upgrade_servers() {
                     >>"$LOGS/upgrade-pg$major-build.log" 2>&1 </dev/null ||
                 { sg_warn "096_pg_upgrade: streamguard does not build for PostgreSQL $major" \
                           "(log: $LOGS/upgrade-pg$major-build.log); not a target"; continue; }
+            # run_major builds in the same directory: it finds this and does not build again
+            readlink -f "$pgc" > "$d/.sg-built-for"
             sg_is_root && chown -R postgres:postgres "$d"
             to+=("$("$pgc" --bindir)")
         done
@@ -390,7 +392,9 @@ run_layers() {
                 else
                     inputs=("$dir"/test/t/*.pl)
                 fi ;;
-            fuzz)    # the default PostgreSQL only (SQLsmith is the same everywhere)
+            fuzz)    # the default PostgreSQL only (SQLsmith is the same everywhere):
+                     # no row for the other majors
+                [ "$dir" = "$WORK" ] || continue
                 inputs=()
                 [ "$tapset" = all ] && [ "$dir" = "$WORK" ] && inputs=("$dir"/test/fuzz/*.pl)
                 overrides=(REGRESS= ISOLATION= PROVE_TESTS=test/fuzz/sqlsmith.pl)
@@ -458,12 +462,29 @@ export PG_TEST_PORT_DIR="$WORK/_portlock"
 mkdir -p "$PG_TEST_PORT_DIR" && { sg_is_root && chown postgres:postgres "$PG_TEST_PORT_DIR"; true; }
 MAJOR_JOBS=${SG_MAJOR_JOBS:-2}
 
+# run_built_major LABEL DIR PG_CONFIG: the layers of a major streamguard is
+# built and installed for, from DIR
+run_built_major() {
+    sg_is_root && chown -R postgres:postgres "$2"
+    PG_CONFIG=$3
+    PG_BINDIR=$("$3" --bindir)
+    if [ "${SG_TAP_ALL:-0}" = 1 ]; then
+        run_layers "$1" "$2" all
+    else
+        run_layers "$1" "$2" compat
+    fi
+}
+
 # run_major LABEL PG_CONFIG: build, install and run the layers of one major
 # (in a subshell); its results go to $LOGS/LABEL.result for the summary
 run_major() {
     local label=$1 pgc=$2 dir="$WORK/$1" t_major=$SECONDS key
     sg_log "test: $label ($pgc): build, install, regress + isolation + TAP ${SG_TAP_ALL:+(all files)}"
-    if ! { mkdir -p "$dir" && copy_tree "$dir"; }; then
+    if [ "$(cat "$dir/.sg-built-for" 2>/dev/null)" = "$(readlink -f "$pgc")" ]; then
+        # built and installed for 096_pg_upgrade (prepare_pg_upgrade_servers)
+        sg_info "$label: streamguard already built and installed for this PostgreSQL ($LOGS/upgrade-$label-build.log)"
+        run_built_major "$label" "$dir" "$pgc"
+    elif ! { mkdir -p "$dir" && copy_tree "$dir"; }; then
         major_failed "$label" "could not copy the source tree"
     elif ! make -C "$dir" -j"$(nproc 2>/dev/null || echo 2)" --no-print-directory PG_CONFIG="$pgc" \
             >"$LOGS/$label-build.log" 2>&1 </dev/null ||
@@ -472,14 +493,7 @@ run_major() {
         tail -n 60 "$LOGS/$label-build.log"
         major_failed "$label" "build or install failed (log: $LOGS/$label-build.log)"
     else
-        sg_is_root && chown -R postgres:postgres "$dir"
-        PG_CONFIG=$pgc
-        PG_BINDIR=$("$pgc" --bindir)
-        if [ "${SG_TAP_ALL:-0}" = 1 ]; then
-            run_layers "$label" "$dir" all
-        else
-            run_layers "$label" "$dir" compat
-        fi
+        run_built_major "$label" "$dir" "$pgc"
     fi
     MAJOR_SECONDS[$label]=$((SECONDS - t_major))
     {

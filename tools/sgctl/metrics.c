@@ -162,20 +162,8 @@ CmdMetrics(int argc, char **argv, SgConnOpts *copts)
 			case 'l':
 				listen_at = optarg;
 				break;
-			case SG_OPT_HELP:
-				usage(stdout);
-				return SG_EXIT_OK;
-			case ':':
-				SgUsageError("metrics", "option \"%s\" needs an argument", argv[optind - 1]);
-				return SG_EXIT_USAGE;
 			default:
-				if (SgIsHelpFlag(argv[optind - 1]))
-				{
-					usage(stdout);
-					return SG_EXIT_OK;
-				}
-				SgUsageError("metrics", "unknown option \"%s\"", argv[optind - 1]);
-				return SG_EXIT_USAGE;
+				return SgOptionOther("metrics", opt, argv, usage);
 		}
 	}
 	if (optind < argc)

@@ -644,20 +644,8 @@ CmdProduce(int argc, char **argv, SgConnOpts *copts)
 			case 'G':
 				progress_opt = 0;
 				break;
-			case SG_OPT_HELP:
-				usage(stdout);
-				return SG_EXIT_OK;
-			case ':':
-				SgUsageError("produce", "option \"%s\" needs an argument", argv[optind - 1]);
-				return SG_EXIT_USAGE;
 			default:
-				if (SgIsHelpFlag(argv[optind - 1]))
-				{
-					usage(stdout);
-					return SG_EXIT_OK;
-				}
-				SgUsageError("produce", "unknown option \"%s\"", argv[optind - 1]);
-				return SG_EXIT_USAGE;
+				return SgOptionOther("produce", opt, argv, usage);
 		}
 	}
 	if (optind >= argc)

@@ -476,20 +476,8 @@ CmdServe(int argc, char **argv, SgConnOpts *copts)
 				}
 				st.timeout_ms = (int) ms;
 				break;
-			case SG_OPT_HELP:
-				usage(stdout);
-				return SG_EXIT_OK;
-			case ':':
-				SgUsageError("serve", "option \"%s\" needs an argument", argv[optind - 1]);
-				return SG_EXIT_USAGE;
 			default:
-				if (SgIsHelpFlag(argv[optind - 1]))
-				{
-					usage(stdout);
-					return SG_EXIT_OK;
-				}
-				SgUsageError("serve", "unknown option \"%s\"", argv[optind - 1]);
-				return SG_EXIT_USAGE;
+				return SgOptionOther("serve", opt, argv, usage);
 		}
 	}
 	if (optind < argc)

@@ -123,6 +123,27 @@ SgIsHelpFlag(const char *arg)
 	return arg != NULL && strcmp(arg, "-?") == 0;
 }
 
+/*
+ * The end of a subcommand's option switch: what its getopt loop was given
+ * that is none of its own options.  --help and -? print the usage (exit
+ * 0); a missing argument (':') and an unknown option are usage errors.
+ * Returns the exit code.
+ */
+int
+SgOptionOther(const char *cmd, int opt, char **argv, void (*usage) (FILE *out))
+{
+	if (opt == SG_OPT_HELP || SgIsHelpFlag(argv[optind - 1]))
+	{
+		usage(stdout);
+		return SG_EXIT_OK;
+	}
+	if (opt == ':')
+		SgUsageError(cmd, "option \"%s\" needs an argument", argv[optind - 1]);
+	else
+		SgUsageError(cmd, "unknown option \"%s\"", argv[optind - 1]);
+	return SG_EXIT_USAGE;
+}
+
 /* a non-negative number of seconds, fractions allowed */
 bool
 SgParseSeconds(const char *s, double *out)

@@ -76,6 +76,7 @@ extern const char *progname;
 extern void SgError(const char *fmt,...) __attribute__((format(printf, 1, 2)));
 extern void SgUsageError(const char *cmd, const char *fmt,...) __attribute__((format(printf, 2, 3)));
 extern bool SgIsHelpFlag(const char *arg);
+extern int	SgOptionOther(const char *cmd, int opt, char **argv, void (*usage) (FILE *out));
 extern bool SgConnOption(SgConnOpts *opts, int c, const char *arg);
 extern bool SgParseSeconds(const char *s, double *out);
 extern bool SgParseInt64(const char *s, int64_t *out);

@@ -512,20 +512,8 @@ CmdTail(int argc, char **argv, SgConnOpts *copts)
 					return SG_EXIT_USAGE;
 				}
 				break;
-			case SG_OPT_HELP:
-				usage(stdout);
-				return SG_EXIT_OK;
-			case ':':
-				SgUsageError("tail", "option \"%s\" needs an argument", argv[optind - 1]);
-				return SG_EXIT_USAGE;
 			default:
-				if (SgIsHelpFlag(argv[optind - 1]))
-				{
-					usage(stdout);
-					return SG_EXIT_OK;
-				}
-				SgUsageError("tail", "unknown option \"%s\"", argv[optind - 1]);
-				return SG_EXIT_USAGE;
+				return SgOptionOther("tail", opt, argv, usage);
 		}
 	}
 	if (optind >= argc)

@@ -256,20 +256,8 @@ CmdTop(int argc, char **argv, SgConnOpts *copts)
 			case '1':
 				once = true;
 				break;
-			case SG_OPT_HELP:
-				usage(stdout);
-				return SG_EXIT_OK;
-			case ':':
-				SgUsageError("top", "option \"%s\" needs an argument", argv[optind - 1]);
-				return SG_EXIT_USAGE;
 			default:
-				if (SgIsHelpFlag(argv[optind - 1]))
-				{
-					usage(stdout);
-					return SG_EXIT_OK;
-				}
-				SgUsageError("top", "unknown option \"%s\"", argv[optind - 1]);
-				return SG_EXIT_USAGE;
+				return SgOptionOther("top", opt, argv, usage);
 		}
 	}
 	if (optind < argc)
