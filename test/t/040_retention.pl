@@ -181,6 +181,15 @@ first_seq();
 cmp_ok($retained, '<=', 3 * 5 * 6,
 	"retained events bounded ($retained, at most ~6 s of appends)");
 
+# From here on nothing more is removed, so that what the consumers below
+# find does not depend on how soon this machine gets to them (at load 14,
+# retention once removed everything before "mid2" polled): the retention
+# goes up to 5 minutes, and a last batch is appended that every consumer must
+# get.
+$node->safe_psql('postgres', q{SELECT streamguard.alter_stream('ret', retention => '5 minutes')});
+append_n(3, 'C');
+is_deeply(poll_seqs('fast', 1000), [ @committed[-3 .. -1] ], 'fast gets the last batch too');
+
 # The consumers that were behind resume at the oldest retained event and count
 # exactly the committed events they missed.
 foreach my $c ([ 'slow', 0 ], [ 'mid', 30 ], [ 'mid2', 50 ])
@@ -205,6 +214,9 @@ foreach my $c ([ 'slow', 0 ], [ 'mid', 30 ], [ 'mid2', 50 ])
 	is(consumer_col($name, 'lost_events'), $missed,
 		"$name lost_events counts exactly the $missed committed events it missed");
 }
+
+# the retention of the rest of the test
+$node->safe_psql('postgres', q{SELECT streamguard.alter_stream('ret', retention => '2 seconds')});
 
 # The crawler drains what is left.
 for (1 .. 100)
