@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build and install streamguard against PostgreSQL 15.
 # As root: installs missing dependencies first, then `make` and `make install`.
+#   build.sh          the dependencies of everything, the test suites included
+#   build.sh --demo   only those of the build and the demo (scripts/install-deps.sh --demo)
 # As another user: skips the package step; installs only if the PostgreSQL
 # directories are writable.
 set -euo pipefail
@@ -8,8 +10,15 @@ set -euo pipefail
 
 trap 'rc=$?; printf "\nbuild.sh: FAILED (exit %s) at line %s: %s\n" "$rc" "$LINENO" "$BASH_COMMAND" >&2; exit $rc' ERR
 
+deps_mode=()
+case "${1:-}" in
+    "") ;;
+    --demo) deps_mode=(--demo) ;;
+    *) sg_die "usage: build.sh [--demo]" ;;
+esac
+
 if sg_is_root; then
-    bash "$SG_ROOT/scripts/install-deps.sh"
+    bash "$SG_ROOT/scripts/install-deps.sh" "${deps_mode[@]}"
 else
     sg_log "build: not root, skipping dependency installation (assuming PostgreSQL ${PG_MAJOR} and its dev packages are installed)"
     [ -x "$PG_CONFIG" ] || sg_die "build: $PG_CONFIG not found; run 'bash scripts/install-deps.sh' as root first"

@@ -29,7 +29,7 @@ say()  { printf '    %s\n' "$*"; }
 
 # ------------------------------------------------------------- build ----
 step "1. Install dependencies, build and install streamguard"
-bash "$SG_ROOT/scripts/build.sh"
+bash "$SG_ROOT/scripts/build.sh" --demo
 SERVER_USER=$(sg_server_user)
 
 # ------------------------------------------------ throwaway server ----

@@ -3,11 +3,15 @@
 # nothing, not even `apt-get update`, when all packages are already installed.
 # Never starts or stops any PostgreSQL cluster.
 #
-#   install-deps.sh           build and test: what scripts/build.sh, demo.sh
-#                             and test.sh need (the default)
+#   install-deps.sh           build and test: what scripts/test.sh needs (the default)
 #   install-deps.sh --build   only what building and installing the extension
 #                             needs (make, make install): for a user installing it
+#   install-deps.sh --demo    what scripts/demo.sh needs: the build packages and
+#                             procps (ps), nothing of the test tools
 #   install-deps.sh --deb     what building it and its Debian package needs (make deb)
+#   install-deps.sh --list [MODE]
+#                             print the packages of MODE (all, build, demo, deb),
+#                             one per line, and exit (no root needed, installs nothing)
 set -euo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
 
@@ -34,6 +38,10 @@ TEST_PACKAGES=(
     valgrind                   # make valgrind (test/valgrind.sh)
     gnuplot-nox                # make bench: the PNG charts (skipped with a message without it)
 )
+# the demo, besides the build packages (psql comes with postgresql-NN)
+DEMO_PACKAGES=(
+    procps                     # ps: the demo checks the pid it kill -9s is its own server's
+)
 # the Debian package: make deb (dpkg-buildpackage, pg_buildext)
 DEB_PACKAGES=(
     git                        # make dist / make deb archive the committed tree
@@ -42,18 +50,27 @@ DEB_PACKAGES=(
     postgresql-server-dev-all  # pg_buildext
 )
 
-mode=all
+usage="usage: install-deps.sh [--build | --demo | --deb | --list [all|build|demo|deb]]"
+mode=all list=0
 case "${1:-}" in
     "") ;;
     --build) mode=build ;;
+    --demo) mode=demo ;;
     --deb) mode=deb ;;
-    *) sg_die "usage: install-deps.sh [--build | --deb]" ;;
+    --list) list=1; mode=${2:-all} ;;
+    *) sg_die "$usage" ;;
 esac
 case $mode in
     all)   PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
     build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+    demo)  PACKAGES=("${BUILD_PACKAGES[@]}" "${DEMO_PACKAGES[@]}") ;;
     deb)   PACKAGES=("${BUILD_PACKAGES[@]}" "${DEB_PACKAGES[@]}") ;;
+    *)     sg_die "$usage" ;;
 esac
+if [ "$list" = 1 ]; then
+    printf '%s\n' "${PACKAGES[@]}"
+    exit 0
+fi
 
 sg_is_root || sg_die "install-deps.sh must run as root (it installs Debian packages)"
 
@@ -82,6 +99,7 @@ getent passwd postgres >/dev/null || sg_die "install-deps: OS user 'postgres' is
 [ -x "$PG_CONFIG" ] || sg_die "install-deps: $PG_CONFIG not found"
 tools=(gcc make)
 [ $mode = all ] && tools+=(prove)
+[ $mode = demo ] && tools+=(ps psql)
 for t in "${tools[@]}"; do
     command -v "$t" >/dev/null || sg_die "install-deps: $t not found on PATH"
 done
