@@ -29,6 +29,9 @@ sg_server_user() {
 
 # Run a command as the server user with PostgreSQL's bin dir first on PATH.
 # Usage: sg_as_server_user [VAR=value ...] command args...
+# As root it runs from / (the caller's directory, a checkout under /root say,
+# may be closed to postgres: PostgreSQL's programs then complain that they
+# "could not change directory"), so pass absolute paths.
 sg_as_server_user() {
     # A fixed locale keeps pg_regress output stable; stray libpq variables
     # (PGHOST, PGPORT, ...) must not redirect the test servers' clients.
@@ -37,8 +40,8 @@ sg_as_server_user() {
     if sg_is_root; then
         local home
         home=$(getent passwd postgres | cut -d: -f6)
-        runuser -u postgres -- env "${clean[@]}" HOME="${home:-/tmp}" \
-            PATH="${PG_BINDIR}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin" "$@"
+        (cd / && runuser -u postgres -- env "${clean[@]}" HOME="${home:-/tmp}" \
+            PATH="${PG_BINDIR}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin" "$@")
     else
         env "${clean[@]}" PATH="${PG_BINDIR}:$PATH" "$@"
     fi
