@@ -30,9 +30,23 @@
 #              SG_FUZZ_QUERIES / SG_FUZZ_SEED size the fuzz layer (default
 #              2000 queries per role, seed 1: docs/testing.md),
 #              SG_UPGRADE_FROM / SG_UPGRADE_TO / SG_PG15_VANILLA for
-#              096_pg_upgrade (prepare_pg_upgrade_servers below).
+#              096_pg_upgrade (prepare_pg_upgrade_servers below),
+#              SG_LAYERS="regress isolation" runs only those layers (of
+#              regress isolation tap fuzz; default all), e.g. a first check
+#              of a new machine in minutes instead of the whole run.
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
+
+ALL_LAYERS=(regress isolation tap fuzz)
+read -r -a LAYERS <<<"${SG_LAYERS:-${ALL_LAYERS[*]}}"
+[ ${#LAYERS[@]} -gt 0 ] || sg_die "SG_LAYERS is empty; name some of: ${ALL_LAYERS[*]}"
+for _l in "${LAYERS[@]}"; do
+    case " ${ALL_LAYERS[*]} " in
+        *" $_l "*) ;;
+        *) sg_die "SG_LAYERS: unknown layer '$_l' (the layers are: ${ALL_LAYERS[*]})" ;;
+    esac
+done
+unset _l
 
 LAYER_TIMEOUT=${SG_LAYER_TIMEOUT:-3600}
 LOG_TAIL=${SG_LOG_TAIL:-150}
@@ -248,7 +262,6 @@ stop_leftover_servers() {   # stop_leftover_servers [DIR]
 
 # ---------------------------------------------------------- the layers ----
 declare -A L_PASS L_FAIL L_STATUS L_SECONDS MAJOR_SECONDS
-LAYERS=(regress isolation tap fuzz)
 LAYER_ENV=()
 TOTAL_PASS=0
 TOTAL_FAIL=0

@@ -3,6 +3,7 @@
 #     root, and refuses an unknown mode;
 #   - the demo's mode (what `bash scripts/demo.sh` installs on a bare Debian)
 #     is the build packages and procps, none of the test tools;
+#   - scripts/test.sh refuses an unknown layer in SG_LAYERS at once;
 #   - the package lists in README.md ("Two commands") and docs/operations.md
 #     ("The scripted way") are exactly the script's, so that the docs cannot
 #     drift from what a fresh machine gets.
@@ -49,6 +50,14 @@ for my $heavy (qw(chromium prometheus valgrind sqlsmith))
 	ok(!(grep { $_ eq $heavy } @demo), "the demo does not install $heavy");
 	ok((grep { $_ eq $heavy } @all), "the test command installs $heavy");
 }
+
+# scripts/test.sh's layer selection refuses an unknown layer before it
+# installs or builds anything
+my $t = `SG_LAYERS='regress nosuchlayer' bash '$root/scripts/test.sh' 2>&1 </dev/null`;
+isnt($? >> 8, 0, 'test.sh: SG_LAYERS with an unknown layer fails');
+like($t, qr/SG_LAYERS: unknown layer 'nosuchlayer' \(the layers are: regress isolation tap fuzz\)/,
+	'... naming it and the layers');
+unlike($t, qr/build:|installing/, '... before installing or building');
 
 # the package names a docs paragraph lists: the backticked words of the text
 # from START up to the first END
