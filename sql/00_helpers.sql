@@ -10,14 +10,19 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
 	RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
--- wait (bounded) until a condition holds; each check sees a fresh snapshot
-CREATE FUNCTION wait_for(cond text, seconds int DEFAULT 30) RETURNS boolean
+-- wait (bounded by the clock) until a condition holds; each check sees a
+-- fresh snapshot.  The deadline is generous (a loaded machine: at load 15 a
+-- pipeline's retries to a dead letter once took more than 30 s).
+CREATE FUNCTION wait_for(cond text, seconds int DEFAULT 180) RETURNS boolean
 LANGUAGE plpgsql AS $$
-DECLARE ok boolean;
+DECLARE
+	ok boolean;
+	deadline timestamptz := clock_timestamp() + make_interval(secs => seconds);
 BEGIN
-	FOR i IN 1 .. seconds * 20 LOOP
+	LOOP
 		EXECUTE 'SELECT (' || cond || ')' INTO ok;
 		IF ok THEN RETURN true; END IF;
+		EXIT WHEN clock_timestamp() > deadline;
 		PERFORM pg_sleep(0.05);
 	END LOOP;
 	RETURN false;
