@@ -467,7 +467,9 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 
 		memset(nulls, ' ', sizeof(nulls));
 		values[0] = CStringGetTextDatum(name);
+		/* a remote source: no stream here (NULL; 0 in a 0.1 or 0.2 catalog) */
 		values[1] = Int32GetDatum(meta ? meta->stream_id : 0);
+		nulls[1] = meta == NULL && SgPipelineStatsCatalog() ? 'n' : ' ';
 		values[2] = CStringGetTextDatum(sql);
 		values[3] = SgWordParam("guarantee", guarantee, &types[3]);
 		values[4] = Int32GetDatum(batch_size < 0 ? SG_BATCH_SIZE : batch_size);
@@ -500,6 +502,15 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_DUPLICATE_OBJECT),
 					 errmsg("pipeline \"%s\" already exists", name)));
 		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	if (SgPipelineStatsCatalog())
+	{
+		/* its counters start at 0 (a 0.2 catalog has them in its row) */
+		Oid			types[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(id)};
+
+		PipelineExec("INSERT INTO streamguard.pipeline_stats (pipeline_id) VALUES ($1)",
+					 1, types, values, SPI_OK_INSERT);
 	}
 	/*
 	 * A slot with this id can only be left by an earlier incarnation of the
