@@ -895,6 +895,22 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		PipelineCheckBatchTimeout(PG_GETARG_INTERVAL_P(4));
 	if (PG_NARGS() > 8 && !PG_ARGISNULL(8))
 		PipelineCheckWorkers(PG_GETARG_INT32(8));
+	if (PG_NARGS() > 5)
+	{
+		/*
+		 * The retry settings given, before the row's constraints see them
+		 * (an absent one as a valid extreme); with the old ones after the
+		 * change.
+		 */
+		Interval   *shortest = palloc0(sizeof(Interval));
+		Interval   *longest = palloc0(sizeof(Interval));
+
+		shortest->time = 10 * 1000;
+		longest->time = 3600 * USECS_PER_SEC;
+		PipelineCheckRetry(PG_ARGISNULL(5) ? 1 : PG_GETARG_INT32(5),
+						   PG_ARGISNULL(6) ? shortest : PG_GETARG_INTERVAL_P(6),
+						   PG_ARGISNULL(7) ? longest : PG_GETARG_INTERVAL_P(7));
+	}
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (!PG_ARGISNULL(1))

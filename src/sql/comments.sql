@@ -161,7 +161,7 @@ COMMENT ON TABLE streamguard.pipeline_stats IS 'Internal: each pipeline''s count
 
 COMMENT ON TYPE streamguard.position IS 'An event''s place in its stream: partition and seq.';
 COMMENT ON TYPE streamguard.event IS 'An event as poll and read return it, and as a pipeline''s SQL sees it in relation batch.';
-COMMENT ON DOMAIN streamguard.object_name IS 'The name of a stream or a pipeline: 1 to 63 ASCII letters, digits, "_" and "-", not starting with a digit or "-".';
+COMMENT ON DOMAIN streamguard.object_name IS 'The name of a stream or a pipeline: 1 to 63 ASCII letters, digits, "_" and "-", starting with a letter or "_".';
 COMMENT ON DOMAIN streamguard.consumer_name IS 'The name of a consumer: a stream or pipeline name, or a pipeline''s consumer "pipeline:<name>".';
 COMMENT ON TYPE streamguard.guarantee IS 'A pipeline''s delivery guarantee.';
 COMMENT ON TYPE streamguard.error_policy IS 'What a pipeline does with an event its SQL fails on.';

@@ -205,14 +205,13 @@ CREATE TABLE streamguard.pipeline (
 	batch_timeout interval NOT NULL DEFAULT '5 min' CHECK (batch_timeout > '0'),	-- bound on each run of the SQL
 	allow_source_append boolean NOT NULL DEFAULT false,
 	max_attempts int NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),	-- failed attempts before isolation
-	retry_backoff interval NOT NULL DEFAULT '100 ms',	-- first backoff, doubling
-	max_backoff interval NOT NULL DEFAULT '5 s',
+	retry_backoff interval NOT NULL DEFAULT '100 ms' CHECK (retry_backoff > '0'),	-- first backoff, doubling
+	max_backoff interval NOT NULL DEFAULT '5 s' CHECK (max_backoff > '0'),
 	workers int NOT NULL DEFAULT 1 CHECK (workers >= 1),	-- workers sharing the partitions
 	generation bigint NOT NULL DEFAULT 1 CHECK (generation >= 1),	-- bumped by control calls only
 	sink_on_conflict text[],				-- upserting remote sink: ON CONFLICT columns
 	-- source_server is a streamguard_kafka server: remote_stream is a topic
 	source_kafka boolean NOT NULL DEFAULT false,
-	CONSTRAINT pipeline_backoff_check CHECK (retry_backoff > '0' AND max_backoff >= retry_backoff),
 	-- one source: a local stream, or a stream or topic on a server
 	CONSTRAINT pipeline_source_check CHECK ((stream_id IS NULL) = (source_server IS NOT NULL)
 		AND (source_server IS NULL) = (remote_stream IS NULL)

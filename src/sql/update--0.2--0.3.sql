@@ -286,7 +286,8 @@ ALTER TABLE streamguard.pipeline
 	ADD CONSTRAINT pipeline_max_attempts_check CHECK (max_attempts >= 1) NOT VALID,
 	ADD CONSTRAINT pipeline_workers_check CHECK (workers >= 1) NOT VALID,
 	ADD CONSTRAINT pipeline_generation_check CHECK (generation >= 1) NOT VALID,
-	ADD CONSTRAINT pipeline_backoff_check CHECK (retry_backoff > '0' AND max_backoff >= retry_backoff) NOT VALID,
+	ADD CONSTRAINT pipeline_retry_backoff_check CHECK (retry_backoff > '0') NOT VALID,
+	ADD CONSTRAINT pipeline_max_backoff_check CHECK (max_backoff > '0') NOT VALID,
 	ADD CONSTRAINT pipeline_source_check CHECK ((stream_id IS NULL) = (source_server IS NOT NULL)
 		AND (source_server IS NULL) = (remote_stream IS NULL)
 		AND (source_server IS NOT NULL OR NOT source_kafka)) NOT VALID,
