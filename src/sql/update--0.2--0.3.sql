@@ -356,6 +356,7 @@ DECLARE
 	r record;
 	n bigint;
 	rows text;
+	ident text;
 	bad text[] := '{}';
 	i int;
 BEGIN
@@ -383,7 +384,7 @@ BEGIN
 		FROM pg_catalog.pg_constraint con
 		WHERE con.connamespace OPERATOR(pg_catalog.=) 'streamguard'::pg_catalog.regnamespace
 		  AND NOT con.convalidated
-		ORDER BY 2, 1
+		ORDER BY con.conrelid::pg_catalog.regclass::pg_catalog.text, con.conname
 	LOOP
 		EXECUTE pg_catalog.format('SELECT pg_catalog.count(*), pg_catalog.string_agg(t.row, '', '') '
 								  'FILTER (WHERE t.n OPERATOR(pg_catalog.<=) 10) FROM '
@@ -406,17 +407,25 @@ BEGIN
 		BEGIN
 			EXECUTE pg_catalog.format('SELECT pg_catalog.count(%I::%s) FROM %s', domains[i][2], domains[i][3], domains[i][1]);
 		EXCEPTION WHEN check_violation THEN
-			-- one by one, to name them
+			-- one by one, to name them (by their key, their name, the column)
+			SELECT pg_catalog.string_agg(pg_catalog.format('%L, t.%I', a.attname, a.attname), ', ' ORDER BY a.attnum)
+			INTO ident
+			FROM pg_catalog.pg_attribute a
+			WHERE a.attrelid OPERATOR(pg_catalog.=) domains[i][1]::pg_catalog.regclass
+			  AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+			  AND (a.attname OPERATOR(pg_catalog.=) ANY (ARRAY[domains[i][2], 'name'])
+				   OR a.attnum OPERATOR(pg_catalog.=) ANY ((SELECT x.indkey::pg_catalog.int2[] FROM pg_catalog.pg_index x
+						WHERE x.indrelid OPERATOR(pg_catalog.=) domains[i][1]::pg_catalog.regclass AND x.indisprimary)::pg_catalog.int2[]));
 			n := 0;
 			rows := NULL;
-			FOR r IN EXECUTE pg_catalog.format('SELECT t.%I::pg_catalog.text AS v, pg_catalog.to_jsonb(t)::pg_catalog.text AS row FROM %s t',
-											   domains[i][2], domains[i][1]) LOOP
+			FOR r IN EXECUTE pg_catalog.format('SELECT t.%I::pg_catalog.text AS v, pg_catalog.json_build_object(%s)::pg_catalog.text AS row FROM %s t',
+											   domains[i][2], ident, domains[i][1]) LOOP
 				BEGIN
 					EXECUTE pg_catalog.format('SELECT $1::%s', domains[i][3]) USING r.v;
 				EXCEPTION WHEN check_violation THEN
 					n := n OPERATOR(pg_catalog.+) 1;
 					IF n OPERATOR(pg_catalog.<=) 10 THEN
-						rows := pg_catalog.concat_ws(', ', rows, pg_catalog.format('%s %s', pg_catalog.quote_literal(r.v), r.row));
+						rows := pg_catalog.concat_ws(', ', rows, r.row);
 					END IF;
 				END;
 			END LOOP;
