@@ -2,7 +2,15 @@
 EXTENSION = streamguard
 MODULE_big = streamguard
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
-DATA = $(wildcard streamguard--*.sql) $(wildcard streamguard--*.control)
+# The SQL scripts of the current version are built from src/sql/ (make
+# runs cat): the install script from the objects and the parts every update
+# states again in full, the update script from the previous version from its
+# own changes and the same parts.  The scripts of released versions are
+# committed as they were released (docs/internals.md, "The SQL side").
+SQL_PARTS = src/sql/views.sql src/sql/metrics.sql src/sql/privileges.sql \
+	src/sql/comments.sql src/sql/verify.sql
+DATA_built = streamguard--0.3.sql streamguard--0.2--0.3.sql
+DATA = $(filter-out $(DATA_built),$(wildcard streamguard--*.sql)) $(wildcard streamguard--*.control)
 
 PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir)
@@ -31,6 +39,14 @@ include $(PGXS)
 
 # after the include: PGXS resets it
 PROVE_FLAGS += --verbose
+
+# the built scripts: a first line that says where they come from, then the
+# parts in order
+streamguard--0.3.sql: src/sql/objects.sql $(SQL_PARTS)
+	{ echo '-- Built by make from src/sql/ ($(notdir $^)): edit those.'; cat $^; } > $@.tmp && mv $@.tmp $@
+
+streamguard--0.2--0.3.sql: src/sql/update--0.2--0.3.sql $(SQL_PARTS)
+	{ echo '-- Built by make from src/sql/ ($(notdir $^)): edit those.'; cat $^; } > $@.tmp && mv $@.tmp $@
 
 # sgctl, the command-line tool (tools/sgctl/, libpq only).  PGXS builds one
 # module or one program per makefile, so the tool has explicit rules here:

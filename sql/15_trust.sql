@@ -51,6 +51,10 @@ users AS (
 	UNION ALL
 	SELECT 'pg_trigger'::regclass, t.oid FROM pg_trigger t JOIN rels ON t.tgrelid = rels.relid
 	UNION ALL
+	-- a constraint of the extension's domains
+	SELECT 'pg_constraint'::regclass, c.oid FROM pg_constraint c
+	JOIN members m ON m.classid = 'pg_type'::regclass AND c.contypid = m.objid
+	UNION ALL
 	-- the members themselves: a function's argument, result and default
 	-- types and calls, a table's column types, a type's base or elements
 	SELECT classid, objid FROM members),
@@ -69,10 +73,11 @@ FROM refs r
 WHERE r.nsp IS NOT NULL AND r.nsp <> 'pg_catalog'::regnamespace
   AND NOT EXISTS (SELECT 1 FROM members m WHERE m.classid = r.refclassid AND m.objid = r.refobjid);
 SELECT * FROM foreign_bindings ORDER BY 1, 2;
--- the check sees what it looks for: a default, a constraint, a view and a
--- column bound to look-alikes are listed
+-- the check sees what it looks for: a default, a constraint (of a table
+-- and of a domain), a view and a column bound to look-alikes are listed
 CREATE SCHEMA lookalike;
 CREATE FUNCTION lookalike.now() RETURNS timestamptz LANGUAGE sql AS 'SELECT pg_catalog.now()';
+CREATE FUNCTION lookalike.octet_length(text) RETURNS int LANGUAGE sql AS 'SELECT 1';
 CREATE FUNCTION lookalike.unnest(int2[]) RETURNS SETOF int2 LANGUAGE sql AS 'SELECT 1::int2';
 CREATE FUNCTION lookalike.eq(streamguard.window_kind, streamguard.window_kind) RETURNS boolean
 	LANGUAGE sql AS 'SELECT true';
@@ -82,6 +87,7 @@ BEGIN;
 SET LOCAL search_path = lookalike, pg_catalog;
 ALTER TABLE streamguard.stream ALTER COLUMN created_at SET DEFAULT now();
 ALTER TABLE streamguard.window_def ADD CONSTRAINT lookalike_check CHECK (kind = 'session');
+ALTER DOMAIN streamguard.object_name ADD CONSTRAINT lookalike_check CHECK (octet_length(VALUE) > 0);
 CREATE OR REPLACE VIEW streamguard.captures AS SELECT * FROM streamguard.captures
 	WHERE EXISTS (SELECT FROM unnest('{1}'::int2[]));
 CREATE DOMAIN lookalike.d AS int;

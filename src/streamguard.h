@@ -274,6 +274,7 @@ extern Datum SgWordParam(const char *typname, const char *word, Oid *type);
 #define SG_LIBRARY_VERSION		"0.3"
 #define SG_OLDEST_SQL_VERSION	"0.2"
 extern char *SgCatalogVersionProblem(const char *extversion, const char *dbname, char **hint);
+extern bool SgPipelineStatsCatalog(void);
 extern void SgCheckName(const char *what, const char *name);
 extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern void SgTableStreamArgs(FunctionCallInfo fcinfo, const char *function, bool stream_required,

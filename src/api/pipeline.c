@@ -467,7 +467,9 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 
 		memset(nulls, ' ', sizeof(nulls));
 		values[0] = CStringGetTextDatum(name);
+		/* a remote source: no stream here (NULL; 0 in a 0.1 or 0.2 catalog) */
 		values[1] = Int32GetDatum(meta ? meta->stream_id : 0);
+		nulls[1] = meta == NULL && SgPipelineStatsCatalog() ? 'n' : ' ';
 		values[2] = CStringGetTextDatum(sql);
 		values[3] = SgWordParam("guarantee", guarantee, &types[3]);
 		values[4] = Int32GetDatum(batch_size < 0 ? SG_BATCH_SIZE : batch_size);
@@ -500,6 +502,15 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_DUPLICATE_OBJECT),
 					 errmsg("pipeline \"%s\" already exists", name)));
 		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	if (SgPipelineStatsCatalog())
+	{
+		/* its counters start at 0 (a 0.2 catalog has them in its row) */
+		Oid			types[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(id)};
+
+		PipelineExec("INSERT INTO streamguard.pipeline_stats (pipeline_id) VALUES ($1)",
+					 1, types, values, SPI_OK_INSERT);
 	}
 	/*
 	 * A slot with this id can only be left by an earlier incarnation of the
@@ -884,6 +895,22 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 		PipelineCheckBatchTimeout(PG_GETARG_INTERVAL_P(4));
 	if (PG_NARGS() > 8 && !PG_ARGISNULL(8))
 		PipelineCheckWorkers(PG_GETARG_INT32(8));
+	if (PG_NARGS() > 5)
+	{
+		/*
+		 * The retry settings given, before the row's constraints see them
+		 * (an absent one as a valid extreme); with the old ones after the
+		 * change.
+		 */
+		Interval   *shortest = palloc0(sizeof(Interval));
+		Interval   *longest = palloc0(sizeof(Interval));
+
+		shortest->time = 10 * 1000;
+		longest->time = 3600 * USECS_PER_SEC;
+		PipelineCheckRetry(PG_ARGISNULL(5) ? 1 : PG_GETARG_INT32(5),
+						   PG_ARGISNULL(6) ? shortest : PG_GETARG_INTERVAL_P(6),
+						   PG_ARGISNULL(7) ? longest : PG_GETARG_INTERVAL_P(7));
+	}
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (!PG_ARGISNULL(1))

@@ -422,6 +422,21 @@ SgCatalogVersionProblem(const char *extversion, const char *dbname, char **hint)
 }
 
 /*
+ * Whether the catalog is 0.3's: a pipeline's counters and last error in
+ * streamguard.pipeline_stats, a remote source's stream_id NULL.  A 0.2
+ * catalog, which this library serves until ALTER EXTENSION ... UPDATE, has
+ * them in streamguard.pipeline and 0 for that stream_id.  Asked at each
+ * use: the update may commit while a worker runs.
+ */
+bool
+SgPipelineStatsCatalog(void)
+{
+	Oid			nsp = get_namespace_oid("streamguard", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("pipeline_stats", nsp));
+}
+
+/*
  * The first two arguments of the capture functions (table, stream),
  * checked, after the entry checks of a function that writes.  With
  * stream_required false a NULL stream gives *stream = NULL.

@@ -83,7 +83,24 @@ sg_count_batch(SgWorker *w, int64 batches, int64 events_in, int64 rows_out)
 	values[4] = Int64GetDatum(w->batch_dead);
 	values[5] = Int64GetDatum(w->def.generation);
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_plan(SgPlanCached(NULL,
+	/*
+	 * The counters' row, while the generation (the pipeline row's, which the
+	 * fence holds in KEY SHARE) and our epoch are ours; a 0.2 catalog has
+	 * the counters in the pipeline's row.
+	 */
+	if (SPI_execute_plan(SgPlanCached(NULL, SgPipelineStatsCatalog() ?
+									  "UPDATE streamguard.pipeline_stats SET batches = batches OPERATOR(pg_catalog.+) $7, "
+									  "events_in = events_in OPERATOR(pg_catalog.+) $2, "
+									  "rows_out = rows_out OPERATOR(pg_catalog.+) $3, "
+									  "skipped = skipped OPERATOR(pg_catalog.+) $4, "
+									  "dead_letters = dead_letters OPERATOR(pg_catalog.+) $5, "
+									  "last_batch_at = pg_catalog.now() "
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+									  "AND EXISTS (SELECT 1 FROM streamguard.pipeline p WHERE p.id OPERATOR(pg_catalog.=) $1 "
+									  "AND p.generation OPERATOR(pg_catalog.=) $6) "
+									  "AND EXISTS (SELECT 1 FROM streamguard.pipeline_worker w "
+									  "WHERE w.pipeline_id OPERATOR(pg_catalog.=) $1 AND w.worker OPERATOR(pg_catalog.=) $8 "
+									  "AND w.epoch OPERATOR(pg_catalog.=) $9)" :
 									  "UPDATE streamguard.pipeline SET batches = batches OPERATOR(pg_catalog.+) $7, "
 									  "events_in = events_in OPERATOR(pg_catalog.+) $2, "
 									  "rows_out = rows_out OPERATOR(pg_catalog.+) $3, "
@@ -157,7 +174,14 @@ sg_log_batch(SgWorker *w, int events_in, int64 rows_out, int64 *first, int64 *la
 	values[8] = Float8GetDatum((t2 - t1) / 1000.0);
 	values[9] = TimestampTzGetDatum(GetCurrentTimestamp());
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_plan(SgPlanCached(NULL,
+	/* the counter is in the pipeline's row in a 0.2 catalog */
+	if (SPI_execute_plan(SgPlanCached(NULL, SgPipelineStatsCatalog() ?
+									  "INSERT INTO streamguard.pipeline_batch (pipeline_id, batch_id, epoch, "
+									  "events_in, rows_out, partitions, first_seq, last_seq, fetch_ms, process_ms, "
+									  "committed_at) "
+									  "SELECT s.pipeline_id, s.batches, $2, $3, $4, $5, $6, $7, $8, $9, $10 "
+									  "FROM streamguard.pipeline_stats s WHERE s.pipeline_id OPERATOR(pg_catalog.=) $1 "
+									  "RETURNING batch_id" :
 									  "INSERT INTO streamguard.pipeline_batch (pipeline_id, batch_id, epoch, "
 									  "events_in, rows_out, partitions, first_seq, last_seq, fetch_ms, process_ms, "
 									  "committed_at) "

@@ -295,7 +295,9 @@ sg_local_batches(SgWorker *w)
 	int64		n;
 
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_plan(SgPlanCached(NULL, "SELECT batches FROM streamguard.pipeline WHERE id OPERATOR(pg_catalog.=) $1",
+	if (SPI_execute_plan(SgPlanCached(NULL, SgPipelineStatsCatalog() ?
+									  "SELECT batches FROM streamguard.pipeline_stats WHERE pipeline_id OPERATOR(pg_catalog.=) $1" :
+									  "SELECT batches FROM streamguard.pipeline WHERE id OPERATOR(pg_catalog.=) $1",
 									  1, types),
 						 values, NULL, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read the batch counter of pipeline %d", w->def.id);
@@ -462,7 +464,12 @@ sg_count_recovered(SgWorker *w, SgCheckpoint *c)
 	SgUserSave	save;
 
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET batches = batches OPERATOR(pg_catalog.+) 1, "
+	if (SPI_execute_with_args(SgPipelineStatsCatalog() ?
+							  "UPDATE streamguard.pipeline_stats SET batches = batches OPERATOR(pg_catalog.+) 1, "
+							  "events_in = events_in OPERATOR(pg_catalog.+) $2, "
+							  "rows_out = rows_out OPERATOR(pg_catalog.+) $3, last_batch_at = pg_catalog.now() "
+							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1" :
+							  "UPDATE streamguard.pipeline SET batches = batches OPERATOR(pg_catalog.+) 1, "
 							  "events_in = events_in OPERATOR(pg_catalog.+) $2, "
 							  "rows_out = rows_out OPERATOR(pg_catalog.+) $3, last_batch_at = pg_catalog.now() "
 							  "WHERE id OPERATOR(pg_catalog.=) $1",

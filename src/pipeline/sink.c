@@ -320,7 +320,10 @@ sg_sink_import_dead_letters(SgWorker *w, SgRemote *r, const int64 *here, int npa
 		Oid			types[2] = {INT4OID, INT8OID};
 		Datum		values[2] = {Int32GetDatum(w->def.id), Int64GetDatum(n)};
 
-		if (SPI_execute_with_args("UPDATE streamguard.pipeline SET dead_letters = dead_letters OPERATOR(pg_catalog.+) $2 "
+		if (SPI_execute_with_args(SgPipelineStatsCatalog() ?
+								  "UPDATE streamguard.pipeline_stats SET dead_letters = dead_letters OPERATOR(pg_catalog.+) $2 "
+								  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1" :
+								  "UPDATE streamguard.pipeline SET dead_letters = dead_letters OPERATOR(pg_catalog.+) $2 "
 								  "WHERE id OPERATOR(pg_catalog.=) $1", 2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not count the dead letters");
 	}

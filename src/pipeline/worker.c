@@ -148,6 +148,7 @@ sg_load_definition(SgWorker *w)
 		w->def.owner = DatumGetObjectId(SPI_getbinval(t, d, 9, &isnull));
 		w->def.search_path = pstrdup(SPI_getvalue(t, d, 10));
 		w->def.epoch = DatumGetInt64(SPI_getbinval(t, d, 11, &isnull));
+		/* a remote source: NULL, which reads as 0 (0 in a 0.2 catalog) */
 		w->slot->stream_id = DatumGetInt32(SPI_getbinval(t, d, 12, &isnull));
 		w->consumer_name = psprintf("pipeline:%s", w->def.name);
 		if (SPI_getvalue(t, d, 13))

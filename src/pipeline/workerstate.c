@@ -172,7 +172,19 @@ WorkerRecordError(SgWorker *w, const char *message, bool fail)
 	values[2] = Int64GetDatum(w->def.generation);
 	values[3] = BoolGetDatum(fail);
 	SgBecomeDataOwner(&save, true);
-	if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $2, last_error_at = pg_catalog.now(), "
+	/*
+	 * Only while the generation is ours: the pipeline row is locked for
+	 * that (a control call that raised it has committed, or waits for us).
+	 */
+	if (SPI_execute_with_args(SgPipelineStatsCatalog() ?
+							  "WITH p AS (SELECT id FROM streamguard.pipeline WHERE id OPERATOR(pg_catalog.=) $1 "
+							  "AND generation OPERATOR(pg_catalog.=) $3 FOR NO KEY UPDATE), "
+							  "f AS (UPDATE streamguard.pipeline q SET state = 'failed', "
+							  "epoch = q.epoch OPERATOR(pg_catalog.+) 1, generation = q.generation OPERATOR(pg_catalog.+) 1 "
+							  "FROM p WHERE $4 AND q.id OPERATOR(pg_catalog.=) p.id) "
+							  "UPDATE streamguard.pipeline_stats s SET last_error = $2, last_error_at = pg_catalog.now() "
+							  "FROM p WHERE s.pipeline_id OPERATOR(pg_catalog.=) p.id" :
+							  "UPDATE streamguard.pipeline SET last_error = $2, last_error_at = pg_catalog.now(), "
 							  "state = CASE WHEN $4 THEN 'failed' ELSE state END, "
 							  "epoch = CASE WHEN $4 THEN epoch OPERATOR(pg_catalog.+) 1 ELSE epoch END, "
 							  "generation = CASE WHEN $4 THEN generation OPERATOR(pg_catalog.+) 1 ELSE generation END "

@@ -497,6 +497,7 @@ sg_supervise(void)
 		bool		isnull;
 		int32		id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
 		bool		running = strcmp(SPI_getvalue(t, d, 2), "running") == 0;
+		/* a remote source: NULL, which reads as 0 (0 in a 0.2 catalog) */
 		int32		stream_id = DatumGetInt32(SPI_getbinval(t, d, 3, &isnull));
 		int32		nworkers = DatumGetInt32(SPI_getbinval(t, d, 4, &isnull));
 		Oid			owner = DatumGetObjectId(SPI_getbinval(t, d, 5, &isnull));
@@ -592,7 +593,11 @@ sg_step_supervise(SgStreamTask *unused)
 	sg_supervise();
 	CaptureSuperviseBackfills();
 	/* the checkpoint log keeps the last streamguard.batch_history batches */
-	sg_exec(psprintf("DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline p "
+	sg_exec(psprintf(SgPipelineStatsCatalog() ?
+					 "DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline_stats p "
+					 "WHERE p.pipeline_id OPERATOR(pg_catalog.=) b.pipeline_id "
+					 "AND b.batch_id OPERATOR(pg_catalog.<=) (p.batches OPERATOR(pg_catalog.-) %d)" :
+					 "DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline p "
 					 "WHERE p.id OPERATOR(pg_catalog.=) b.pipeline_id "
 					 "AND b.batch_id OPERATOR(pg_catalog.<=) (p.batches OPERATOR(pg_catalog.-) %d)",
 					 sg_batch_history),
@@ -667,11 +672,14 @@ sg_step_flag_version(SgStreamTask *unused)
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 
-	/* a 0.1 catalog has these columns too */
+	/* a 0.1 and a 0.2 catalog have these columns in streamguard.pipeline */
 	if (sg_version_problem)
 	{
 		values[0] = CStringGetTextDatum(psprintf("%s. %s", sg_version_problem, sg_version_hint));
-		if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = $1, last_error_at = pg_catalog.now() "
+		if (SPI_execute_with_args(SgPipelineStatsCatalog() ?
+								  "UPDATE streamguard.pipeline_stats SET last_error = $1, last_error_at = pg_catalog.now() "
+								  "WHERE last_error IS DISTINCT FROM $1" :
+								  "UPDATE streamguard.pipeline SET last_error = $1, last_error_at = pg_catalog.now() "
 								  "WHERE last_error IS DISTINCT FROM $1",
 								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "pipeline error update failed");
@@ -680,7 +688,10 @@ sg_step_flag_version(SgStreamTask *unused)
 	{
 		values[0] = CStringGetTextDatum("the streamguard library % serves SQL versions % to %, but database % has version %: "
 										"its pipelines and backfills do not run%");
-		if (SPI_execute_with_args("UPDATE streamguard.pipeline SET last_error = NULL, last_error_at = NULL "
+		if (SPI_execute_with_args(SgPipelineStatsCatalog() ?
+								  "UPDATE streamguard.pipeline_stats SET last_error = NULL, last_error_at = NULL "
+								  "WHERE last_error OPERATOR(pg_catalog.~~) $1" :
+								  "UPDATE streamguard.pipeline SET last_error = NULL, last_error_at = NULL "
 								  "WHERE last_error OPERATOR(pg_catalog.~~) $1",
 								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "pipeline error update failed");

@@ -173,9 +173,50 @@ is($node->safe_psql('v02_db', q{SELECT extversion FROM pg_extension WHERE extnam
 	'0.2', 'a database with streamguard 0.2');
 ok(wait_for_value($node, q{SELECT coalesce(sum(amount), 0) FROM totals}, '5050', 60, dbname => 'v02_db'),
 	'the 0.2 pipeline delivers its events');
+# what the update must keep: a remote source's pipeline (0.2 writes its
+# stream_id as 0; paused, so that nothing connects), a view of the user's
+# on a view of the extension, every column of the extension's views, and
+# the counters of the pipelines, idle now
+$node->safe_psql('v02_db', q{
+INSERT INTO streamguard.pipeline (name, stream_id, sql, guarantee, batch_size, error_policy, dedup,
+	dedup_window, owner, search_path, state, source_server, remote_stream, batches, events_in, last_error,
+	last_error_at)
+VALUES ('remote_src', 0, 'SELECT 1 FROM batch', 'at_least_once', 10, 'skip', false, '1 hour',
+	(SELECT oid FROM pg_roles WHERE rolname = current_user), 'public', 'paused', 'far', 'orders', 7, 70, 'far away', now());
+CREATE VIEW my_pipelines AS SELECT pipeline, source, batches, events_in FROM streamguard.pipelines;
+});
+my $view_columns = q{
+SELECT string_agg(format('%s.%s %s', c.relname, a.attname, format_type(a.atttypid, a.atttypmod)), ', '
+	ORDER BY c.relname, a.attnum)
+FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relnamespace = 'streamguard'::regnamespace AND c.relkind = 'v'};
+my $counters = q{
+SELECT string_agg(format('%s %s %s %s %s %s %s %s %s %s', pipeline, source, batches, events_in, rows_out,
+	skipped, dead_letters, last_batch_at, last_error, last_error_at), E'\n' ORDER BY pipeline)
+FROM streamguard.pipelines};
+my $columns_before = $node->safe_psql('v02_db', $view_columns);
+my $counters_before = $node->safe_psql('v02_db', $counters);
+like($counters_before, qr/^remote_src far:orders 7 70 0 0 0  far away /m, 'a remote source in 0.2');
 $node->safe_psql('v02_db', 'ALTER EXTENSION streamguard UPDATE');
 is($node->safe_psql('v02_db', q{SELECT extversion FROM pg_extension WHERE extname = 'streamguard'}),
 	'0.3', 'ALTER EXTENSION streamguard UPDATE reaches 0.3 from 0.2');
+is($node->safe_psql('v02_db', $counters), $counters_before,
+	'the counters, last batch and last error of every pipeline moved to pipeline_stats with their values');
+is($node->safe_psql('v02_db', q{SELECT string_agg(p.name || ' ' || s.batches, ',' ORDER BY p.name)
+	FROM streamguard.pipeline p JOIN streamguard.pipeline_stats s ON s.pipeline_id = p.id}),
+	$node->safe_psql('v02_db', q{SELECT string_agg(pipeline || ' ' || batches, ',' ORDER BY pipeline)
+	FROM streamguard.pipelines}), '... one row per pipeline');
+is($node->safe_psql('v02_db', q{SELECT coalesce(stream_id::text, 'NULL') FROM streamguard.pipeline WHERE name = 'remote_src'}),
+	'NULL', "a remote source's stream_id 0 became NULL");
+my $columns_after = $node->safe_psql('v02_db', $view_columns);
+my %after = map { $_ => 1 } split /, /, $columns_after;
+is(join(', ', grep { !$after{$_} } split /, /, $columns_before), '',
+	'every column of the views of 0.2 is still there, of the same type');
+is($node->safe_psql('v02_db', q{SELECT string_agg(pipeline || ' ' || source || ' ' || batches, ',' ORDER BY pipeline)
+	FROM my_pipelines}), 'remote_src far:orders 7,totals orders ' .
+	$node->safe_psql('v02_db', q{SELECT batches FROM streamguard.pipelines WHERE pipeline = 'totals'}),
+	"a view of the user's on the extension's views goes on working");
+$node->safe_psql('v02_db', q{DROP VIEW my_pipelines; DELETE FROM streamguard.pipeline WHERE name = 'remote_src'});
 $node->safe_psql('v02_db', q{
 SELECT count(*) FROM streamguard.append_batch('orders',
 	ARRAY(SELECT jsonb_build_object('amount', g) FROM generate_series(91, 110) g),
@@ -186,6 +227,51 @@ ok(wait_for_value($node, q{SELECT sum(amount) FROM totals}, '6105', 60, dbname =
 	'the 0.2 pipeline goes on after the update, its dedup keys kept');
 is($node->safe_psql('v02_db', q{SELECT count(*) FROM streamguard.poll('orders', 'billing', 1000)}),
 	'80', 'the SQL consumer resumes from its 0.2 position');
+
+# ------------------------------- 0.2 rows that break the rules of 0.3
+# A 0.2 catalog written behind the API's back: the update names every row
+# that breaks a constraint or a domain of 0.3, refuses, changes nothing;
+# once they are corrected, it runs.
+$node->safe_psql('postgres', 'CREATE DATABASE v02_bad');
+$node->safe_psql('v02_bad', q{
+CREATE EXTENSION streamguard VERSION '0.2';
+SELECT streamguard.create_stream('src', 2);
+SELECT streamguard.create_stream('other', 1);
+CREATE TABLE sink (n int);
+BEGIN;
+SELECT streamguard.create_pipeline('p_size', 'src', 'INSERT INTO sink SELECT 1 FROM batch');
+SELECT streamguard.pause_pipeline('p_size');
+SELECT streamguard.create_pipeline('p_gone', 'src', 'INSERT INTO sink SELECT 1 FROM batch');
+SELECT streamguard.pause_pipeline('p_gone');
+COMMIT;
+UPDATE streamguard.pipeline SET batch_size = 0, batches = -3 WHERE name = 'p_size';
+UPDATE streamguard.pipeline SET stream_id = 123456 WHERE name = 'p_gone';
+UPDATE streamguard.stream SET name = 'other stream' WHERE name = 'other';
+UPDATE streamguard.stream SET partitions = 0 WHERE name = 'other stream';
+});
+my $ids = $node->safe_psql('v02_bad', q{SELECT string_agg(name || '=' || id, ' ' ORDER BY name) FROM streamguard.pipeline});
+my %pid = map { split /=/ } split / /, $ids;
+expect_error($node, 'ALTER EXTENSION streamguard UPDATE', '23514',
+	qr/streamguard\ cannot\ be\ updated:\ rows\ of\ its\ catalog\ break\ the\ rules\ of\ 0\.3\n
+	   DETAIL:\s+pipeline_batch_size_check\ of\ streamguard\.pipeline:\ \{"id"\ :\ $pid{p_size},\ "name"\ :\ "p_size",\ "batch_size"\ :\ 0\}\n
+	   pipeline_stream_id_fkey\ of\ streamguard\.pipeline:\ \{"id"\ :\ $pid{p_gone},\ "name"\ :\ "p_gone",\ "stream_id"\ :\ 123456\}\n
+	   pipeline_stats_counters_check\ of\ streamguard\.pipeline_stats:\ \{"pipeline_id"\ :\ $pid{p_size},\ "batches"\ :\ -3,.*\}\n
+	   stream_partitions_check\ of\ streamguard\.stream:\ \{"id"\ :\ \d+,\ "name"\ :\ "other\ stream",\ "partitions"\ :\ 0\}\n
+	   streamguard\.stream\.name\ is\ not\ a\ valid\ streamguard\.object_name:\ \{"id"\ :\ \d+,\ "name"\ :\ "other\ stream"\}\n
+	   HINT:\s+Correct\ or\ delete\ those\ rows/x,
+	'the update names the rows that break the rules of 0.3 and refuses', dbname => 'v02_bad');
+is($node->safe_psql('v02_bad', q{SELECT extversion || ' ' || (SELECT batches FROM streamguard.pipeline WHERE name = 'p_size')
+	|| ' ' || (to_regclass('streamguard.pipeline_stats') IS NULL) FROM pg_extension WHERE extname = 'streamguard'}),
+	'0.2 -3 true', '... and changes nothing');
+$node->safe_psql('v02_bad', q{
+UPDATE streamguard.pipeline SET batch_size = 10, batches = 0 WHERE name = 'p_size';
+UPDATE streamguard.pipeline SET stream_id = (SELECT id FROM streamguard.stream WHERE name = 'src') WHERE name = 'p_gone';
+UPDATE streamguard.stream SET name = 'other', partitions = 1 WHERE name = 'other stream';
+});
+expect_ok($node, 'ALTER EXTENSION streamguard UPDATE', 'once the rows are corrected, the update runs',
+	dbname => 'v02_bad');
+is($node->safe_psql('v02_bad', q{SELECT string_agg(pipeline || ' ' || batch_size || ' ' || source, ',' ORDER BY pipeline)
+	FROM streamguard.pipelines}), 'p_gone 1000 src,p_size 10 src', '... and keeps them');
 
 # -------------------------------------------- same schema as a fresh 0.3
 $node->safe_psql('fresh_db', 'CREATE EXTENSION streamguard');
@@ -250,7 +336,7 @@ FROM pg_catalog.pg_description c JOIN pg_catalog.pg_depend d
 JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'streamguard'
 ORDER BY 1};
 my $fresh = $node->safe_psql('fresh_db', $describe);
-for my $db (qw(old_db v02_db v02_cap))
+for my $db (qw(old_db v02_db v02_cap v02_bad))
 {
 	my $old = $node->safe_psql($db, $describe);
 	my $f = $fresh;

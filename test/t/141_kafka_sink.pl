@@ -299,12 +299,12 @@ ok(count_log($node, qr/pipeline "ks": batch \d+ was committed in Kafka but not h
 
 # this database behind Kafka (as after a restore): Kafka holds batches
 # the pipeline never committed here
-$node->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('ks'); UPDATE streamguard.pipeline SET batches = batches - 2 WHERE name = 'ks'; SELECT streamguard.resume_pipeline('ks')});
+$node->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('ks'); UPDATE streamguard.pipeline_stats SET batches = batches - 2 WHERE pipeline_id = (SELECT id FROM streamguard.pipeline WHERE name = 'ks'); SELECT streamguard.resume_pipeline('ks')});
 ok(wait_for_value($node, q{SELECT state FROM streamguard.pipelines WHERE pipeline = 'ks'}, 'failed', 60),
 	'a checkpoint ahead of the local batches stops the pipeline');
 like($node->safe_psql('postgres', q{SELECT last_error FROM streamguard.pipelines WHERE pipeline = 'ks'}),
 	qr/Kafka server "kafka" holds batch \d+ of pipeline "ks" but this database committed only \d+/, 'and says why');
-$node->safe_psql('postgres', q{UPDATE streamguard.pipeline SET batches = batches + 2 WHERE name = 'ks'; SELECT streamguard.resume_pipeline('ks')});
+$node->safe_psql('postgres', q{UPDATE streamguard.pipeline_stats SET batches = batches + 2 WHERE pipeline_id = (SELECT id FROM streamguard.pipeline WHERE name = 'ks'); SELECT streamguard.resume_pipeline('ks')});
 ok(wait_pipelines_running($node, ['ks'], 60), 'back in step: it runs again');
 produce_events($next, 100);
 $next += 100;
