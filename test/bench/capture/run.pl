@@ -2,7 +2,7 @@
 #
 # The change-capture benchmark on its own: `make bench` with
 # BENCH_ONLY=capture (test/bench/lib/Bench/Capture.pm; docs/benchmarks.md,
-# "Change capture").  Kept for the commands in docs/benchmarks-history.md:
+# "12. Change capture").  Kept for the commands in docs/benchmarks-history.md:
 # this driver's own knob names are mapped onto the suite's --
 #   BENCH_ONLY (workloads)  -> BENCH_CAPTURE_WORKLOADS
 #   BENCH_BATCH             -> BENCH_CAPTURE_BATCH

@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 #
 # The Kafka benchmarks on their own: `make bench` with BENCH_ONLY=kafka
-# (test/bench/lib/Bench/Kafka.pm; docs/benchmarks.md, "Kafka").  Kept for
+# (test/bench/lib/Bench/Kafka.pm; docs/benchmarks.md, "13. Kafka").  Kept for
 # the commands in docs/benchmarks-history.md: this driver's own knob names
 # are mapped onto the suite's --
 #   BENCH_EVENTS     -> BENCH_KAFKA_EVENTS

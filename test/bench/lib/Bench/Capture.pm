@@ -1,6 +1,6 @@
 #
 # test/bench/lib/Bench/Capture.pm -- change capture (docs/benchmarks.md,
-# "Change capture"): write throughput of a captured table against the same
+# "12. Change capture"): write throughput of a captured table against the same
 # table uncaptured and against the hand-written trigger + outbox table
 # pattern, on a server of its own, reported as same-run ratios.
 #

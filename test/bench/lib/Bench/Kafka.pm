@@ -1,6 +1,6 @@
 #
-# test/bench/lib/Bench/Kafka.pm -- Kafka (docs/benchmarks.md, "Kafka to
-# PostgreSQL" and "PostgreSQL to Kafka"), on a server and a broker of its own
+# test/bench/lib/Bench/Kafka.pm -- Kafka (docs/benchmarks.md, "13.
+# Kafka"; benchmarks-history.md, "Kafka to PostgreSQL", "PostgreSQL to Kafka"), on a server and a broker of its own
 # (test/kafka/sg_mock_broker, librdkafka's mock cluster: Bench::Broker).
 #
 # Source (BENCH_KAFKA_DIRECTION both or source): draining BENCH_KAFKA_EVENTS
