@@ -128,7 +128,7 @@ sub report
 		my $batch = $w =~ /batch/;
 		push @out, '| ' . join(' | ', $w, $batch ? $K{BENCH_CAPTURE_BATCH} : 1, $batch ? $K{BENCH_BATCH_CLIENTS} : $K{BENCH_CLIENTS},
 			$tx->($p), $tx->($c), $tx->($o), '**' . $ratio->($c, $p) . '**', $ratio->($o, $p), $ratio->($c, $o)) . " |\n";
-		push @per, "$w: " . join(', ', map { "$_ @{ $self->{tps}{$w}{$_} // [] }" } @C);
+		push @per, "$w: " . join(', ', map { join(' ', $_, @{ $self->{tps}{$w}{$_} // [] }) } @C);
 	}
 	push @out, sprintf("\n%d repeat(s) of %d s per contender in %d slices; load average %s at the start, %s at the end; %s\n",
 		$K{BENCH_REPEAT}, $K{BENCH_SECONDS}, $K{BENCH_SLICES}, $self->{load0} // '?', $self->{load1} // '?',

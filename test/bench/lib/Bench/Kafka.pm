@@ -278,7 +278,7 @@ sub report
 		push @out, sprintf("\n%d %s, batches of %d, %d repeat(s); load average %s at the start, %s at the end%s\n",
 			$n, $p eq $SRC ? 'messages' : 'events', $K{BENCH_KAFKA_BATCH}, $K{BENCH_REPEAT}, $self->{load0} // '?', $self->{load1} // '?',
 			$self->{why} ? "; not run: $self->{why}" : '');
-		push @out, "\nPer repeat (s): " . join('; ', map { "$_ @{ $self->{secs}{\"$p|$_\"} // [] }" } @$cs) . "\n";
+		push @out, "\nPer repeat (s): " . join('; ', map { join(' ', $_, @{ $self->{secs}{"$p|$_"} // [] }) } @$cs) . "\n";
 	}
 	return @out;
 }
