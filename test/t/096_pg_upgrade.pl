@@ -114,7 +114,22 @@ SELECT streamguard.create_pipeline('p', 's', $$INSERT INTO sink SELECT (payload-
 # ------------------------------------------------------------ targets ----
 my $current = dirname(`pg_config --bindir` =~ s/\s+$//r);
 my @targets = ($current);
-push @targets, map { dirname($_) } split ' ', ($ENV{SG_UPGRADE_TO} // '');
+# a newer major only, and each once: run on 19, a target of 18 would be a
+# downgrade (pg_upgrade refuses it) and 19 itself is the current one
+{
+	my %seen = ($current => 1);
+	for my $to (map { dirname($_) } split ' ', ($ENV{SG_UPGRADE_TO} // ''))
+	{
+		next if $seen{$to}++;
+		if (major_of($to) <= major_of($current))
+		{
+			diag("pg_upgrade to $to skipped: PostgreSQL " . major_of($to) . ' is not newer than the current '
+				  . major_of($current));
+			next;
+		}
+		push @targets, $to;
+	}
+}
 diag('pg_upgrade targets: ' . join(', ', @targets) .
 	  ($ENV{SG_UPGRADE_TO} ? '' : ' (only the current major: set SG_UPGRADE_TO to bin directories of newer majors)'));
 
@@ -170,10 +185,12 @@ sub major_of
 
 # the catalog columns with a pg_attver option in a fresh cluster of an
 # installation (0 for an unmodified PostgreSQL)
+my $probes = 0;
+
 sub stamped_columns
 {
 	my ($install) = @_;
-	my $node = PostgreSQL::Test::Cluster->new('probe' . ++$main::probes, install_path => $install);
+	my $node = PostgreSQL::Test::Cluster->new('probe' . ++$probes, install_path => $install);
 	$node->init;
 	$node->start;
 	my $n = $node->safe_psql('postgres',
