@@ -30,9 +30,6 @@
 
 SG_MODULE_MAGIC;
 
-int			sg_max_streams = 256;
-int			sg_max_partitions = 4096;
-int			sg_max_xact_partitions = 1024;
 int			sg_maintenance_naptime_ms = 1000;
 int			sg_launcher_naptime_ms = 10000;
 int			sg_role_max_streams = 64;
@@ -47,10 +44,6 @@ int			sg_backfill_naptime_ms = 0;
 int			sg_max_backfill_workers = 2;
 int			sg_max_windows_per_event = SG_DEFAULT_WINDOWS_PER_EVENT;
 
-/* set in a pipeline worker while it runs (0 elsewhere) */
-int32		SgRunningPipelineId = 0;
-int32		SgRunningSourceStream = 0;
-bool		SgRunningAllowSourceAppend = false;
 
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;

@@ -34,17 +34,11 @@
 
 #include "core/bounds.h"
 #include "core/compat.h"
+#include "core/util.h"
 
-#define SG_MAX_NAME_LEN			63
-#define SG_DATA_SCHEMA			"streamguard_data"
-#define SG_RATE_BUCKETS			16	/* one-second buckets of committed appends */
-#define SG_RATE_WINDOW			10	/* seconds averaged by append_rate */
 #define SG_MAX_MEMBER_LEN		128 /* bytes of a consumer group member's name */
 
 /* GUCs (streamguard.c) */
-extern int	sg_max_streams;
-extern int	sg_max_partitions;
-extern int	sg_max_xact_partitions;
 extern int	sg_maintenance_naptime_ms;
 extern int	sg_launcher_naptime_ms;
 extern int	sg_role_max_streams;
@@ -55,117 +49,15 @@ extern int	sg_backfill_chunk_rows;
 extern int	sg_backfill_naptime_ms;
 extern int	sg_max_backfill_workers;
 
-/* a pipeline worker's identity while it runs (0 elsewhere; worker.c) */
-extern int32 SgRunningPipelineId;
-extern int32 SgRunningSourceStream;
-extern bool SgRunningAllowSourceAppend;
 
-/* util.c */
-extern void SgEventColumns(TupleDesc desc);
-extern bool SgLoaded;
-extern void SgHardenWorkerSession(void);
-extern void SgSetWorkerTitle(const char *title);
-extern int	SgAddOid(Oid *set, int n, int max, Oid oid);
-extern void SgLockRoleForCreate(Oid roleid);
-extern void SgLockDatabaseForCreate(void);
-extern int	SgDatabaseCap(int setting, int server_size);
-extern void SgCheckDatabaseCap(const char *what, int64 have, int64 adding, int cap, const char *guc);
 extern int	sg_database_max_streams;
 extern int	sg_database_max_partitions;
 extern int	sg_database_max_pipelines;
-extern void SgCheckRoleQuota(const char *what, Oid roleid, int64 have, int64 adding, int limit,
-							 const char *guc);
 
 /* ownership.c */
 extern void OwnershipInstallHooks(void);
 
-/* ----------------------------------------------------------------
- * Shared memory (horizon.c owns it; see the banner there for locking)
- * ----------------------------------------------------------------
- */
-typedef struct SgPartition
-{
-	slock_t		mutex;			/* protects next_seq */
-	int64		next_seq;		/* next seq to hand out */
-	int32		owner;			/* stream slot using this entry, or -1 */
-} SgPartition;
-
-typedef struct SgStream
-{
-	/* identity: written under SgShared->lock (exclusive) */
-	Oid			dbid;			/* InvalidOid = free slot */
-	int32		stream_id;
-	Oid			catalog_oid;	/* streamguard.stream's OID: the extension's incarnation */
-	int32		nparts;
-	int32		part_base;		/* first entry in the partition array */
-	bool		seq_ready;		/* counters loaded from storage */
-	pg_atomic_uint32 incarnation;	/* bumped whenever the slot is freed */
-	pg_atomic_uint32 generation;	/* bumped when metadata changes */
-	pg_atomic_uint32 current_seg;	/* segment receiving appends */
-	pg_atomic_uint32 min_seg;	/* oldest segment not yet dropped */
-
-	/* long-polling readers sleep here; appends broadcast at commit */
-	ConditionVariable readable;
-
-	/* committed-append rate, protected by rate_mutex */
-	slock_t		rate_mutex;
-	int64		rate_sec[SG_RATE_BUCKETS];
-	int64		rate_count[SG_RATE_BUCKETS];
-} SgStream;
-
-/* a stream handle a backend holds between calls */
-typedef struct SgStreamRef
-{
-	int			slot;
-	uint32		incarnation;
-} SgStreamRef;
-
-typedef void (*HorizonWakeFn) (Oid dbid, int32 stream_id);
-typedef int64 (*HorizonSeqLoaderFn) (int32 stream_id, int partition, int32 min_seg, int32 cur_seg);
-extern HorizonWakeFn HorizonCommitWake;
-extern HorizonSeqLoaderFn HorizonSeqLoader;
-extern void HorizonShmemRequest(void);
-extern void HorizonShmemInit(void);
-extern Size HorizonShmemSize(void);
-extern void HorizonRegisterCallbacks(void);
-
-extern SgStream *HorizonStream(int slot);
-extern bool HorizonRefValid(SgStreamRef ref, Oid dbid, int32 stream_id);
-extern SgStreamRef HorizonAttachStream(int32 stream_id, int nparts,
-									   int32 current_seg, int32 min_seg, Oid catalog_oid);
-extern SgStreamRef HorizonTryAttachStream(int32 stream_id, int nparts,
-										  int32 current_seg, int32 min_seg, Oid catalog_oid);
-extern void HorizonFreeOnAbort(int32 stream_id);
-
-typedef struct SgOpenAppendInfo
-{
-	int32		stream_id;
-	int32		partition;
-	int			pid;
-	int64		first_seq;
-} SgOpenAppendInfo;
-extern int	HorizonListOpenAppends(SgOpenAppendInfo *out, int max);
-extern bool HorizonWaitReadable(SgStreamRef ref, long timeout_ms);
-extern void HorizonPrepareWait(SgStreamRef ref);
-extern int	HorizonFreeDatabase(Oid dbid, Oid catalog_oid);
-extern int	HorizonSlotDatabases(Oid *dbids, int max);
-extern void HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id);
-extern int64 HorizonAssignSeqs(SgStreamRef ref, int partition, int count,
-							   int32 *segment);
-extern int64 HorizonReadable(SgStream *st, int partition, int64 *next_seq,
-							 int *in_flight);
-extern int64 HorizonReadableOwn(SgStream *st, int partition);
-extern void HorizonBumpGenerationAtCommit(int32 stream_id);
-extern void HorizonBumpGenerationAtEnd(int32 stream_id);
-extern void HorizonWakeReadersAtCommit(int32 stream_id);
-extern void HorizonFreeAtCommit(int32 stream_id);
-extern void HorizonFreeStream(Oid dbid, int32 stream_id);
-extern int	HorizonFindSlot(Oid dbid, int32 stream_id);
-extern double HorizonAppendRate(SgStream *st);
-extern void HorizonMakeDurable(void);
-extern bool HorizonSeqBounds(int slot, int64 *bounds, int nparts);
-extern bool HorizonHasOwnAppends(SgStreamRef ref);
-extern void HorizonGrowStream(SgStreamRef ref, int nparts, int64 *switch_seqs);
+#include "shmem/horizon.h"
 
 /* launcher.c */
 extern Size LauncherShmemSize(void);
@@ -197,8 +89,6 @@ extern void WorkerUnitsCheckCouldRun(Oid owner, int32 workers);
 extern bool WorkerUnitClaim(SgUnitKind kind, Oid roleid, int32 object_id, int32 worker,
 							char *why, size_t whylen);
 extern void WorkerUnitRelease(SgUnitKind kind, int32 object_id, int32 worker);
-extern struct BackgroundWorkerHandle *SgStartDynamicWorker(const char *function, const char *type,
-														   const char *name, Datum arg, Oid dbid);
 
 /* ----------------------------------------------------------------
  * Stream metadata (catalog.c)
@@ -244,42 +134,6 @@ typedef enum SgPrivilege
 	SG_PRIV_NONE				/* internal callers that checked already */
 } SgPrivilege;
 
-extern void StreamguardCheckLoaded(void);
-extern void SgCheckPrimary(const char *function);
-
-/*
- * A closed vocabulary (guarantee, error policy, ...): its words, parsed
- * once into a C enum by SgParseWord, named back by SgWordName.  The SQL
- * script declares the same words as an enum type where a table stores
- * them.
- */
-typedef struct SgWordList
-{
-	const char *what;			/* "guarantee", in "invalid guarantee" */
-	const char *plural;			/* "guarantees", in "Valid guarantees are" */
-	const char *words[6];		/* NULL-terminated; index = enum value */
-} SgWordList;
-
-extern int	SgParseWord(const SgWordList *list, const char *word);
-extern const char *SgWordName(const SgWordList *list, int value);
-extern Datum SgWordParam(const char *typname, const char *word, Oid *type);
-
-/*
- * The SQL versions (pg_extension.extversion) this library serves: its own
- * and the one before it, which a database keeps from the restart onto a
- * new library until ALTER EXTENSION streamguard UPDATE.  Under any other
- * version no pipeline or backfill worker runs, and the maintenance worker
- * says why (SgCatalogVersionProblem).
- */
-#define SG_LIBRARY_VERSION		"0.3"
-#define SG_OLDEST_SQL_VERSION	"0.2"
-extern char *SgCatalogVersionProblem(const char *extversion, const char *dbname, char **hint);
-extern void SgCheckName(const char *what, const char *name);
-extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
-extern void SgTableStreamArgs(FunctionCallInfo fcinfo, const char *function, bool stream_required,
-							  Oid *relid, char **stream);
-extern void SgConsumerArgs(FunctionCallInfo fcinfo, const char *function, char **stream,
-						   char **consumer);
 extern int64 SgIntervalUsecs(Interval *iv);
 extern void SgCheckInterval(const char *what, Interval *iv);
 extern void SgCheckDedupWindow(Interval *iv);

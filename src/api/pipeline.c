@@ -574,7 +574,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 			HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 			for (p = 0; p < meta->nparts; p++)
 				ConsumerSeekSeq(meta, cname, p,
-								HorizonReadableOwn(HorizonStream(meta->ref.slot), p));
+								HorizonReadableOwn(meta->ref.slot, p));
 		}
 		else
 			ConsumerSeekSeq(meta, cname, -1, 0);

@@ -94,7 +94,7 @@ sg_skip_event(PG_FUNCTION_ARGS)
 	meta = StreamLookup(row.stream, SG_PRIV_NONE);
 	StreamCheckPartition(meta, partition);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
-	(void) HorizonReadable(HorizonStream(meta->ref.slot), partition, &next_seq, NULL);
+	(void) HorizonReadable(meta->ref.slot, partition, &next_seq, NULL);
 	if (seq < 1 || seq >= next_seq)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

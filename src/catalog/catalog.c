@@ -459,7 +459,7 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 
 	meta->ref = HorizonAttachStream(meta->stream_id, meta->nparts, cur_seg, min_seg,
 									StreamCatalogOid());
-	gen_before = pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation);
+	gen_before = HorizonGeneration(meta->ref.slot);
 
 	/* changes of the partition count (repartition.c) */
 	for (i = 0; i < meta->nchanges; i++)
@@ -631,7 +631,7 @@ StreamLookup(const char *name, SgPrivilege priv)
 	}
 	if (!found ||
 		!HorizonRefValid(meta->ref, MyDatabaseId, meta->stream_id) ||
-		pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation) != meta->generation)
+		HorizonGeneration(meta->ref.slot) != meta->generation)
 	{
 		PG_TRY();
 		{
@@ -683,8 +683,8 @@ StreamLookupReady(const char *name)
 	strlcpy(key, name, NAMEDATALEN);
 	meta = hash_search(sg_meta_cache, key, HASH_FIND, NULL);
 	if (meta == NULL || !HorizonRefValid(meta->ref, MyDatabaseId, meta->stream_id) ||
-		pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation) != meta->generation ||
-		!HorizonStream(meta->ref.slot)->seq_ready)
+		HorizonGeneration(meta->ref.slot) != meta->generation ||
+		!HorizonSeqReady(meta->ref.slot))
 		return NULL;
 	return meta;
 }
@@ -737,7 +737,7 @@ StreamLockAppend(SgStreamMeta *meta)
 	if (LockAcquire(&tag, RowExclusiveLock, false, false) != LOCKACQUIRE_OK)
 		return true;			/* held since an earlier append of ours */
 	return HorizonRefValid(meta->ref, MyDatabaseId, meta->stream_id) &&
-		pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation) == meta->generation;
+		HorizonGeneration(meta->ref.slot) == meta->generation;
 }
 
 void
@@ -763,10 +763,7 @@ StreamCheckPartition(SgStreamMeta *meta, int32 partition)
 void
 StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg)
 {
-	SgStream   *st = HorizonStream(meta->ref.slot);
-
-	*min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
-	*cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
+	HorizonSegments(meta->ref.slot, min_seg, cur_seg);
 }
 
 /*

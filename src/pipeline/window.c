@@ -552,7 +552,7 @@ void
 WindowBeforeFetch(SgWorker *w, SgStreamMeta *meta)
 {
 	SgWindow   *win = w->window;
-	SgStream   *st;
+	int			st;
 	int			p;
 
 	win->rows = NULL;
@@ -561,7 +561,7 @@ WindowBeforeFetch(SgWorker *w, SgStreamMeta *meta)
 	if (meta == NULL || !win->append_time)
 		return;
 	sg_ensure_parts(win, meta->nparts);
-	st = HorizonStream(meta->ref.slot);
+	st = meta->ref.slot;
 	/* what this batch learns is kept only if it commits (WindowCommitted) */
 	memcpy(win->cand_bound, win->bound, sizeof(TimestampTz) * win->nparts);
 	memcpy(win->cand_mark_time, win->mark_time, sizeof(TimestampTz) * win->nparts);

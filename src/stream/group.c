@@ -152,16 +152,6 @@ sg_free_entry_locked(SgGroupMember *e)
 	sg_groups->nused--;
 }
 
-/* wake the long-polling readers of a stream (its members among them) */
-static void
-sg_wake_stream(Oid dbid, int32 stream_id)
-{
-	int			slot = HorizonFindSlot(dbid, stream_id);
-
-	if (slot >= 0)
-		ConditionVariableBroadcast(&HorizonStream(slot)->readable);
-}
-
 /* a backend that exits leaves its groups at once */
 static void
 sg_group_exit(int code, Datum arg)
@@ -186,7 +176,7 @@ sg_group_exit(int code, Datum arg)
 	}
 	LWLockRelease(sg_groups->lock);
 	for (i = 0; i < nwake; i++)
-		sg_wake_stream(MyDatabaseId, wake[i]);
+		HorizonWakeReaders(MyDatabaseId, wake[i]);
 }
 
 static void
@@ -196,7 +186,7 @@ sg_group_xact(XactEvent event, void *arg)
 
 	if (event == XACT_EVENT_COMMIT)
 		foreach(lc, sg_wake_at_commit)
-			sg_wake_stream(MyDatabaseId, lfirst_int(lc));
+			HorizonWakeReaders(MyDatabaseId, lfirst_int(lc));
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT)
 		sg_wake_at_commit = NIL;	/* the list lived in TopTransactionContext */
 }
@@ -239,7 +229,7 @@ GroupCheckMember(const char *member)
 static Oid
 sg_catalog_oid(SgStreamMeta *meta)
 {
-	return HorizonStream(meta->ref.slot)->catalog_oid;
+	return HorizonCatalogOid(meta->ref.slot);
 }
 
 /*

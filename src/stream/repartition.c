@@ -155,6 +155,6 @@ RepartitionGrow(const char *name, int32 stream_id, int old_n, int new_n)
 	 * ends, committed or rolled back (this backend's copy must not outlive
 	 * an abort).
 	 */
-	pg_atomic_fetch_add_u32(&HorizonStream(meta->ref.slot)->generation, 1);
+	HorizonBumpGeneration(meta->ref.slot);
 	HorizonBumpGenerationAtEnd(stream_id);
 }

@@ -86,7 +86,7 @@ ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 s
 
 		if (partition >= 0 && p != partition)
 			continue;
-		(void) HorizonReadable(HorizonStream(meta->ref.slot), p, &next_seq, NULL);
+		(void) HorizonReadable(meta->ref.slot, p, &next_seq, NULL);
 		if (seq < 0 || seq > next_seq)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -110,7 +110,7 @@ ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 s
 static int64
 sg_seq_for_time(SgStreamMeta *meta, int partition, TimestampTz from, int32 min_seg, int32 cur_seg)
 {
-	int64		horizon = HorizonReadable(HorizonStream(meta->ref.slot), partition, NULL, NULL);
+	int64		horizon = HorizonReadable(meta->ref.slot, partition, NULL, NULL);
 	int64		target = -1;
 	Snapshot	snap = SgFreshSnapshot();
 	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, INT8OID};

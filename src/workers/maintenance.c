@@ -148,7 +148,6 @@ sg_step_list(SgStreamTask *unused)
 		TupleDesc	d = SPI_tuptable->tupdesc;
 		bool		isnull;
 		SgStreamTask *task = &sg_tasks[i];
-		int			slot;
 
 		task->id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
 		task->retention_us = sg_interval_us(t, d, 2);
@@ -157,16 +156,7 @@ sg_step_list(SgStreamTask *unused)
 		task->min_seg = DatumGetInt32(SPI_getbinval(t, d, 5, &isnull));
 
 		/* reconcile shared memory with the catalog (both only grow) */
-		slot = HorizonFindSlot(MyDatabaseId, task->id);
-		if (slot >= 0)
-		{
-			SgStream   *st = HorizonStream(slot);
-
-			if ((int32) pg_atomic_read_u32(&st->current_seg) < task->current_seg)
-				pg_atomic_write_u32(&st->current_seg, (uint32) task->current_seg);
-			if ((int32) pg_atomic_read_u32(&st->min_seg) < task->min_seg)
-				pg_atomic_write_u32(&st->min_seg, (uint32) task->min_seg);
-		}
+		HorizonRaiseSegments(MyDatabaseId, task->id, task->current_seg, task->min_seg);
 	}
 }
 
@@ -187,7 +177,6 @@ sg_step_rotate(SgStreamTask *task)
 	char	   *sql;
 	bool		isnull;
 	TimestampTz created;
-	int			slot;
 
 	sql = psprintf("SELECT created_at, EXISTS (SELECT 1 FROM %s) FROM streamguard.segment "
 				   "WHERE stream_id = %d AND seg = %d", cur, task->id, task->current_seg);
@@ -211,9 +200,7 @@ sg_step_rotate(SgStreamTask *task)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	slot = HorizonFindSlot(MyDatabaseId, task->id);
-	if (slot >= 0)
-		pg_atomic_write_u32(&HorizonStream(slot)->current_seg, (uint32) (task->current_seg + 1));
+	HorizonRaiseSegments(MyDatabaseId, task->id, task->current_seg + 1, 0);
 	task->current_seg++;
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -232,22 +219,19 @@ static void
 sg_step_bounds(SgStreamTask *task)
 {
 	int			slot = HorizonFindSlot(MyDatabaseId, task->id);
-	SgStream   *st;
 	int32		cur;
 	int64	   *bounds;
+	int			nparts;
 	StringInfoData arr;
 	int			p;
 
 	if (slot < 0)
 		return;
-	st = HorizonStream(slot);
-	cur = (int32) pg_atomic_read_u32(&st->current_seg);
-	pg_memory_barrier();
-	bounds = palloc(sizeof(int64) * st->nparts);
-	if (!HorizonSeqBounds(slot, bounds, st->nparts))
+	nparts = HorizonSealedBounds(slot, &cur, &bounds);
+	if (nparts < 0)
 		return;
 	initStringInfo(&arr);
-	for (p = 0; p < st->nparts; p++)
+	for (p = 0; p < nparts; p++)
 		appendStringInfo(&arr, "%s%lld", p ? "," : "", (long long) bounds[p]);
 	sg_exec(psprintf("UPDATE streamguard.segment SET seq_bounds = '{%s}' "
 					 "WHERE stream_id OPERATOR(pg_catalog.=) %d AND seg OPERATOR(pg_catalog.<) %d "
@@ -263,7 +247,6 @@ sg_step_drop(SgStreamTask *task)
 	char	   *rel = StreamSegmentName(task->id, seg);
 	bool		isnull;
 	Datum		sealed;
-	int			slot;
 
 	if (seg >= task->current_seg)
 		return;
@@ -352,9 +335,7 @@ sg_step_drop(SgStreamTask *task)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	slot = HorizonFindSlot(MyDatabaseId, task->id);
-	if (slot >= 0)
-		pg_atomic_write_u32(&HorizonStream(slot)->min_seg, (uint32) (seg + 1));
+	HorizonRaiseSegments(MyDatabaseId, task->id, 0, seg + 1);
 	task->min_seg = seg + 1;
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
