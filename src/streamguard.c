@@ -24,25 +24,26 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
-#include "pipeline/pipeline.h"
+#include "api/ownership.h"
+#include "api/pipeline.h"
+#include "api/streams.h"
+#include "api/views.h"
+#include "api/window_api.h"
+#include "capture/capture.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/compat.h"
+#include "core/util.h"
 #include "io/remote.h"
-#include "streamguard.h"
+#include "shmem/horizon.h"
+#include "shmem/pipeline_slots.h"
+#include "shmem/worker_units.h"
+#include "stream/group.h"
+#include "workers/launcher.h"
+#include "workers/maintenance.h"
 
 SG_MODULE_MAGIC;
 
-int			sg_maintenance_naptime_ms = 1000;
-int			sg_launcher_naptime_ms = 10000;
-int			sg_role_max_streams = 64;
-int			sg_role_max_partitions = 1024;
-int			sg_role_max_pipelines = 16;
-int			sg_database_max_streams = -1;
-int			sg_database_max_partitions = -1;
-int			sg_database_max_pipelines = -1;
-int			sg_batch_history = 1000;
-int			sg_backfill_chunk_rows = 1000;
-int			sg_backfill_naptime_ms = 0;
-int			sg_max_backfill_workers = 2;
-int			sg_max_windows_per_event = SG_DEFAULT_WINDOWS_PER_EVENT;
 
 
 
@@ -80,9 +81,16 @@ _PG_init(void)
 {
 	BackgroundWorker worker;
 
-	/* the shared-memory layer's callbacks into the layers above it */
+	/*
+	 * The callbacks through which lower layers reach the ones above them
+	 * (each named in the banner of the file that calls it).
+	 */
 	HorizonCommitWake = PipelineWakeStream;
 	HorizonSeqLoader = StreamMaxSeq;
+	PipelineSlotsVisibleToCaller = PipelineVisibleToCaller;
+	WorkerUnitsMaintenanceWorkers = LauncherRunningWorkers;
+	GroupStreamVisibleToCaller = StreamVisibleToCaller;
+	CaptureWakeMaintenance = LauncherWake;
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -21,8 +21,12 @@
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/tuplestore.h"
 
-#include "streamguard.h"
+#include "api/views.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
 
 PG_FUNCTION_INFO_V1(sg_partition_stats);
 PG_FUNCTION_INFO_V1(sg_next_event_time);
@@ -299,6 +303,13 @@ sg_can_read(PG_FUNCTION_ARGS)
 	sg_can_read_last.result = result;
 	sg_can_read_last.valid = true;
 	PG_RETURN_BOOL(result);
+}
+
+/* sg_can_read for C callers (consumer_group_members, group.c) */
+bool
+StreamVisibleToCaller(int32 stream_id)
+{
+	return DatumGetBool(DirectFunctionCall1(sg_can_read, Int32GetDatum(stream_id)));
 }
 
 /*

@@ -48,7 +48,11 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/compat.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
 
 
 static HTAB *sg_meta_cache = NULL;

@@ -45,14 +45,18 @@
 #include "utils/lsyscache.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/tuplestore.h"
 
-#include "streamguard.h"
+#include "core/util.h"
+#include "shmem/worker_units.h"
 
 PG_FUNCTION_INFO_V1(sg_worker_slots);
 
 int			sg_reserved_worker_processes = -1;
 int			sg_database_max_workers = -1;
 int			sg_role_max_workers = -1;
+
+WorkerUnitsCountFn WorkerUnitsMaintenanceWorkers = NULL;
 
 typedef struct SgWorkerClaim
 {
@@ -215,7 +219,7 @@ WorkerUnitClaim(SgUnitKind kind, Oid roleid, int32 object_id, int32 worker,
 				char *why, size_t whylen)
 {
 	bool		exempt = superuser_arg(roleid);
-	int			others = 1 + LauncherRunningWorkers();
+	int			others = 1 + WorkerUnitsMaintenanceWorkers();
 	int			budget = WorkerUnitsBudget();
 	int			dbcap = WorkerUnitsDatabaseCap();
 	int			rolecap = WorkerUnitsRoleCap();
@@ -374,7 +378,7 @@ sg_worker_slots(PG_FUNCTION_ARGS)
 	copy = palloc(sizeof(SgWorkerClaim) * size);
 	dbs = palloc(sizeof(SgUnitCount) * size);
 	roles = palloc(sizeof(SgUnitCount) * size);
-	others = 1 + LauncherRunningWorkers();
+	others = 1 + WorkerUnitsMaintenanceWorkers();
 	InitMaterializedSRF(fcinfo, 0);
 	LWLockAcquire(sg_units->lock, LW_SHARED);
 	memcpy(copy, sg_units->claims, sizeof(SgWorkerClaim) * size);

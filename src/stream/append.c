@@ -36,8 +36,13 @@
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "stream/append.h"
+#include "stream/store.h"
 
 PG_FUNCTION_INFO_V1(sg_append);
 PG_FUNCTION_INFO_V1(sg_append_batch);

@@ -48,7 +48,13 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "stream/consumer.h"
+#include "stream/group.h"
+#include "stream/repartition.h"
 
 PG_FUNCTION_INFO_V1(sg_poll);
 PG_FUNCTION_INFO_V1(sg_read);

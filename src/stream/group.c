@@ -66,14 +66,17 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "stream/group.h"
 
 PG_FUNCTION_INFO_V1(sg_leave_group);
 PG_FUNCTION_INFO_V1(sg_group_members);
 
-/* views.c: the read-privilege predicate of the views */
-extern Datum sg_can_read(PG_FUNCTION_ARGS);
+GroupVisibleFn GroupStreamVisibleToCaller = NULL;
 
 int			sg_group_lease_ms = 10000;
 int			sg_max_group_members = 1024;
@@ -743,7 +746,7 @@ sg_group_members(PG_FUNCTION_ARGS)
 		Datum		values[7];
 		bool		nulls[7] = {0};
 
-		if (!DatumGetBool(DirectFunctionCall1(sg_can_read, Int32GetDatum(copy[i].stream_id))))
+		if (!GroupStreamVisibleToCaller(copy[i].stream_id))
 			continue;
 		values[0] = Int32GetDatum(copy[i].stream_id);
 		values[1] = CStringGetTextDatum(copy[i].consumer);

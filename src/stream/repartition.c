@@ -61,7 +61,10 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "shmem/horizon.h"
+#include "stream/repartition.h"
 
 /*
  * How far a reader at positions pos[] may read in each partition of the

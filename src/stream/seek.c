@@ -19,7 +19,11 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "stream/group.h"
+#include "stream/seek.h"
 
 PG_FUNCTION_INFO_V1(sg_seek);
 PG_FUNCTION_INFO_V1(sg_seek_time);

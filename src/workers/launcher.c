@@ -40,12 +40,17 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "pipeline/pipeline.h"
-#include "streamguard.h"
+#include "core/compat.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "shmem/pipeline_slots.h"
+#include "workers/launcher.h"
 
 PGDLLEXPORT void LauncherMain(Datum arg);
 
 #define SG_ABSENT_RETRY_MS	60000
+
+int			sg_launcher_naptime_ms = 10000;
 
 /* the shared mailbox entry of a database */
 typedef struct SgLauncherDb

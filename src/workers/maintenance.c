@@ -47,12 +47,22 @@
 #include "utils/timestamp.h"
 
 #include "capture/capture.h"
+#include "catalog/sg_catalog.h"
+#include "core/compat.h"
+#include "core/util.h"
 #include "pipeline/pipeline.h"
-#include "streamguard.h"
+#include "shmem/horizon.h"
+#include "shmem/pipeline_slots.h"
+#include "shmem/worker_units.h"
+#include "workers/launcher.h"
+#include "workers/maintenance.h"
 
 PGDLLEXPORT void MaintenanceWorkerMain(Datum arg);
 
 #define SG_DEDUP_BATCH		10000
+
+int			sg_maintenance_naptime_ms = 1000;
+int			sg_batch_history = 1000;
 
 /* ------------------------------------------------------ database worker */
 
@@ -375,7 +385,7 @@ static void
 sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot, Oid owner)
 {
 	char		name[BGW_MAXLEN];
-	char		why[sizeof(slot->wait_reason)];
+	char		why[SG_WAIT_REASON_LEN];
 	bool		changed;
 
 	if (sup->worker == 0)
@@ -391,11 +401,7 @@ sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot, Oid owner)
 		if (sup->handle == NULL)
 			WorkerUnitRelease(SG_UNIT_PIPELINE, sup->pipeline_id, sup->worker);
 	}
-	SpinLockAcquire(&slot->mutex);
-	slot->no_worker_slot = (sup->handle == NULL);
-	changed = strcmp(slot->wait_reason, why) != 0;
-	strlcpy(slot->wait_reason, why, sizeof(slot->wait_reason));
-	SpinLockRelease(&slot->mutex);
+	changed = PipelineSlotSetWaiting(slot, sup->handle == NULL, why);
 	if (changed && why[0] != '\0')
 		ereport(LOG,
 				(errmsg("%s waits for a worker slot: %s", name, why),
@@ -423,31 +429,18 @@ sg_supervise_worker(SgSupervised *sup, SgPipelineSlot *slot, bool running, Oid o
 	if (sup->handle != NULL)
 	{
 		/* the worker is gone: was that on purpose? */
-		SpinLockAcquire(&slot->mutex);
-		if (!slot->clean_exit)
-		{
-			slot->failures++;
-			slot->next_start = now + Min((int64) 250000 << Min(slot->failures, 7), 30 * USECS_PER_SEC);
-		}
-		slot->worker_pid = 0;
-		slot->worker_procno = -1;
-		SpinLockRelease(&slot->mutex);
+		PipelineSlotWorkerGone(slot, now);
 		pfree(sup->handle);
 		sup->handle = NULL;
 		WorkerUnitRelease(SG_UNIT_PIPELINE, sup->pipeline_id, sup->worker);
 	}
-	if (!running || slot->next_start > now)
+	if (!running || PipelineSlotBackingOff(slot, now))
 	{
 		/* paused or failed, or backing off after a crash */
-		SpinLockAcquire(&slot->mutex);
-		slot->no_worker_slot = false;
-		slot->wait_reason[0] = '\0';
-		SpinLockRelease(&slot->mutex);
+		(void) PipelineSlotSetWaiting(slot, false, "");
 		return;
 	}
-	SpinLockAcquire(&slot->mutex);
-	slot->clean_exit = false;
-	SpinLockRelease(&slot->mutex);
+	PipelineSlotStarting(slot);
 	sg_start_worker(sup, slot, owner);
 }
 
@@ -522,7 +515,7 @@ sg_supervise(void)
 				}
 				continue;
 			}
-			slot->stream_id = stream_id;
+			PipelineSlotSetStream(slot, stream_id);
 			sg_supervise_worker(sup, slot, running, owner, now);
 		}
 	}
