@@ -753,6 +753,22 @@ StreamLockAppendExclusive(int32 stream_id)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
+/*
+ * Does this transaction hold the stream's append lock, shared by appenders
+ * (StreamLockAppend) or exclusively (StreamLockAppendExclusive)?  For the
+ * assertions of the callers of horizon.c that rely on it: taking seqs
+ * (HorizonAssignSeqs) and moving a stream's partition entries
+ * (HorizonGrowStream).
+ */
+bool
+StreamAppendLockHeld(int32 stream_id, bool exclusive)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) stream_id, 0, SG_LOCKTAG_APPEND);
+	return LockHeldByMe(&tag, exclusive ? ExclusiveLock : RowExclusiveLock);
+}
+
 /* a partition number of this stream, or a clear error */
 void
 StreamCheckPartition(SgStreamMeta *meta, int32 partition)

@@ -98,6 +98,7 @@ extern Snapshot SgFreshSnapshot(void);
 extern void StreamLockShare(SgStreamMeta *meta);
 extern bool StreamLockAppend(SgStreamMeta *meta);
 extern void StreamLockAppendExclusive(int32 stream_id);
+extern bool StreamAppendLockHeld(int32 stream_id, bool exclusive);
 
 /* segments */
 typedef struct SgSegmentScan

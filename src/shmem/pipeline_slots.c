@@ -546,21 +546,6 @@ PipelineSlotClearFence(SgPipelineSlot *slot)
 	SpinLockRelease(&slot->mutex);
 }
 
-/* count one committed batch of `seconds` (slot->mutex held) */
-static void
-sg_count_duration(SgPipelineSlot *slot, double seconds)
-{
-	int			b;
-
-	for (b = 0; b < SG_HIST_BUCKETS; b++)
-		if (seconds <= SgHistBounds[b])
-		{
-			slot->hist_counts[b]++;
-			break;
-		}
-	slot->hist_sum += seconds;
-}
-
 /*
  * A batch committed: its record into the history, its rate into the
  * moving average, its duration (fetch to commit, `seconds`) into the
@@ -571,6 +556,7 @@ PipelineSlotRecordBatch(SgPipelineSlot *slot, const SgBatchRecord *r, double sec
 {
 	double		secs;
 	TimestampTz end = r->committed_at;
+	int			b;
 
 	SpinLockAcquire(&slot->mutex);
 	secs = slot->last_batch_end > 0 ? (end - slot->last_batch_end) / 1e6 : 0;
@@ -584,7 +570,13 @@ PipelineSlotRecordBatch(SgPipelineSlot *slot, const SgBatchRecord *r, double sec
 	slot->last_batch_end = end;
 	slot->history[slot->nhistory % SG_BATCH_HISTORY] = *r;
 	slot->nhistory++;
-	sg_count_duration(slot, seconds);
+	for (b = 0; b < SG_HIST_BUCKETS; b++)
+		if (seconds <= SgHistBounds[b])
+		{
+			slot->hist_counts[b]++;
+			break;
+		}
+	slot->hist_sum += seconds;
 	slot->failures = 0;
 	SpinLockRelease(&slot->mutex);
 }
@@ -722,6 +714,7 @@ sg_copy_slot(int i, SgPipelineSlot *copy)
 {
 	SgPipelineSlot *s = &sg_pipes->slots[i];
 
+	/* a first look without the lock skips the other databases' slots */
 	if (s->dbid != MyDatabaseId)
 		return false;
 	SpinLockAcquire(&s->mutex);

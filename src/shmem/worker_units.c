@@ -28,9 +28,24 @@
  * being started, max_worker_processes long (there cannot be more such
  * workers).  A claim records the maintenance worker that made it; that
  * worker releases it once it sees its worker stopped, or, at its own exit,
- * all of its claims.  A crash restart empties the array.  The
- * "streamguard worker units" LWLock protects it; nothing else is locked
- * while it is held, and no catalog is read under it.
+ * all of its claims.  A crash restart empties the array.
+ *
+ * LOCKS.  The struct (SgWorkerUnits, its SgWorkerClaim array) is private
+ * to this file.  The "streamguard worker units" LWLock protects it;
+ * nothing else is locked while it is held, and no catalog is read under
+ * it:
+ *	- every field of a claim (dbid, roleid, kind, object_id, worker,
+ *	  holder) is written only with the lock held exclusively
+ *	  (WorkerUnitClaim, WorkerUnitRelease, sg_units_release_holder at a
+ *	  maintenance worker's exit); the view copies the array with it
+ *	  shared;
+ *	- nclaims is written once, when the struct is made, and read without
+ *	  the lock.
+ *
+ * Calls up: none.  The launcher and the maintenance workers count against
+ * the budget; how many maintenance workers run is asked through a
+ * callback installed by _PG_init (WorkerUnitsMaintenanceWorkers,
+ * launcher.c's LauncherRunningWorkers).
  *
  *-------------------------------------------------------------------------
  */

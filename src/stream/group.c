@@ -20,8 +20,29 @@
  * (superusers are exempt) or the database streamguard.database_max_group_members,
  * and no lease is longer than streamguard.max_group_lease, which only a
  * superuser sets: no session can keep entries past that bound, nor take
- * every entry.  One LWLock protects the array; no catalog access happens
- * while it is held.
+ * every entry.
+ *
+ * LOCKS.  The struct (SgGroupShared, its SgGroupMember array) is private
+ * to this file.  One LWLock ("streamguard groups") protects all of it, and
+ * no catalog access happens while it is held:
+ *	- every field of a member entry (dbid, catalog_oid, roleid, stream_id,
+ *	  consumer, member, joined_at on a join; pid, last_poll_at, lease_until
+ *	  on each poll; dbid cleared when the entry is freed) and hwm and nused
+ *	  are written only with the lock held exclusively (sg_heartbeat,
+ *	  sg_live_members and GroupForget, which free expired or forgotten
+ *	  entries, leave_group, a backend's exit);
+ *	- they are read with the lock held in either mode (GroupCheckNotGroup
+ *	  and the view consumer_group_members take it shared), except nused,
+ *	  which GroupCheckNotGroup and GroupForget read first without it: 0
+ *	  means no group anywhere and lets a plain poll skip the lock; a join
+ *	  racing with that read is no different from a join just after it (the
+ *	  fence is the position rows, not this table).
+ * Helpers that touch entries without taking the lock (sg_entry_is,
+ * sg_free_entry_locked) assert it is held.
+ *
+ * Calls up: none.  The view consumer_group_members shows the members of
+ * the streams the caller may read, asked through a callback installed by
+ * _PG_init (GroupStreamVisibleToCaller, views.c's StreamVisibleToCaller).
  *
  * The assignment is the member column of the consumer's position rows
  * (streamguard.consumer, a row per partition): the member that reads the
@@ -143,6 +164,7 @@ GroupShmemInit(void)
 static bool
 sg_entry_is(SgGroupMember *e, Oid catalog_oid, int32 stream_id, const char *consumer)
 {
+	Assert(LWLockHeldByMe(sg_groups->lock));
 	return e->dbid == MyDatabaseId && e->catalog_oid == catalog_oid &&
 		e->stream_id == stream_id && strcmp(e->consumer, consumer) == 0;
 }

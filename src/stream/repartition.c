@@ -124,6 +124,7 @@ RepartitionGrow(const char *name, int32 stream_id, int old_n, int new_n)
 
 	/* the stream's entries in shared memory, and the last seq of each */
 	switch_seqs = palloc0(sizeof(int64) * SG_MAX_PARTITIONS_PER_STREAM);
+	Assert(StreamAppendLockHeld(stream_id, true));
 	HorizonGrowStream(meta->ref, new_n, switch_seqs);
 
 	elems = palloc(sizeof(Datum) * old_n);
