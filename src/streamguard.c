@@ -2,13 +2,21 @@
  *
  * streamguard.c
  *		Module load: GUCs, shared-memory requests, the launcher's
- *		registration, and the precondition checks every SQL entry point
- *		runs first.
+ *		registration, and the callbacks through which lower layers reach
+ *		the ones above them.
  *
  * streamguard must be in shared_preload_libraries: the readable horizon
  * lives in shared memory sized at startup, and the launcher is a static
  * background worker.  Loaded any other way, the SQL functions refuse to
- * run (SgCheckLoaded) instead of silently giving weaker guarantees.
+ * run (StreamguardCheckLoaded, util.c) instead of silently giving weaker
+ * guarantees.
+ *
+ * This file only registers the GUCs: each one's variable is defined by
+ * the module that reads it and declared in that module's header.  Each
+ * module with shared memory requests and attaches its own; the hooks here
+ * call them.  The callbacks installed in _PG_init are the only way a file
+ * calls one in a layer above its own (docs/internals.md, "Calls between
+ * files").
  *
  *-------------------------------------------------------------------------
  */

@@ -460,7 +460,7 @@ PipelineWakeStream(Oid dbid, int32 stream_id)
 }
 
 /* upper bounds (seconds) of the batch-duration histogram's buckets */
-static const double SgHistBounds[SG_HIST_BUCKETS] = {
+static const double sg_hist_bounds[SG_HIST_BUCKETS] = {
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10
 };
 
@@ -571,7 +571,7 @@ PipelineSlotRecordBatch(SgPipelineSlot *slot, const SgBatchRecord *r, double sec
 	slot->history[slot->nhistory % SG_BATCH_HISTORY] = *r;
 	slot->nhistory++;
 	for (b = 0; b < SG_HIST_BUCKETS; b++)
-		if (seconds <= SgHistBounds[b])
+		if (seconds <= sg_hist_bounds[b])
 		{
 			slot->hist_counts[b]++;
 			break;
@@ -937,7 +937,7 @@ sg_pipeline_histogram(PG_FUNCTION_ARGS)
 				cum += counts[b];
 			values[0] = Int32GetDatum(id);
 			values[1] = CStringGetTextDatum(b < SG_HIST_BUCKETS ?
-											psprintf("%g", SgHistBounds[b]) : "+Inf");
+											psprintf("%g", sg_hist_bounds[b]) : "+Inf");
 			values[2] = Int64GetDatum(b < SG_HIST_BUCKETS ? cum : total);
 			values[3] = Float8GetDatum(sum);
 			values[4] = Int64GetDatum(total);
