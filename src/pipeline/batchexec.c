@@ -32,8 +32,8 @@
 #include "miscadmin.h"
 #include "tcop/cmdtag.h"
 #include "utils/builtins.h"
-#include "utils/plancache.h"
 #include "utils/datum.h"
+#include "utils/plancache.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 

@@ -474,6 +474,9 @@ static const double sg_hist_bounds[SG_HIST_BUCKETS] = {
 void
 PipelineSlotSetStream(SgPipelineSlot *slot, int32 stream_id)
 {
+	/* the same as before (every round but the first): nothing to write */
+	if (PipelineSlotStream(slot) == stream_id)
+		return;
 	LWLockAcquire(sg_pipes->lock, LW_EXCLUSIVE);
 	SpinLockAcquire(&slot->mutex);
 	slot->stream_id = stream_id;
