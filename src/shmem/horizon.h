@@ -53,7 +53,7 @@ extern int	HorizonFreeDatabase(Oid dbid, Oid catalog_oid);
 extern int	HorizonSlotDatabases(Oid *dbids, int max);
 extern void HorizonGrowStream(SgStreamRef ref, int nparts, int64 *switch_seqs);
 
-/* what a slot knows (lock-free reads; see horizon.c) */
+/* what a slot knows: read without the lock, atomics bumped or raised (horizon.c) */
 extern Oid	HorizonCatalogOid(int slot);
 extern uint32 HorizonGeneration(int slot);
 extern void HorizonBumpGeneration(int slot);
