@@ -834,7 +834,7 @@ sg_append_windows(SgWorker *w, Tuplestorestate *closed, TupleDesc edesc, int64 n
 	AtEOXact_GUC(false, nest);
 
 	meta = StreamLookup(win->target_stream, SG_PRIV_NONE);
-	/* the append lock, as every appender (a partition count change committed meanwhile: reload) */
+	/* the append lock, as every appender takes it (reload if it changed) */
 	if (!StreamLockAppend(meta))
 		meta = StreamLookup(win->target_stream, SG_PRIV_NONE);
 	if (!StreamRoleMayAppend(meta, w->def.owner))
