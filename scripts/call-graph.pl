@@ -1,7 +1,9 @@
 #!/usr/bin/env perl
 # call-graph.pl: which src/ file calls which (a call is a use of a function
-# defined in another file), and the cycles among files (strongly connected
-# components with more than one file).  Exit status 1 when there is a cycle.
+# defined in another file), the calls that go up the layers (a file calling
+# one in a folder above its own, in the order of @layers below), and the
+# cycles among files (strongly connected components with more than one
+# file).  Exit status 1 when there is an upward call or a cycle.
 #
 #   perl scripts/call-graph.pl            # edges and cycles
 #   perl scripts/call-graph.pl --dot      # the graph in Graphviz dot
@@ -9,6 +11,21 @@ use strict;
 use warnings;
 
 my $dot = grep { $_ eq '--dot' } @ARGV;
+
+# the folders of src/, from the bottom up; src/streamguard.c (module load)
+# sits above them all.  A file may call files of its own folder and of the
+# folders below it.
+my @layers = qw(core io shmem catalog stream capture pipeline workers api streamguard);
+my %rank;
+@rank{@layers} = (0 .. $#layers);
+sub layer_of
+{
+	my ($file) = @_;
+	my ($top) = split m{/}, $file;
+	die "$file: not in a known layer (scripts/call-graph.pl, \@layers)\n"
+	  unless exists $rank{$top};
+	return $rank{$top};
+}
 my (%defined_in, %src);
 for my $f (sort glob('src/*.c src/*/*.c'))
 {
@@ -20,10 +37,14 @@ for my $f (sort glob('src/*.c src/*/*.c'))
 	$s =~ s{"(?:[^"\\\n]|\\.)*"}{""}g;   # strings
 	(my $name = $f) =~ s{^src/|\.c$}{}g;
 	$src{$name} = $s;
-	# definitions: a name at the start of a line followed by "(", not static
-	while ($s =~ /^(?!static\b)(?:[A-Za-z_][\w \t\*]*\n)?([A-Za-z_]\w*)\((?:[^;{]*)\)\s*\n\{/mg)
+	# definitions: a name at the start of a line followed by "(" and, after
+	# the parameters, a "{" line; not static (the storage class sits on the
+	# line before, PostgreSQL style, or on the same line)
+	while ($s =~ /^(?:([^\n]*)\n)?([A-Za-z_]\w*)\((?:[^;{]*)\)\s*\n\{/mg)
 	{
-		$defined_in{$1} = $name;
+		my ($before, $fn) = ($1 // '', $2);
+		next if $before =~ /^static\b/;
+		$defined_in{$fn} = $name;
 	}
 }
 my %edges;
@@ -51,6 +72,23 @@ for my $f (sort keys %edges)
 {
 	printf "%-12s -> %-12s %s\n", $f, $_, join(', ', sort keys %{ $edges{$f}{$_} })
 	  for sort keys %{ $edges{$f} };
+}
+my @up;
+for my $f (sort keys %edges)
+{
+	for my $t (sort keys %{ $edges{$f} })
+	{
+		push @up, sprintf("  %s -> %s: %s\n", $f, $t, join(', ', sort keys %{ $edges{$f}{$t} }))
+		  if layer_of($f) < layer_of($t);
+	}
+}
+if (@up)
+{
+	print "\nupward calls (a file calling a layer above its own):\n", @up;
+}
+else
+{
+	print "\nno upward call\n";
 }
 # Tarjan's strongly connected components
 my ($index, @stack, %idx, %low, %on, @sccs) = (0);
@@ -80,4 +118,4 @@ if (@sccs)
 	exit 1;
 }
 print "\nno cycle\n";
-exit 0;
+exit(@up ? 1 : 0);

@@ -2,13 +2,21 @@
  *
  * streamguard.c
  *		Module load: GUCs, shared-memory requests, the launcher's
- *		registration, and the precondition checks every SQL entry point
- *		runs first.
+ *		registration, and the callbacks through which lower layers reach
+ *		the ones above them.
  *
  * streamguard must be in shared_preload_libraries: the readable horizon
  * lives in shared memory sized at startup, and the launcher is a static
  * background worker.  Loaded any other way, the SQL functions refuse to
- * run (SgCheckLoaded) instead of silently giving weaker guarantees.
+ * run (StreamguardCheckLoaded, util.c) instead of silently giving weaker
+ * guarantees.
+ *
+ * This file only registers the GUCs: each one's variable is defined by
+ * the module that reads it and declared in that module's header.  Each
+ * module with shared memory requests and attaches its own; the hooks here
+ * call them.  The callbacks installed in _PG_init are the only way a file
+ * calls one in a layer above its own (docs/internals.md, "Calls between
+ * files").
  *
  *-------------------------------------------------------------------------
  */
@@ -24,33 +32,27 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
-#include "pipeline/pipeline.h"
+#include "api/ownership.h"
+#include "api/pipeline.h"
+#include "api/streams.h"
+#include "api/views.h"
+#include "api/window_api.h"
+#include "capture/capture.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/compat.h"
+#include "core/util.h"
 #include "io/remote.h"
-#include "streamguard.h"
+#include "shmem/horizon.h"
+#include "shmem/pipeline_slots.h"
+#include "shmem/worker_units.h"
+#include "stream/group.h"
+#include "workers/launcher.h"
+#include "workers/maintenance.h"
 
 SG_MODULE_MAGIC;
 
-int			sg_max_streams = 256;
-int			sg_max_partitions = 4096;
-int			sg_max_xact_partitions = 1024;
-int			sg_maintenance_naptime_ms = 1000;
-int			sg_launcher_naptime_ms = 10000;
-int			sg_role_max_streams = 64;
-int			sg_role_max_partitions = 1024;
-int			sg_role_max_pipelines = 16;
-int			sg_database_max_streams = -1;
-int			sg_database_max_partitions = -1;
-int			sg_database_max_pipelines = -1;
-int			sg_batch_history = 1000;
-int			sg_backfill_chunk_rows = 1000;
-int			sg_backfill_naptime_ms = 0;
-int			sg_max_backfill_workers = 2;
-int			sg_max_windows_per_event = SG_DEFAULT_WINDOWS_PER_EVENT;
 
-/* set in a pipeline worker while it runs (0 elsewhere) */
-int32		SgRunningPipelineId = 0;
-int32		SgRunningSourceStream = 0;
-bool		SgRunningAllowSourceAppend = false;
 
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -87,9 +89,16 @@ _PG_init(void)
 {
 	BackgroundWorker worker;
 
-	/* the shared-memory layer's callbacks into the layers above it */
+	/*
+	 * The callbacks through which lower layers reach the ones above them
+	 * (each named in the banner of the file that calls it).
+	 */
 	HorizonCommitWake = PipelineWakeStream;
 	HorizonSeqLoader = StreamMaxSeq;
+	PipelineSlotsVisibleToCaller = PipelineVisibleToCaller;
+	WorkerUnitsMaintenanceWorkers = LauncherRunningWorkers;
+	GroupStreamVisibleToCaller = StreamVisibleToCaller;
+	CaptureWakeMaintenance = LauncherWake;
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -54,12 +54,15 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "api/ownership.h"
+#include "api/pipeline.h"
+#include "api/streams.h"
 #include "capture/capture.h"
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "shmem/horizon.h"
+#include "workers/launcher.h"
 
 /* SQL-callable functions of pipeline.c and catalog.c that DROP OWNED uses */
-extern Datum sg_drop_pipeline(PG_FUNCTION_ARGS);
-extern Datum sg_drop_stream(PG_FUNCTION_ARGS);
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 

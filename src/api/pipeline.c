@@ -53,10 +53,20 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "api/pipeline.h"
+#include "api/pipeline_validate.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/util.h"
 #include "io/kafka.h"
-#include "pipeline/pipeline.h"
 #include "io/remote.h"
-#include "streamguard.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/twophase.h"
+#include "shmem/horizon.h"
+#include "shmem/pipeline_slots.h"
+#include "shmem/worker_units.h"
+#include "stream/seek.h"
+#include "workers/launcher.h"
 
 PG_FUNCTION_INFO_V1(sg_create_pipeline);
 PG_FUNCTION_INFO_V1(sg_pause_pipeline);
@@ -64,6 +74,9 @@ PG_FUNCTION_INFO_V1(sg_resume_pipeline);
 PG_FUNCTION_INFO_V1(sg_drop_pipeline);
 PG_FUNCTION_INFO_V1(sg_reset_pipeline);
 PG_FUNCTION_INFO_V1(sg_alter_pipeline);
+
+int			sg_role_max_pipelines = 16;
+int			sg_database_max_pipelines = -1;
 
 
 /*
@@ -585,7 +598,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 			HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 			for (p = 0; p < meta->nparts; p++)
 				ConsumerSeekSeq(meta, cname, p,
-								HorizonReadableOwn(HorizonStream(meta->ref.slot), p));
+								HorizonReadableOwn(meta->ref.slot, p));
 		}
 		else
 			ConsumerSeekSeq(meta, cname, -1, 0);

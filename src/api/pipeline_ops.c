@@ -18,8 +18,13 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
-#include "pipeline/pipeline.h"
-#include "streamguard.h"
+#include "api/pipeline.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/util.h"
+#include "pipeline/batchexec.h"
+#include "shmem/horizon.h"
+#include "shmem/pipeline_slots.h"
 
 PG_FUNCTION_INFO_V1(sg_purge_dead_letters);
 PG_FUNCTION_INFO_V1(sg_skip_event);
@@ -94,7 +99,7 @@ sg_skip_event(PG_FUNCTION_ARGS)
 	meta = StreamLookup(row.stream, SG_PRIV_NONE);
 	StreamCheckPartition(meta, partition);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
-	(void) HorizonReadable(HorizonStream(meta->ref.slot), partition, &next_seq, NULL);
+	(void) HorizonReadable(meta->ref.slot, partition, &next_seq, NULL);
 	if (seq < 1 || seq >= next_seq)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -373,11 +378,7 @@ sg_inject_fault(PG_FUNCTION_ARGS)
 	for (i = 0; i < row.workers; i++)
 	{
 		slot = PipelineSlot(MyDatabaseId, row.id, i, true);
-		SpinLockAcquire(&slot->mutex);
-		slot->fault_point = fp;
-		slot->fault_action = fa;
-		slot->fault_count = times;
-		SpinLockRelease(&slot->mutex);
+		PipelineSlotArmFault(slot, fp, fa, times);
 	}
 	PG_RETURN_VOID();
 }

@@ -20,10 +20,13 @@
 #include "utils/regproc.h"
 #include "utils/timestamp.h"
 
+#include "api/pipeline_validate.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/compat.h"
 #include "io/kafka.h"
-#include "pipeline/pipeline.h"
 #include "io/remote.h"
-#include "streamguard.h"
+#include "pipeline/batchexec.h"
 
 /*
  * Statements that can never run in a pipeline's batch: the worker commits
@@ -130,74 +133,6 @@ PipelineValidateSqlFor(const char *sql, bool kafka)
 	SPI_freeplan(plan);
 	SPI_unregister_relation("batch");
 	tuplestore_end(store);
-}
-
-/*
- * The output columns of a pipeline's SQL, quoted and comma-separated (the
- * COPY column list of a remote sink), or NULL when the SQL is not a single
- * query returning rows.  SPI connected.
- */
-List *
-PipelineOutputNames(const char *sql)
-{
-	TupleDesc	desc = SgEventTupleDesc();
-	Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
-	SPIPlanPtr	plan;
-	List	   *sources;
-	CachedPlanSource *ps;
-	List	   *result = NIL;
-	bool		select = false;
-
-	PipelineRegisterBatch(store, desc, 0);
-	plan = SPI_prepare(sql, 0, NULL);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	sources = SPI_plan_get_plan_sources(plan);
-	ps = list_length(sources) == 1 ? linitial(sources) : NULL;
-	if (ps != NULL && ps->commandTag == CMDTAG_SELECT && ps->resultDesc != NULL)
-	{
-		int			i;
-
-		select = true;
-		for (i = 0; i < ps->resultDesc->natts; i++)
-			result = lappend(result, pstrdup(NameStr(TupleDescAttr(ps->resultDesc, i)->attname)));
-	}
-	SPI_freeplan(plan);
-	SPI_unregister_relation("batch");
-	tuplestore_end(store);
-	/* a SELECT without columns is still a SELECT: one empty-named entry */
-	if (select && result == NIL)
-		result = list_make1(pstrdup(""));
-	return select ? result : NIL;
-}
-
-/*
- * The output columns of a pipeline's SQL over a stream's batch (a copy of
- * the SELECT's result descriptor), or NULL when the SQL is not a single
- * query returning rows.  SPI connected.
- */
-TupleDesc
-PipelineOutputDesc(const char *sql)
-{
-	TupleDesc	desc = SgEventTupleDesc();
-	Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
-	SPIPlanPtr	plan;
-	List	   *sources;
-	CachedPlanSource *ps;
-	TupleDesc	result = NULL;
-
-	PipelineRegisterBatch(store, desc, 0);
-	plan = SPI_prepare(sql, 0, NULL);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	sources = SPI_plan_get_plan_sources(plan);
-	ps = list_length(sources) == 1 ? linitial(sources) : NULL;
-	if (ps != NULL && ps->commandTag == CMDTAG_SELECT && ps->resultDesc != NULL)
-		result = CreateTupleDescCopy(ps->resultDesc);
-	SPI_freeplan(plan);
-	SPI_unregister_relation("batch");
-	tuplestore_end(store);
-	return result;
 }
 
 /*

@@ -25,14 +25,25 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "api/pipeline.h"
+#include "api/streams.h"
 #include "capture/capture.h"
-#include "pipeline/pipeline.h"
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "stream/repartition.h"
+#include "workers/launcher.h"
 
 PG_FUNCTION_INFO_V1(sg_create_stream);
 PG_FUNCTION_INFO_V1(sg_drop_stream);
 PG_FUNCTION_INFO_V1(sg_grant_stream);
 PG_FUNCTION_INFO_V1(sg_revoke_stream);
+
+int			sg_role_max_streams = 64;
+int			sg_role_max_partitions = 1024;
+int			sg_database_max_streams = -1;
+int			sg_database_max_partitions = -1;
 
 /* ------------------------------------------------------- SQL functions */
 

@@ -21,8 +21,12 @@
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/tuplestore.h"
 
-#include "streamguard.h"
+#include "api/views.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
 
 PG_FUNCTION_INFO_V1(sg_partition_stats);
 PG_FUNCTION_INFO_V1(sg_next_event_time);
@@ -89,16 +93,15 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 		 * one stream.
 		 */
 		SgStreamRef ref = HorizonTryAttachStream(id, nparts, cur_seg, min_seg, catalog_oid);
-		SgStream   *st = ref.slot >= 0 ? HorizonStream(ref.slot) : NULL;
+		bool		attached = ref.slot >= 0;
 		double		rate = 0;
 		int			p;
 
-		if (st)
+		if (attached)
 		{
 			HorizonEnsureSeqReady(ref, id);
-			rate = HorizonAppendRate(st);
-			min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
-			cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
+			rate = HorizonAppendRate(ref.slot);
+			HorizonSegments(ref.slot, &min_seg, &cur_seg);
 		}
 		for (p = 0; p < nparts; p++)
 		{
@@ -106,7 +109,7 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 			bool		nulls[8] = {false};
 			int64		next_seq = 0;
 			int			in_flight = 0;
-			int64		horizon = st ? HorizonReadable(st, p, &next_seq, &in_flight) : 0;
+			int64		horizon = attached ? HorizonReadable(ref.slot, p, &next_seq, &in_flight) : 0;
 			int64		first = sg_edge_seq(id, p, min_seg, cur_seg, true, snap);
 			int64		last = sg_edge_seq(id, p, min_seg, cur_seg, false, snap);
 
@@ -120,7 +123,7 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 			values[5] = Int64GetDatum(horizon);
 			values[6] = Int32GetDatum(in_flight);
 			values[7] = Float8GetDatum(rate);
-			nulls[4] = nulls[5] = nulls[6] = nulls[7] = (st == NULL);
+			nulls[4] = nulls[5] = nulls[6] = nulls[7] = !attached;
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}
@@ -153,8 +156,7 @@ sg_next_event_time(PG_FUNCTION_ARGS)
 	slot = HorizonFindSlot(MyDatabaseId, stream_id);
 	if (slot < 0)
 		PG_RETURN_NULL();
-	min_seg = (int32) pg_atomic_read_u32(&HorizonStream(slot)->min_seg);
-	cur_seg = (int32) pg_atomic_read_u32(&HorizonStream(slot)->current_seg);
+	HorizonSegments(slot, &min_seg, &cur_seg);
 
 	SgEnterCatalog(&save);
 	{
@@ -301,6 +303,13 @@ sg_can_read(PG_FUNCTION_ARGS)
 	sg_can_read_last.result = result;
 	sg_can_read_last.valid = true;
 	PG_RETURN_BOOL(result);
+}
+
+/* sg_can_read for C callers (consumer_group_members, group.c) */
+bool
+StreamVisibleToCaller(int32 stream_id)
+{
+	return DatumGetBool(DirectFunctionCall1(sg_can_read, Int32GetDatum(stream_id)));
 }
 
 /*

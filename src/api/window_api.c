@@ -38,13 +38,19 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "pipeline/pipeline.h"
+#include "api/pipeline.h"
+#include "api/window_api.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/compat.h"
+#include "core/util.h"
+#include "pipeline/batchexec.h"
 #include "pipeline/window.h"
 
 PG_FUNCTION_INFO_V1(sg_create_window_pipeline);
 PG_FUNCTION_INFO_V1(sg_window_time);
 
-extern Datum sg_create_pipeline(PG_FUNCTION_ARGS);
+int			sg_max_windows_per_event = SG_DEFAULT_WINDOWS_PER_EVENT;
 
 /* the arguments of create_window_pipeline */
 enum

@@ -67,12 +67,17 @@
 #include "utils/syscache.h"
 
 #include "capture/capture.h"
+#include "catalog/sg_catalog.h"
+#include "core/compat.h"
+#include "core/util.h"
 
 PG_FUNCTION_INFO_V1(sg_capture_table);
 PG_FUNCTION_INFO_V1(sg_uncapture_table);
 PG_FUNCTION_INFO_V1(sg_capture_sql_drop);
 PG_FUNCTION_INFO_V1(sg_capture_table_rewrite);
 PG_FUNCTION_INFO_V1(sg_capture_ddl_end);
+
+CaptureWakeFn CaptureWakeMaintenance = NULL;
 
 /* ------------------------------------------------------------ helpers */
 
@@ -567,7 +572,7 @@ sg_capture_table(PG_FUNCTION_ARGS)
 
 	/* the backfill worker starts once this commits */
 	if (backfill)
-		LauncherWake();
+		CaptureWakeMaintenance();
 	PG_RETURN_VOID();
 }
 

@@ -18,7 +18,8 @@
 #include "nodes/parsenodes.h"
 #include "utils/relcache.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
 
 /* the words of streamguard.capture_operation, in enum order */
 typedef enum SgCaptureOp
@@ -90,12 +91,25 @@ extern int	CaptureEmitBackfill(SgCaptureRel *cr, TupleDesc rdesc, HeapTuple *row
 								const TransactionId *xmins, int n);
 
 /* capture_backfill.c */
+extern int	sg_backfill_chunk_rows;	/* GUCs (registered by streamguard.c) */
+extern int	sg_backfill_naptime_ms;
+extern int	sg_max_backfill_workers;
 extern void CaptureSuperviseBackfills(void);
 extern Datum CaptureBackfillKey(Relation rel, Oid indexoid);
 extern bool CaptureBackfillKeySame(Datum a, Datum b);
 extern char *CaptureBackfillKeyText(Datum key);
 
 /* capture.c */
+
+/*
+ * What this layer needs from above it, installed by _PG_init
+ * (streamguard.c): have the database's maintenance worker run a round once
+ * this transaction commits (launcher.c's LauncherWake), to start a
+ * backfill.
+ */
+typedef void (*CaptureWakeFn) (void);
+extern CaptureWakeFn CaptureWakeMaintenance;
+
 extern int64 CaptureCountForStream(int32 stream_id);
 extern void CaptureDropForStream(int32 stream_id);
 extern void CaptureDropOwned(Datum role_oids);

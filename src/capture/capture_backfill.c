@@ -129,10 +129,19 @@
 #include "utils/xid8.h"
 
 #include "capture/capture.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/compat.h"
+#include "core/util.h"
+#include "shmem/worker_units.h"
 
 PGDLLEXPORT void CaptureBackfillMain(Datum arg);
 
 #define SG_BACKFILL_MAX_BACKOFF_MS	30000
+
+int			sg_backfill_chunk_rows = 1000;
+int			sg_backfill_naptime_ms = 0;
+int			sg_max_backfill_workers = 2;
 
 typedef enum SgChunkResult
 {

@@ -34,8 +34,10 @@
 #include "utils/syscache.h"
 
 #include "capture/capture.h"
-
 #include "capture/capture_int.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
+
 
 const SgWordList SgCaptureOpWords = {
 	"capture operation", "operations", {"insert", "update", "delete", NULL}

@@ -63,8 +63,13 @@
 #include "utils/xid8.h"
 
 #include "capture/capture.h"
-
 #include "capture/capture_int.h"
+#include "catalog/sg_catalog.h"
+#include "core/compat.h"
+#include "core/util.h"
+#include "stream/append.h"
+#include "stream/store.h"
+
 
 PG_FUNCTION_INFO_V1(sg_capture_trigger);
 

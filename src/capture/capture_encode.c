@@ -36,8 +36,9 @@
 #include "utils/json.h"
 
 #include "capture/capture.h"
-
 #include "capture/capture_int.h"
+#include "core/compat.h"
+
 
 /* one column's value as a JSON value */
 static void

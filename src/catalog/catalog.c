@@ -48,7 +48,11 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/compat.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
 
 
 static HTAB *sg_meta_cache = NULL;
@@ -459,7 +463,7 @@ sg_load_meta(SgStreamMeta *meta, const char *name)
 
 	meta->ref = HorizonAttachStream(meta->stream_id, meta->nparts, cur_seg, min_seg,
 									StreamCatalogOid());
-	gen_before = pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation);
+	gen_before = HorizonGeneration(meta->ref.slot);
 
 	/* changes of the partition count (repartition.c) */
 	for (i = 0; i < meta->nchanges; i++)
@@ -631,7 +635,7 @@ StreamLookup(const char *name, SgPrivilege priv)
 	}
 	if (!found ||
 		!HorizonRefValid(meta->ref, MyDatabaseId, meta->stream_id) ||
-		pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation) != meta->generation)
+		HorizonGeneration(meta->ref.slot) != meta->generation)
 	{
 		PG_TRY();
 		{
@@ -683,8 +687,8 @@ StreamLookupReady(const char *name)
 	strlcpy(key, name, NAMEDATALEN);
 	meta = hash_search(sg_meta_cache, key, HASH_FIND, NULL);
 	if (meta == NULL || !HorizonRefValid(meta->ref, MyDatabaseId, meta->stream_id) ||
-		pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation) != meta->generation ||
-		!HorizonStream(meta->ref.slot)->seq_ready)
+		HorizonGeneration(meta->ref.slot) != meta->generation ||
+		!HorizonSeqReady(meta->ref.slot))
 		return NULL;
 	return meta;
 }
@@ -737,7 +741,7 @@ StreamLockAppend(SgStreamMeta *meta)
 	if (LockAcquire(&tag, RowExclusiveLock, false, false) != LOCKACQUIRE_OK)
 		return true;			/* held since an earlier append of ours */
 	return HorizonRefValid(meta->ref, MyDatabaseId, meta->stream_id) &&
-		pg_atomic_read_u32(&HorizonStream(meta->ref.slot)->generation) == meta->generation;
+		HorizonGeneration(meta->ref.slot) == meta->generation;
 }
 
 void
@@ -747,6 +751,22 @@ StreamLockAppendExclusive(int32 stream_id)
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) stream_id, 0, SG_LOCKTAG_APPEND);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
+ * Does this transaction hold the stream's append lock, shared by appenders
+ * (StreamLockAppend) or exclusively (StreamLockAppendExclusive)?  For the
+ * assertions of the callers of horizon.c that rely on it: taking seqs
+ * (HorizonAssignSeqs) and moving a stream's partition entries
+ * (HorizonGrowStream).
+ */
+bool
+StreamAppendLockHeld(int32 stream_id, bool exclusive)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) stream_id, 0, SG_LOCKTAG_APPEND);
+	return LockHeldByMe(&tag, exclusive ? ExclusiveLock : RowExclusiveLock);
 }
 
 /* a partition number of this stream, or a clear error */
@@ -763,10 +783,7 @@ StreamCheckPartition(SgStreamMeta *meta, int32 partition)
 void
 StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg)
 {
-	SgStream   *st = HorizonStream(meta->ref.slot);
-
-	*min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
-	*cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
+	HorizonSegments(meta->ref.slot, min_seg, cur_seg);
 }
 
 /*

@@ -69,7 +69,4 @@
 #define SG_MAX_WINDOW_LENGTH_US		(366 * USECS_PER_DAY)
 #define SG_MAX_WINDOW_HORIZON_US	(31 * USECS_PER_DAY)
 
-/* streamguard.c */
-extern int	sg_max_windows_per_event;
-
 #endif							/* SG_BOUNDS_H */

@@ -8,8 +8,8 @@
  * is written against 15's spelling of the server API; anything spelled
  * differently in a later major gets a macro here (or a function in
  * compat.c), so that the rest of the code reads the same everywhere and
- * no other file tests PG_VERSION_NUM.  streamguard.h includes this file,
- * so every source file sees it.
+ * no other file tests PG_VERSION_NUM.  core/util.h includes this file,
+ * so nearly every source file sees it; the others include it themselves.
  *
  *-------------------------------------------------------------------------
  */
@@ -62,6 +62,15 @@
 #if PG_VERSION_NUM >= 160000
 #define stringToQualifiedNameList(string) \
 	stringToQualifiedNameList((string), NULL)
+#endif
+
+/*
+ * 17 added "orstronger" to LockHeldByMe; false asks for the mode itself,
+ * as 15's did.
+ */
+#if PG_VERSION_NUM >= 170000
+#define LockHeldByMe(locktag, lockmode) \
+	LockHeldByMe((locktag), (lockmode), false)
 #endif
 
 /*

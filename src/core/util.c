@@ -32,10 +32,15 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "streamguard.h"
+#include "core/util.h"
 
 /* set by _PG_init when loaded through shared_preload_libraries */
 bool		SgLoaded = false;
+
+/* set in a pipeline worker while it runs (0 elsewhere; worker.c) */
+int32		SgRunningPipelineId = 0;
+int32		SgRunningSourceStream = 0;
+bool		SgRunningAllowSourceAppend = false;
 
 /*
  * Settings that our own SQL must not take from anybody else.  A background

@@ -105,9 +105,9 @@
 #include "utils/timestamp.h"
 
 #include "core/compat.h"
+#include "core/util.h"
 #include "io/kafka.h"
 #include "io/remote.h"
-#include "streamguard.h"
 
 PG_FUNCTION_INFO_V1(sg_kafka_validator);
 

@@ -109,7 +109,6 @@
 
 #include "core/compat.h"
 #include "io/remote.h"
-#include "streamguard.h"
 
 PG_FUNCTION_INFO_V1(sg_remote_validator);
 

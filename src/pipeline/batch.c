@@ -201,7 +201,6 @@ sg_record(SgWorker *w, int64 batch_id, int64 epoch, int events_in, int64 rows_ou
 		  int nparts, TimestampTz t0, TimestampTz t1, TimestampTz t2, TimestampTz t3)
 {
 	SgBatchRecord r;
-	double		secs;
 
 	memset(&r, 0, sizeof(r));
 	r.batch_id = batch_id;
@@ -214,21 +213,7 @@ sg_record(SgWorker *w, int64 batch_id, int64 epoch, int events_in, int64 rows_ou
 	r.process_us = (int32) (t2 - t1);
 	r.commit_us = (int32) (t3 - t2);
 
-	SpinLockAcquire(&w->slot->mutex);
-	secs = w->slot->last_batch_end > 0 ? (t3 - w->slot->last_batch_end) / 1e6 : 0;
-	if (secs > 0)
-	{
-		double		rate = events_in / secs;
-		double		weight = Min(1.0, secs / 5.0);	/* ~5 s averaging */
-
-		w->slot->events_per_sec = w->slot->events_per_sec * (1 - weight) + rate * weight;
-	}
-	w->slot->last_batch_end = t3;
-	w->slot->history[w->slot->nhistory % SG_BATCH_HISTORY] = r;
-	w->slot->nhistory++;
-	PipelineCountDuration(w->slot, (t3 - t0) / 1e6);
-	w->slot->failures = 0;
-	SpinLockRelease(&w->slot->mutex);
+	PipelineSlotRecordBatch(w->slot, &r, (t3 - t0) / 1e6);
 }
 
 SgBatchResult
@@ -257,7 +242,7 @@ BatchRun(SgWorker *w, bool isolate)
 	w->sink_end_pending = false;
 
 	/* a control call is waiting for the pipeline row: step aside */
-	if (w->slot->fence_requested)
+	if (PipelineSlotFenceRequested(w->slot))
 		return SG_BATCH_FENCED;
 	WorkerFault(w, SG_FAULT_BEFORE_FENCE);
 

@@ -30,11 +30,18 @@
 
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "tcop/cmdtag.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/plancache.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "catalog/sg_catalog.h"
+#include "core/compat.h"
+#include "core/util.h"
+#include "pipeline/batchexec.h"
+#include "pipeline/pipeline.h"
 #include "pipeline/worker.h"
 
 /* the columns of relation "batch" (and of streamguard.event) */
@@ -66,6 +73,75 @@ PipelineRegisterBatch(Tuplestorestate *store, TupleDesc desc, int64 ntuples)
 	ret = SPI_register_relation(enr);
 	if (ret != SPI_OK_REL_REGISTER)
 		elog(ERROR, "could not register the batch relation: %s", SPI_result_code_string(ret));
+}
+
+/*
+ * The output column names of a pipeline's SQL over a stream's batch (a
+ * list of palloc'd strings), or NIL when the SQL is not a single query
+ * returning rows.  SPI connected.  (The SQL API's checks and the worker's
+ * remote and Kafka sinks use it and PipelineOutputDesc.)
+ */
+List *
+PipelineOutputNames(const char *sql)
+{
+	TupleDesc	desc = SgEventTupleDesc();
+	Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
+	SPIPlanPtr	plan;
+	List	   *sources;
+	CachedPlanSource *ps;
+	List	   *result = NIL;
+	bool		select = false;
+
+	PipelineRegisterBatch(store, desc, 0);
+	plan = SPI_prepare(sql, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	sources = SPI_plan_get_plan_sources(plan);
+	ps = list_length(sources) == 1 ? linitial(sources) : NULL;
+	if (ps != NULL && ps->commandTag == CMDTAG_SELECT && ps->resultDesc != NULL)
+	{
+		int			i;
+
+		select = true;
+		for (i = 0; i < ps->resultDesc->natts; i++)
+			result = lappend(result, pstrdup(NameStr(TupleDescAttr(ps->resultDesc, i)->attname)));
+	}
+	SPI_freeplan(plan);
+	SPI_unregister_relation("batch");
+	tuplestore_end(store);
+	/* a SELECT without columns is still a SELECT: one empty-named entry */
+	if (select && result == NIL)
+		result = list_make1(pstrdup(""));
+	return select ? result : NIL;
+}
+
+/*
+ * The output columns of a pipeline's SQL over a stream's batch (a copy of
+ * the SELECT's result descriptor), or NULL when the SQL is not a single
+ * query returning rows.  SPI connected.
+ */
+TupleDesc
+PipelineOutputDesc(const char *sql)
+{
+	TupleDesc	desc = SgEventTupleDesc();
+	Tuplestorestate *store = tuplestore_begin_heap(false, false, work_mem);
+	SPIPlanPtr	plan;
+	List	   *sources;
+	CachedPlanSource *ps;
+	TupleDesc	result = NULL;
+
+	PipelineRegisterBatch(store, desc, 0);
+	plan = SPI_prepare(sql, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	sources = SPI_plan_get_plan_sources(plan);
+	ps = list_length(sources) == 1 ? linitial(sources) : NULL;
+	if (ps != NULL && ps->commandTag == CMDTAG_SELECT && ps->resultDesc != NULL)
+		result = CreateTupleDescCopy(ps->resultDesc);
+	SPI_freeplan(plan);
+	SPI_unregister_relation("batch");
+	tuplestore_end(store);
+	return result;
 }
 
 void

@@ -207,15 +207,7 @@ KafkaSinkCheck(const char *server, const char *topic, bool exactly_once)
 static void
 sg_sink_status(SgWorker *w, bool connected, const char *error)
 {
-	SgRemoteStatus *st = &w->slot->remote[SG_SIDE_SINK];
-
-	SpinLockAcquire(&w->slot->mutex);
-	strlcpy(st->server, w->def.sink_server, sizeof(st->server));
-	st->connected = connected;
-	st->rtt_us = 0;
-	if (error)
-		strlcpy(st->last_error, error, sizeof(st->last_error));
-	SpinLockRelease(&w->slot->mutex);
+	PipelineSlotSetRemote(w->slot, SG_SIDE_SINK, w->def.sink_server, connected, 0, error);
 }
 
 static SgKafkaSink *

@@ -82,15 +82,7 @@ static uint32 sg_we_fetch = 0;
 static void
 sg_kafka_status(SgWorker *w, bool connected, const char *error)
 {
-	SgRemoteStatus *st = &w->slot->remote[SG_SIDE_SOURCE];
-
-	SpinLockAcquire(&w->slot->mutex);
-	strlcpy(st->server, w->def.source_server, sizeof(st->server));
-	st->connected = connected;
-	st->rtt_us = 0;
-	if (error)
-		strlcpy(st->last_error, error, sizeof(st->last_error));
-	SpinLockRelease(&w->slot->mutex);
+	PipelineSlotSetRemote(w->slot, SG_SIDE_SOURCE, w->def.source_server, connected, 0, error);
 }
 
 /* after a failed batch: the next one starts with a new consumer */

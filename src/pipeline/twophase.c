@@ -27,11 +27,13 @@
 
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
-#include "pipeline/pipeline.h"
+#include "catalog/sg_catalog.h"
 #include "io/remote.h"
-#include "streamguard.h"
+#include "pipeline/twophase.h"
+#include "shmem/horizon.h"
 
 /*
  * This installation's identity: a random value drawn at CREATE EXTENSION.

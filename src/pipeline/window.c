@@ -552,7 +552,7 @@ void
 WindowBeforeFetch(SgWorker *w, SgStreamMeta *meta)
 {
 	SgWindow   *win = w->window;
-	SgStream   *st;
+	int			st;
 	int			p;
 
 	win->rows = NULL;
@@ -561,7 +561,7 @@ WindowBeforeFetch(SgWorker *w, SgStreamMeta *meta)
 	if (meta == NULL || !win->append_time)
 		return;
 	sg_ensure_parts(win, meta->nparts);
-	st = HorizonStream(meta->ref.slot);
+	st = meta->ref.slot;
 	/* what this batch learns is kept only if it commits (WindowCommitted) */
 	memcpy(win->cand_bound, win->bound, sizeof(TimestampTz) * win->nparts);
 	memcpy(win->cand_mark_time, win->mark_time, sizeof(TimestampTz) * win->nparts);
@@ -834,6 +834,9 @@ sg_append_windows(SgWorker *w, Tuplestorestate *closed, TupleDesc edesc, int64 n
 	AtEOXact_GUC(false, nest);
 
 	meta = StreamLookup(win->target_stream, SG_PRIV_NONE);
+	/* the append lock, as every appender takes it (reload if it changed) */
+	if (!StreamLockAppend(meta))
+		meta = StreamLookup(win->target_stream, SG_PRIV_NONE);
 	if (!StreamRoleMayAppend(meta, w->def.owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -22,7 +22,8 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
 
 struct SgWorker;
 

@@ -48,27 +48,14 @@ sg_worker_exit(int code, Datum arg)
 	SgWorker   *w = (SgWorker *) DatumGetPointer(arg);
 
 	if (w->slot)
-	{
-		/* a newer worker may have taken the slot over already */
-		SpinLockAcquire(&w->slot->mutex);
-		if (w->slot->worker_pid == MyProcPid)
-		{
-			w->slot->worker_pid = 0;
-			w->slot->worker_procno = -1;
-		}
-		SpinLockRelease(&w->slot->mutex);
-	}
+		PipelineSlotWorkerExited(w->slot);
 }
 
 static void
 sg_clean_exit(SgWorker *w)
 {
 	if (w->slot)
-	{
-		SpinLockAcquire(&w->slot->mutex);
-		w->slot->clean_exit = true;
-		SpinLockRelease(&w->slot->mutex);
-	}
+		PipelineSlotCleanExit(w->slot);
 	proc_exit(0);
 }
 
@@ -149,7 +136,7 @@ sg_load_definition(SgWorker *w)
 		w->def.search_path = pstrdup(SPI_getvalue(t, d, 10));
 		w->def.epoch = DatumGetInt64(SPI_getbinval(t, d, 11, &isnull));
 		/* a remote source: NULL, which reads as 0 (0 in a 0.2 catalog) */
-		w->slot->stream_id = DatumGetInt32(SPI_getbinval(t, d, 12, &isnull));
+		PipelineSlotSetStream(w->slot, DatumGetInt32(SPI_getbinval(t, d, 12, &isnull)));
 		w->consumer_name = psprintf("pipeline:%s", w->def.name);
 		if (SPI_getvalue(t, d, 13))
 		{
@@ -188,7 +175,7 @@ sg_load_definition(SgWorker *w)
 		}
 		w->def.source_kafka = w->def.source_server && DatumGetBool(SPI_getbinval(t, d, 27, &isnull));
 		SgRunningPipelineId = w->def.id;
-		SgRunningSourceStream = w->slot->stream_id;
+		SgRunningSourceStream = PipelineSlotStream(w->slot);
 		SgRunningAllowSourceAppend = w->def.allow_source_append;
 		w->event_desc = w->def.source_kafka ? KafkaEventTupleDesc() : SgEventTupleDesc();
 		MemoryContextSwitchTo(old);
@@ -274,11 +261,7 @@ PipelineWorkerMain(Datum arg)
 					PGC_SUSET, PGC_S_OVERRIDE);
 
 	w->slot = PipelineSlot(dbid, w->def.id, w->def.worker, true);
-	SpinLockAcquire(&w->slot->mutex);
-	w->slot->worker_pid = MyProcPid;
-	w->slot->worker_procno = SG_MY_PROC_INDEX;
-	w->slot->clean_exit = false;
-	SpinLockRelease(&w->slot->mutex);
+	PipelineSlotWorkerStarted(w->slot);
 	before_shmem_exit(sg_worker_exit, PointerGetDatum(w));
 
 	w->batch_cxt = AllocSetContextCreate(TopMemoryContext, "streamguard batch", ALLOCSET_DEFAULT_SIZES);
@@ -286,9 +269,7 @@ PipelineWorkerMain(Datum arg)
 	 * Requests to step aside were for our predecessor; a control call made
 	 * from now on sets the flag again and we see it at the first batch.
 	 */
-	SpinLockAcquire(&w->slot->mutex);
-	w->slot->fence_requested = false;
-	SpinLockRelease(&w->slot->mutex);
+	PipelineSlotClearFence(w->slot);
 	if (!sg_load_definition(w))
 		sg_clean_exit(w);
 	if (w->def.worker == 0)
@@ -363,7 +344,7 @@ PipelineWorkerMain(Datum arg)
 		}
 		PG_END_TRY();
 
-		if (edata != NULL && w->slot->fence_requested)
+		if (edata != NULL && PipelineSlotFenceRequested(w->slot))
 		{
 			/* a control call cancelled the batch: it takes over from here */
 			FreeErrorData(edata);

@@ -37,10 +37,25 @@
 #include "utils/elog.h"
 #include "utils/tuplestore.h"
 
-#include "pipeline/pipeline.h"
+/*
+ * What the worker's files use from the modules below and beside them: they
+ * include this header, and these through it.
+ */
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/compat.h"
+#include "core/util.h"
 #include "io/remote.h"
-#include "streamguard.h"
+#include "pipeline/batchexec.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/twophase.h"
 #include "pipeline/window.h"
+#include "shmem/horizon.h"
+#include "shmem/pipeline_slots.h"
+#include "stream/append.h"
+#include "stream/consumer.h"
+#include "stream/repartition.h"
+#include "stream/store.h"
 
 /* the pipeline's definition, loaded once at start */
 typedef struct SgPipeDef

@@ -19,7 +19,13 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "catalog/sg_catalog.h"
+#include "core/compat.h"
+#include "core/util.h"
+#include "io/remote.h"
+#include "pipeline/pipeline.h"
 #include "pipeline/worker.h"
+#include "shmem/pipeline_slots.h"
 
 /*
  * The "hold" action: wait, interruptibly, until the fault is disarmed
@@ -34,12 +40,7 @@ sg_fault_hold(SgWorker *w, SgFaultPoint point)
 	elog(LOG, "streamguard pipeline \"%s\": injected fault, holding", w->def.name);
 	for (;;)
 	{
-		bool		armed;
-
-		SpinLockAcquire(&w->slot->mutex);
-		armed = w->slot->fault_point == point;
-		SpinLockRelease(&w->slot->mutex);
-		if (!armed || GetCurrentTimestamp() >= until)
+		if (!PipelineSlotFaultArmed(w->slot, point) || GetCurrentTimestamp() >= until)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50L,
 						 sg_wait_event(SG_WE_FAULT));
@@ -53,19 +54,8 @@ void
 WorkerFault(SgWorker *w, SgFaultPoint point)
 {
 	SgFaultAction action;
-	bool		fire = false;
 
-	SpinLockAcquire(&w->slot->mutex);
-	if (w->slot->fault_point == point && w->slot->fault_count > 0)
-	{
-		fire = true;
-		action = w->slot->fault_action;
-		/* a hold stays armed until disarmed: it releases its waiters */
-		if (--w->slot->fault_count == 0 && action != SG_FAULT_HOLD)
-			w->slot->fault_point = SG_FAULT_NONE;
-	}
-	SpinLockRelease(&w->slot->mutex);
-	if (!fire)
+	if (!PipelineSlotTakeFault(w->slot, point, &action))
 		return;
 	switch (action)
 	{
@@ -119,14 +109,7 @@ WorkerAbort(void)
 void
 WorkerRemoteStatus(SgWorker *w, int side, SgRemote *r)
 {
-	SgRemoteStatus *st = &w->slot->remote[side];
-
-	SpinLockAcquire(&w->slot->mutex);
-	strlcpy(st->server, r->server_name, sizeof(st->server));
-	st->connected = RemoteConnected(r);
-	st->rtt_us = r->rtt_us;
-	strlcpy(st->last_error, r->last_error, sizeof(st->last_error));
-	SpinLockRelease(&w->slot->mutex);
+	PipelineSlotSetRemote(w->slot, side, r->server_name, RemoteConnected(r), r->rtt_us, r->last_error);
 }
 
 SgRemote *
@@ -220,3 +203,17 @@ WorkerTransientError(ErrorData *edata)
 		sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
 		sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
 }
+
+/* the words of a pipeline's closed vocabularies, in enum order (pipeline.h) */
+const SgWordList SgGuaranteeWords = {
+	"guarantee", "guarantees", {"exactly_once", "at_least_once", "at_most_once", NULL}
+};
+const SgWordList SgErrorPolicyWords = {
+	"error policy", "error policies", {"stop", "skip", "dead_letter", NULL}
+};
+const SgWordList SgSinkModeWords = {
+	"sink_mode", "sink modes", {"two_phase", "offsets", NULL}
+};
+const SgWordList SgStartFromWords = {
+	"start_from", "values", {"beginning", "end", NULL}
+};

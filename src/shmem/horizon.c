@@ -28,34 +28,66 @@
  * of a transaction that appended is refused: the horizon would otherwise
  * have to wait for a prepared transaction that has no backend.
  *
- * CONCURRENCY CONTRACT.
- *	- SgShared->lock (LWLock) protects slot allocation: the identity
- *	  fields of SgStream (dbid, stream_id, nparts, part_base, seq_ready)
- *	  and SgPartition.owner.  Appenders never take it on the hot path.
- *	  nparts and part_base change after allocation only in
- *	  HorizonGrowStream (alter_stream adding partitions), while the
- *	  stream's append lock keeps every other appender out; readers that
- *	  read part_base without the lock check it again afterwards.
+ * CONCURRENCY CONTRACT.  The structures (SgStream, SgPartition, the
+ * per-backend SgBackendAppends) are private to this file; other files
+ * hold a slot number or an SgStreamRef and call the functions of
+ * horizon.h.  Field by field, who writes it and what protects it:
+ *	- SgShared->lock (LWLock, "streamguard") protects slot allocation.
+ *	  SgStream.dbid, stream_id and catalog_oid are written only with it
+ *	  held exclusively (sg_attach, sg_free_slot_locked); readers holding a
+ *	  handle read them without it (HorizonRefValid, HorizonCatalogOid,
+ *	  HorizonListOpenAppends) and catch a slot that changed hands through
+ *	  the incarnation and generation checks of catalog.c.
+ *	  SgPartition.owner is written and read only with the lock held
+ *	  exclusively (sg_attach, sg_first_fit_locked, HorizonGrowStream,
+ *	  sg_free_slot_locked).  Appenders never take the lock on the hot path.
+ *	- SgStream.nparts and part_base are written with the lock held
+ *	  exclusively: at allocation, and after it only in HorizonGrowStream
+ *	  (alter_stream adding partitions), whose caller also holds the
+ *	  stream's append lock exclusively, which keeps every other appender
+ *	  out.  Readers read them without the lock: an appender holds the
+ *	  append lock (so they cannot change under it), sg_readable and
+ *	  sg_seq_bounds read part_base again afterwards and retry or give up
+ *	  when it moved.
+ *	- SgStream.seq_ready is written with the lock held exclusively
+ *	  (HorizonEnsureSeqReady sets it after a write barrier that follows the
+ *	  counters; sg_attach and sg_free_slot_locked clear it); it is read
+ *	  without the lock, followed by a read barrier (HorizonSeqReady).
  *	- SgPartition.mutex (spinlock) protects next_seq.  An appender takes
  *	  it for a handful of instructions: read the current segment, take
  *	  seqs, publish its entry's first_seq.  Readers take it only to read
  *	  next_seq.
- *	- An open-append entry is written only by its owning backend.  The
- *	  owner publishes the entry's partition and bumps its count of used
- *	  entries (with a write barrier) BEFORE taking the partition mutex,
- *	  and stores first_seq while holding it.  A reader that acquires the
- *	  mutex afterwards therefore sees every entry whose first_seq is below
- *	  the next_seq it read.  A reader may see a stale partition number on
- *	  an entry being recycled; that can only lower a horizon, never raise
- *	  it, and the next read corrects it.
- *	- SgStream.rate_mutex protects the rate buckets.
- *	- current_seg/min_seg/generation/incarnation are atomics: segment
- *	  numbers only grow; current_seg is read under the partition mutex so
- *	  that, per partition, a later seq never lands in an earlier segment.
+ *	- An open-append entry (SgBackendAppends) is written only by its
+ *	  owning backend.  The owner publishes the entry's partition and bumps
+ *	  its count of used entries (nused, atomic, with a write barrier)
+ *	  BEFORE taking the partition mutex, and stores first_seq (atomic)
+ *	  while holding it.  A reader that acquires the mutex afterwards
+ *	  therefore sees every entry whose first_seq is below the next_seq it
+ *	  read.  A reader may see a stale partition number on an entry being
+ *	  recycled; that can only lower a horizon, never raise it, and the next
+ *	  read corrects it.  subid and count are read only by the owner.
+ *	- SgStream.rate_mutex (spinlock) protects rate_sec and rate_count.
+ *	- SgStream.current_seg, min_seg, generation and incarnation are
+ *	  atomics.  Segment numbers only grow: set at allocation, raised by
+ *	  HorizonRaiseSegments (the maintenance worker, under the lock in
+ *	  shared mode so that the slot cannot change hands meanwhile, with a
+ *	  compare-and-swap that never lowers them); current_seg is read under
+ *	  the partition mutex so that, per partition, a later seq never lands
+ *	  in an earlier segment.  incarnation is bumped only when the slot is
+ *	  freed (lock held exclusively); generation by anyone whose change of
+ *	  a stream's metadata other backends must reload.
+ *	- SgStream.readable is a condition variable (its own spinlock).
+ * Helpers named *_locked expect the lock held and assert it.
  *
  * Restart: shared memory starts empty; a stream's counters are loaded on
  * first use from max(seq) in its retained segments and the floor recorded
  * when segments were dropped (so seqs are never reused).
+ *
+ * Calls up: none.  What this layer needs from above it comes through two
+ * callbacks installed by _PG_init (streamguard.c): HorizonCommitWake
+ * (pipeline_slots.c wakes the pipeline workers of a stream when appends
+ * to it commit) and HorizonSeqLoader (catalog.c loads a partition's
+ * highest seq from storage).
  *
  * WHY ONE FILE (about 1,000 lines).  Everything here reads or writes the
  * structures of the contract above, and the contract is only checkable
@@ -75,15 +107,58 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "core/compat.h"
-#include "streamguard.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
 
 #define SG_NO_SEQ	0			/* seqs start at 1 */
+#define SG_RATE_BUCKETS			16	/* one-second buckets of committed appends */
+#define SG_RATE_WINDOW			10	/* seconds averaged by append_rate */
+
+int			sg_max_streams = 256;
+int			sg_max_partitions = 4096;
+int			sg_max_xact_partitions = 1024;
+
+/* one partition's counter: an entry of the partition array */
+typedef struct SgPartition
+{
+	slock_t		mutex;			/* protects next_seq */
+	int64		next_seq;		/* next seq to hand out */
+	int32		owner;			/* stream slot using this entry, or -1 */
+} SgPartition;
+
+/* one stream: an entry of the stream slot array */
+typedef struct SgStream
+{
+	/* identity: written under SgShared->lock (exclusive) */
+	Oid			dbid;			/* InvalidOid = free slot */
+	int32		stream_id;
+	Oid			catalog_oid;	/* streamguard.stream's OID: the extension's incarnation */
+	int32		nparts;
+	int32		part_base;		/* first entry in the partition array */
+	bool		seq_ready;		/* counters loaded from storage */
+	pg_atomic_uint32 incarnation;	/* bumped whenever the slot is freed */
+	pg_atomic_uint32 generation;	/* bumped when metadata changes */
+	pg_atomic_uint32 current_seg;	/* segment receiving appends */
+	pg_atomic_uint32 min_seg;	/* oldest segment not yet dropped */
+
+	/* long-polling readers sleep here; appends broadcast at commit */
+	ConditionVariable readable;
+
+	/* committed-append rate, protected by rate_mutex */
+	slock_t		rate_mutex;
+	int64		rate_sec[SG_RATE_BUCKETS];
+	int64		rate_count[SG_RATE_BUCKETS];
+} SgStream;
 
 /*
  * What this layer needs from the layers above, installed by _PG_init so
@@ -140,6 +215,7 @@ typedef struct SgPending
 static List *sg_pending = NIL;
 
 static void sg_free_slot_locked(int slot);
+static int	sg_find_slot_locked(Oid dbid, int32 stream_id);
 static bool sg_callbacks_registered = false;
 
 static Size
@@ -223,10 +299,81 @@ HorizonShmemInit(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
-SgStream *
-HorizonStream(int slot)
+/*
+ * What a slot knows, read without the lock by a backend that holds a
+ * handle to it (meta->ref, validated by HorizonRefValid when the metadata
+ * was looked up): the atomics are read as they are, the identity fields
+ * may be stale if the slot was freed meanwhile, which the generation and
+ * incarnation checks of catalog.c catch at the next look-up.
+ */
+Oid
+HorizonCatalogOid(int slot)
 {
-	return &sg_streams[slot];
+	return sg_streams[slot].catalog_oid;
+}
+
+uint32
+HorizonGeneration(int slot)
+{
+	return pg_atomic_read_u32(&sg_streams[slot].generation);
+}
+
+/* every backend reloads the stream's metadata at its next look-up */
+void
+HorizonBumpGeneration(int slot)
+{
+	pg_atomic_fetch_add_u32(&sg_streams[slot].generation, 1);
+}
+
+/* are the partition counters loaded (HorizonEnsureSeqReady)? */
+bool
+HorizonSeqReady(int slot)
+{
+	if (!sg_streams[slot].seq_ready)
+		return false;
+	pg_read_barrier();			/* the counters were written before the flag */
+	return true;
+}
+
+/* the stream's oldest retained segment and the one receiving appends */
+void
+HorizonSegments(int slot, int32 *min_seg, int32 *cur_seg)
+{
+	*min_seg = (int32) pg_atomic_read_u32(&sg_streams[slot].min_seg);
+	*cur_seg = (int32) pg_atomic_read_u32(&sg_streams[slot].current_seg);
+}
+
+/* raise an atomic segment number to at least `to` (they only grow) */
+static void
+sg_raise_u32(pg_atomic_uint32 *ptr, int32 to)
+{
+	uint32		old = pg_atomic_read_u32(ptr);
+
+	while ((int32) old < to)
+		if (pg_atomic_compare_exchange_u32(ptr, &old, (uint32) to))
+			break;
+}
+
+/*
+ * The maintenance worker moved the stream's segments (rotation, retention,
+ * or the catalog is ahead of shared memory): raise the slot's segment
+ * numbers to at least these (0 leaves one as it is).  Under the lock, in
+ * shared mode, so that the slot is still this stream's when it is written:
+ * a slot changes hands only under the lock in exclusive mode.
+ */
+void
+HorizonRaiseSegments(Oid dbid, int32 stream_id, int32 cur_seg, int32 min_seg)
+{
+	int			slot;
+
+	LWLockAcquire(sg_shared->lock, LW_SHARED);
+	slot = sg_find_slot_locked(dbid, stream_id);
+	if (slot >= 0)
+	{
+		sg_raise_u32(&sg_streams[slot].current_seg, cur_seg);
+		sg_raise_u32(&sg_streams[slot].min_seg, min_seg);
+	}
+	LWLockRelease(sg_shared->lock);
 }
 
 /*
@@ -263,7 +410,7 @@ sg_first_fit_locked(int nparts)
 	int			run = 0;
 	int			i;
 
-	Assert(LWLockHeldByMe(sg_shared->lock));
+	Assert(LWLockHeldByMeInMode(sg_shared->lock, LW_EXCLUSIVE));
 	for (i = 0; i < sg_max_partitions; i++)
 	{
 		if (sg_parts[i].owner >= 0)
@@ -662,9 +809,9 @@ retry:
 }
 
 int64
-HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
+HorizonReadable(int slot, int partition, int64 *next_seq, int *in_flight)
 {
-	return sg_readable(st, partition, next_seq, in_flight, false);
+	return sg_readable(&sg_streams[slot], partition, next_seq, in_flight, false);
 }
 
 /*
@@ -673,9 +820,9 @@ HorizonReadable(SgStream *st, int partition, int64 *next_seq, int *in_flight)
  * by this transaction itself.
  */
 int64
-HorizonReadableOwn(SgStream *st, int partition)
+HorizonReadableOwn(int slot, int partition)
 {
-	return sg_readable(st, partition, NULL, NULL, true);
+	return sg_readable(&sg_streams[slot], partition, NULL, NULL, true);
 }
 
 /*
@@ -847,8 +994,8 @@ HorizonGrowStream(SgStreamRef ref, int nparts, int64 *switch_seqs)
  * the sealed segment can ever hold: an appender reads the current segment
  * under the partition mutex together with its seqs.
  */
-bool
-HorizonSeqBounds(int slot, int64 *bounds, int nparts)
+static bool
+sg_seq_bounds(int slot, int64 *bounds, int nparts)
 {
 	SgStream   *st = &sg_streams[slot];
 	int			p;
@@ -871,6 +1018,28 @@ HorizonSeqBounds(int slot, int64 *bounds, int nparts)
 	pg_read_barrier();
 	return *((volatile int32 *) &st->part_base) == base &&
 		*((volatile int32 *) &st->nparts) == nparts;
+}
+
+/*
+ * What every segment sealed so far can hold (the maintenance worker
+ * records it): the segment receiving appends, read first, into *cur_seg,
+ * and then the next seq of each partition into *bounds (palloc'd).
+ * Returns the number of partitions, or -1 when the counters are not loaded
+ * or the stream grew meanwhile (a later round tries again).
+ */
+int
+HorizonSealedBounds(int slot, int32 *cur_seg, int64 **bounds)
+{
+	SgStream   *st = &sg_streams[slot];
+	int			nparts;
+
+	*cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
+	pg_memory_barrier();
+	nparts = *((volatile int32 *) &st->nparts);
+	*bounds = palloc(sizeof(int64) * nparts);
+	if (!sg_seq_bounds(slot, *bounds, nparts))
+		return -1;
+	return nparts;
 }
 
 /*
@@ -910,8 +1079,9 @@ HorizonMakeDurable(void)
 }
 
 double
-HorizonAppendRate(SgStream *st)
+HorizonAppendRate(int slot)
 {
+	SgStream   *st = &sg_streams[slot];
 	int64		now = (int64) (GetCurrentTimestamp() / USECS_PER_SEC);
 	int64		total = 0;
 	int			i;
@@ -1014,6 +1184,20 @@ HorizonWaitReadable(SgStreamRef ref, long timeout_ms)
 											sg_wait_event(SG_WE_POLL));
 	ConditionVariableCancelSleep();
 	return !timed_out;
+}
+
+/*
+ * Wake the long-polling readers of a stream now (a consumer group's
+ * members when the membership changed, group.c), without waking its
+ * pipelines.
+ */
+void
+HorizonWakeReaders(Oid dbid, int32 stream_id)
+{
+	int			slot = HorizonFindSlot(dbid, stream_id);
+
+	if (slot >= 0)
+		ConditionVariableBroadcast(&sg_streams[slot].readable);
 }
 
 /*

@@ -2,19 +2,50 @@
  *
  * pipeline_slots.c
  *		Pipelines in shared memory: their slots, the wake-ups, the batch
- *		history and duration histogram, the runtime views that read them,
- *		and the supervisor that keeps one worker per running pipeline (run
- *		by each database's maintenance worker).
+ *		history and duration histogram, fault injection, and the runtime
+ *		views that read them.
  *
- * One SgPipelineSlot per pipeline (streamguard.max_pipelines of them),
- * found by (database, pipeline id).  The slot array's identity fields are
- * protected by the "streamguard pipelines" LWLock; each slot's runtime
- * fields by its spinlock.  Slots hold what must be cheap to read (worker
- * pid, rates, the recent batches) or must not survive a crash (fault
- * injection); durable counters live in the pipeline row.
+ * One SgPipelineSlot per worker of a pipeline (streamguard.max_pipelines
+ * of them), found by (database, pipeline id, worker).  Slots hold what
+ * must be cheap to read (worker pid, rates, the recent batches) or must
+ * not survive a crash (fault injection); durable counters live in the
+ * pipeline row.  The slot struct is private to this file: the pipeline
+ * worker (worker.c and the files of its batch), the maintenance worker's
+ * supervisor (maintenance.c) and the control calls (pipeline.c,
+ * pipeline_ops.c) hold slot pointers and call the functions of
+ * pipeline_slots.h, which take the locks.
  *
- * This file calls nothing above it: the pipeline SQL API (pipeline.c), the
- * worker (worker.c) and the maintenance worker call into it.
+ * LOCKS, field by field:
+ *	- the "streamguard pipelines" LWLock (sg_pipes->lock) protects slot
+ *	  identity: dbid, pipeline_id, worker and stream_id are written only
+ *	  with it held exclusively, and also under the slot's spinlock, so that
+ *	  a reader holding either sees them whole: slot creation
+ *	  (sg_pipeline_slot), freeing (sg_free_slot_locked), the source stream
+ *	  (PipelineSlotSetStream, by the worker at start and the supervisor
+ *	  every round).  Lookups read them under the LWLock; the views under
+ *	  the spinlock (sg_copy_slot).  PipelineWakeStream, called from the
+ *	  commit callback of an append, reads dbid, stream_id and worker_procno
+ *	  with no lock at all (it must not fail or wait): a stale value costs a
+ *	  wake-up missed or spent on the wrong worker, and a worker that misses
+ *	  one finds the events at its next idle timeout.
+ *	- the slot's spinlock (mutex) protects everything else: worker_pid,
+ *	  worker_procno and clean_exit (the worker at its start and exit, the
+ *	  supervisor when it finds the worker gone), fence_requested (control
+ *	  calls set it, the worker clears it at start and reads it before each
+ *	  batch), no_worker_slot, wait_reason, failures and next_start (the
+ *	  supervisor; a resume and each committed batch reset the backoff),
+ *	  events_per_sec, last_batch_end, history, nhistory, hist_counts and
+ *	  hist_sum (the worker after each committed batch), remote (the worker,
+ *	  whenever a remote end or Kafka client changes state), fault_point,
+ *	  fault_action and fault_count (inject_fault arms, the worker fires).
+ *	- clean_start (sg_pipes) is written once, at shared memory creation.
+ * Helpers named *_locked expect the LWLock held and assert it.
+ *
+ * Calls up: none.  The runtime views show a pipeline's errors and its
+ * checkpoint log only to whom may see them; whether the caller may is
+ * asked through a callback installed by _PG_init (PipelineSlotsVisibleToCaller,
+ * views.c's PipelineVisibleToCaller).  The pipeline SQL API (pipeline.c),
+ * the worker (worker.c) and the maintenance worker call into this file.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,14 +60,18 @@
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
-#include "pipeline/pipeline.h"
-#include "streamguard.h"
+#include "core/compat.h"
+#include "core/util.h"
+#include "shmem/pipeline_slots.h"
 
 PG_FUNCTION_INFO_V1(sg_pipeline_runtime);
 PG_FUNCTION_INFO_V1(sg_pipeline_batches);
@@ -44,6 +79,54 @@ PG_FUNCTION_INFO_V1(sg_pipeline_histogram);
 PG_FUNCTION_INFO_V1(sg_remote_runtime);
 
 int			sg_max_pipelines = 64;
+
+PipelineVisibleFn PipelineSlotsVisibleToCaller = NULL;
+
+#define SG_BATCH_HISTORY	64	/* checkpoint log entries per pipeline */
+#define SG_HIST_BUCKETS		12	/* batch-duration histogram (metrics) */
+
+/* events_per_sec is 0 after this long without a batch (at least) */
+#define SG_RATE_IDLE_USECS	INT64CONST(10000000)
+
+typedef struct SgRemoteStatus
+{
+	char		server[NAMEDATALEN];	/* empty: no remote on this side */
+	bool		connected;
+	int64		rtt_us;
+	char		last_error[256];
+} SgRemoteStatus;
+
+/* see the banner for who writes which field under which lock */
+struct SgPipelineSlot
+{
+	/* identity: the slots' LWLock (exclusive) and mutex to write */
+	Oid			dbid;			/* InvalidOid = free */
+	int32		pipeline_id;
+	int32		worker;			/* which of the pipeline's workers */
+	int32		stream_id;
+
+	/* runtime, protected by mutex */
+	slock_t		mutex;
+	pid_t		worker_pid;
+	int			worker_procno;	/* -1 when no worker */
+	bool		clean_exit;		/* the worker exited on purpose */
+	bool		fence_requested;	/* a control call waits for the row lock */
+	bool		no_worker_slot; /* the last start found no worker slot */
+	char		wait_reason[SG_WAIT_REASON_LEN];	/* and why, when a cap
+													 * refused it ('' otherwise) */
+	int32		failures;		/* consecutive failed starts or batches */
+	TimestampTz next_start;		/* backoff: not before this */
+	double		events_per_sec; /* exponential moving average */
+	TimestampTz last_batch_end;
+	SgBatchRecord history[SG_BATCH_HISTORY];
+	int64		nhistory;		/* records ever written (ring index) */
+	int64		hist_counts[SG_HIST_BUCKETS];	/* batches per duration bucket */
+	double		hist_sum;		/* seconds over all batches counted */
+	SgRemoteStatus remote[2];	/* [0] source, [1] sink */
+	SgFaultPoint fault_point;
+	SgFaultAction fault_action;
+	int32		fault_count;
+};
 
 typedef struct SgPipelineShared
 {
@@ -166,6 +249,7 @@ sg_pipeline_slot(Oid dbid, int32 pipeline_id, int32 worker, bool create, bool fu
 					 errhint("Raise streamguard.max_pipelines and restart the server.")));
 		}
 		slot = &sg_pipes->slots[free_slot];
+		Assert(LWLockHeldByMeInMode(sg_pipes->lock, LW_EXCLUSIVE));
 		SpinLockAcquire(&slot->mutex);
 		slot->dbid = dbid;
 		slot->pipeline_id = pipeline_id;
@@ -206,6 +290,17 @@ PipelineSlotOrNull(Oid dbid, int32 pipeline_id, int32 worker)
 	return sg_pipeline_slot(dbid, pipeline_id, worker, true, true);
 }
 
+/* a slot is free again: its identity cleared (LWLock held exclusively) */
+static void
+sg_free_slot_locked(SgPipelineSlot *s)
+{
+	Assert(LWLockHeldByMeInMode(sg_pipes->lock, LW_EXCLUSIVE));
+	SpinLockAcquire(&s->mutex);
+	s->dbid = InvalidOid;
+	s->pipeline_id = 0;
+	SpinLockRelease(&s->mutex);
+}
+
 /* free the slot of one worker of a pipeline, or of all (worker < 0) */
 void
 PipelineFreeWorkers(Oid dbid, int32 pipeline_id, int32 worker)
@@ -220,8 +315,7 @@ PipelineFreeWorkers(Oid dbid, int32 pipeline_id, int32 worker)
 		if (s->dbid == dbid && s->pipeline_id == pipeline_id && (worker < 0 || s->worker == worker))
 		{
 			PipelineWakeWorker(s);
-			s->dbid = InvalidOid;
-			s->pipeline_id = 0;
+			sg_free_slot_locked(s);
 		}
 	}
 	LWLockRelease(sg_pipes->lock);
@@ -312,10 +406,7 @@ PipelineFreeDatabase(Oid dbid)
 		SgPipelineSlot *s = &sg_pipes->slots[i];
 
 		if (s->dbid == dbid)
-		{
-			s->dbid = InvalidOid;
-			s->pipeline_id = 0;
-		}
+			sg_free_slot_locked(s);
 	}
 	LWLockRelease(sg_pipes->lock);
 }
@@ -369,37 +460,250 @@ PipelineWakeStream(Oid dbid, int32 stream_id)
 }
 
 /* upper bounds (seconds) of the batch-duration histogram's buckets */
-const double SgHistBounds[SG_HIST_BUCKETS] = {
+static const double sg_hist_bounds[SG_HIST_BUCKETS] = {
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10
 };
 
-/* count one committed batch of `seconds` (caller holds slot->mutex) */
+/* ------------------------------------------------------- one slot */
+
+/*
+ * The pipeline's source stream (0: none), for PipelineWakeStream: set by
+ * the worker when it loads its definition and by the supervisor every
+ * round.  Identity: the LWLock exclusively and the spinlock.
+ */
 void
-PipelineCountDuration(SgPipelineSlot *slot, double seconds)
+PipelineSlotSetStream(SgPipelineSlot *slot, int32 stream_id)
 {
+	/* the same as before (every round but the first): nothing to write */
+	if (PipelineSlotStream(slot) == stream_id)
+		return;
+	LWLockAcquire(sg_pipes->lock, LW_EXCLUSIVE);
+	SpinLockAcquire(&slot->mutex);
+	slot->stream_id = stream_id;
+	SpinLockRelease(&slot->mutex);
+	LWLockRelease(sg_pipes->lock);
+}
+
+int32
+PipelineSlotStream(SgPipelineSlot *slot)
+{
+	int32		stream_id;
+
+	SpinLockAcquire(&slot->mutex);
+	stream_id = slot->stream_id;
+	SpinLockRelease(&slot->mutex);
+	return stream_id;
+}
+
+/* the calling process is the slot's worker now */
+void
+PipelineSlotWorkerStarted(SgPipelineSlot *slot)
+{
+	SpinLockAcquire(&slot->mutex);
+	slot->worker_pid = MyProcPid;
+	slot->worker_procno = SG_MY_PROC_INDEX;
+	slot->clean_exit = false;
+	SpinLockRelease(&slot->mutex);
+}
+
+/* the calling worker exits (before_shmem_exit) */
+void
+PipelineSlotWorkerExited(SgPipelineSlot *slot)
+{
+	SpinLockAcquire(&slot->mutex);
+	/* a newer worker may have taken the slot over already */
+	if (slot->worker_pid == MyProcPid)
+	{
+		slot->worker_pid = 0;
+		slot->worker_procno = -1;
+	}
+	SpinLockRelease(&slot->mutex);
+}
+
+/* the worker exits on purpose: no backoff for its restart */
+void
+PipelineSlotCleanExit(SgPipelineSlot *slot)
+{
+	SpinLockAcquire(&slot->mutex);
+	slot->clean_exit = true;
+	SpinLockRelease(&slot->mutex);
+}
+
+/* does a control call wait for the pipeline row (PipelineRequestFence)? */
+bool
+PipelineSlotFenceRequested(SgPipelineSlot *slot)
+{
+	bool		requested;
+
+	SpinLockAcquire(&slot->mutex);
+	requested = slot->fence_requested;
+	SpinLockRelease(&slot->mutex);
+	return requested;
+}
+
+void
+PipelineSlotClearFence(SgPipelineSlot *slot)
+{
+	SpinLockAcquire(&slot->mutex);
+	slot->fence_requested = false;
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * A batch committed: its record into the history, its rate into the
+ * moving average, its duration (fetch to commit, `seconds`) into the
+ * histogram; the backoff starts over.
+ */
+void
+PipelineSlotRecordBatch(SgPipelineSlot *slot, const SgBatchRecord *r, double seconds)
+{
+	double		secs;
+	TimestampTz end = r->committed_at;
 	int			b;
 
+	SpinLockAcquire(&slot->mutex);
+	secs = slot->last_batch_end > 0 ? (end - slot->last_batch_end) / 1e6 : 0;
+	if (secs > 0)
+	{
+		double		rate = r->events_in / secs;
+		double		weight = Min(1.0, secs / 5.0);	/* ~5 s averaging */
+
+		slot->events_per_sec = slot->events_per_sec * (1 - weight) + rate * weight;
+	}
+	slot->last_batch_end = end;
+	slot->history[slot->nhistory % SG_BATCH_HISTORY] = *r;
+	slot->nhistory++;
 	for (b = 0; b < SG_HIST_BUCKETS; b++)
-		if (seconds <= SgHistBounds[b])
+		if (seconds <= sg_hist_bounds[b])
 		{
 			slot->hist_counts[b]++;
 			break;
 		}
 	slot->hist_sum += seconds;
+	slot->failures = 0;
+	SpinLockRelease(&slot->mutex);
 }
 
-const SgWordList SgGuaranteeWords = {
-	"guarantee", "guarantees", {"exactly_once", "at_least_once", "at_most_once", NULL}
-};
-const SgWordList SgErrorPolicyWords = {
-	"error policy", "error policies", {"stop", "skip", "dead_letter", NULL}
-};
-const SgWordList SgSinkModeWords = {
-	"sink_mode", "sink modes", {"two_phase", "offsets", NULL}
-};
-const SgWordList SgStartFromWords = {
-	"start_from", "values", {"beginning", "end", NULL}
-};
+/*
+ * A remote end (side 0 the source, 1 the sink) as the views show it; a
+ * NULL error keeps the last one.
+ */
+void
+PipelineSlotSetRemote(SgPipelineSlot *slot, int side, const char *server, bool connected,
+					  int64 rtt_us, const char *error)
+{
+	SgRemoteStatus *st = &slot->remote[side];
+
+	SpinLockAcquire(&slot->mutex);
+	strlcpy(st->server, server, sizeof(st->server));
+	st->connected = connected;
+	st->rtt_us = rtt_us;
+	if (error)
+		strlcpy(st->last_error, error, sizeof(st->last_error));
+	SpinLockRelease(&slot->mutex);
+}
+
+/* is a fault armed at this point (a hold waits until it is not)? */
+bool
+PipelineSlotFaultArmed(SgPipelineSlot *slot, SgFaultPoint point)
+{
+	bool		armed;
+
+	SpinLockAcquire(&slot->mutex);
+	armed = slot->fault_point == point;
+	SpinLockRelease(&slot->mutex);
+	return armed;
+}
+
+/*
+ * The worker reached a fault point: if a fault is armed there, count it
+ * off and return true with its action.  A hold stays armed until disarmed
+ * (inject_fault(..., 'none')): that releases its waiters.
+ */
+bool
+PipelineSlotTakeFault(SgPipelineSlot *slot, SgFaultPoint point, SgFaultAction *action)
+{
+	bool		fire = false;
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->fault_point == point && slot->fault_count > 0)
+	{
+		fire = true;
+		*action = slot->fault_action;
+		if (--slot->fault_count == 0 && *action != SG_FAULT_HOLD)
+			slot->fault_point = SG_FAULT_NONE;
+	}
+	SpinLockRelease(&slot->mutex);
+	return fire;
+}
+
+/* inject_fault: arm (or with SG_FAULT_NONE, disarm) a fault point */
+void
+PipelineSlotArmFault(SgPipelineSlot *slot, SgFaultPoint point, SgFaultAction action, int32 count)
+{
+	SpinLockAcquire(&slot->mutex);
+	slot->fault_point = point;
+	slot->fault_action = action;
+	slot->fault_count = count;
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * The supervisor found the slot's worker stopped: unless it exited on
+ * purpose, one more failure, and the next start waits longer (exponential
+ * backoff from 250 ms up to 30 s).
+ */
+void
+PipelineSlotWorkerGone(SgPipelineSlot *slot, TimestampTz now)
+{
+	SpinLockAcquire(&slot->mutex);
+	if (!slot->clean_exit)
+	{
+		slot->failures++;
+		slot->next_start = now + Min((int64) 250000 << Min(slot->failures, 7), 30 * USECS_PER_SEC);
+	}
+	slot->worker_pid = 0;
+	slot->worker_procno = -1;
+	SpinLockRelease(&slot->mutex);
+}
+
+/* is the worker's next start still in its backoff? */
+bool
+PipelineSlotBackingOff(SgPipelineSlot *slot, TimestampTz now)
+{
+	bool		waiting;
+
+	SpinLockAcquire(&slot->mutex);
+	waiting = slot->next_start > now;
+	SpinLockRelease(&slot->mutex);
+	return waiting;
+}
+
+/* the supervisor is about to start the slot's worker */
+void
+PipelineSlotStarting(SgPipelineSlot *slot)
+{
+	SpinLockAcquire(&slot->mutex);
+	slot->clean_exit = false;
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * Whether the last start found no worker slot, and why (a cap's reason,
+ * or '' when PostgreSQL had none); returns whether the reason changed.
+ */
+bool
+PipelineSlotSetWaiting(SgPipelineSlot *slot, bool no_worker_slot, const char *why)
+{
+	bool		changed;
+
+	SpinLockAcquire(&slot->mutex);
+	slot->no_worker_slot = no_worker_slot;
+	changed = strcmp(slot->wait_reason, why) != 0;
+	strlcpy(slot->wait_reason, why, sizeof(slot->wait_reason));
+	SpinLockRelease(&slot->mutex);
+	return changed;
+}
 
 /* ------------------------------------------------------------- views */
 
@@ -413,6 +717,7 @@ sg_copy_slot(int i, SgPipelineSlot *copy)
 {
 	SgPipelineSlot *s = &sg_pipes->slots[i];
 
+	/* a first look without the lock skips the other databases' slots */
 	if (s->dbid != MyDatabaseId)
 		return false;
 	SpinLockAcquire(&s->mutex);
@@ -522,7 +827,7 @@ sg_pipeline_batches(PG_FUNCTION_ARGS)
 			continue;
 		copy = s->history;
 		id = s->pipeline_id;
-		if (!PipelineVisibleToCaller(id))
+		if (!PipelineSlotsVisibleToCaller(id))
 			continue;
 		n = s->nhistory;
 		from = Max(0, n - SG_BATCH_HISTORY);
@@ -575,7 +880,7 @@ sg_remote_runtime(PG_FUNCTION_ARGS)
 			continue;
 		id = s->pipeline_id;
 		visible = (copy[0].last_error[0] == '\0' && copy[1].last_error[0] == '\0') ||
-			PipelineVisibleToCaller(id);
+			PipelineSlotsVisibleToCaller(id);
 		for (side = 0; side < 2; side++)
 		{
 			Datum		values[6];
@@ -635,7 +940,7 @@ sg_pipeline_histogram(PG_FUNCTION_ARGS)
 				cum += counts[b];
 			values[0] = Int32GetDatum(id);
 			values[1] = CStringGetTextDatum(b < SG_HIST_BUCKETS ?
-											psprintf("%g", SgHistBounds[b]) : "+Inf");
+											psprintf("%g", sg_hist_bounds[b]) : "+Inf");
 			values[2] = Int64GetDatum(b < SG_HIST_BUCKETS ? cum : total);
 			values[3] = Float8GetDatum(sum);
 			values[4] = Int64GetDatum(total);

@@ -28,9 +28,24 @@
  * being started, max_worker_processes long (there cannot be more such
  * workers).  A claim records the maintenance worker that made it; that
  * worker releases it once it sees its worker stopped, or, at its own exit,
- * all of its claims.  A crash restart empties the array.  The
- * "streamguard worker units" LWLock protects it; nothing else is locked
- * while it is held, and no catalog is read under it.
+ * all of its claims.  A crash restart empties the array.
+ *
+ * LOCKS.  The struct (SgWorkerUnits, its SgWorkerClaim array) is private
+ * to this file.  The "streamguard worker units" LWLock protects it;
+ * nothing else is locked while it is held, and no catalog is read under
+ * it:
+ *	- every field of a claim (dbid, roleid, kind, object_id, worker,
+ *	  holder) is written only with the lock held exclusively
+ *	  (WorkerUnitClaim, WorkerUnitRelease, sg_units_release_holder at a
+ *	  maintenance worker's exit); the view copies the array with it
+ *	  shared;
+ *	- nclaims is written once, when the struct is made, and read without
+ *	  the lock.
+ *
+ * Calls up: none.  The launcher and the maintenance workers count against
+ * the budget; how many maintenance workers run is asked through a
+ * callback installed by _PG_init (WorkerUnitsMaintenanceWorkers,
+ * launcher.c's LauncherRunningWorkers).
  *
  *-------------------------------------------------------------------------
  */
@@ -45,14 +60,18 @@
 #include "utils/lsyscache.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/tuplestore.h"
 
-#include "streamguard.h"
+#include "core/util.h"
+#include "shmem/worker_units.h"
 
 PG_FUNCTION_INFO_V1(sg_worker_slots);
 
 int			sg_reserved_worker_processes = -1;
 int			sg_database_max_workers = -1;
 int			sg_role_max_workers = -1;
+
+WorkerUnitsCountFn WorkerUnitsMaintenanceWorkers = NULL;
 
 typedef struct SgWorkerClaim
 {
@@ -215,7 +234,7 @@ WorkerUnitClaim(SgUnitKind kind, Oid roleid, int32 object_id, int32 worker,
 				char *why, size_t whylen)
 {
 	bool		exempt = superuser_arg(roleid);
-	int			others = 1 + LauncherRunningWorkers();
+	int			others = 1 + WorkerUnitsMaintenanceWorkers();
 	int			budget = WorkerUnitsBudget();
 	int			dbcap = WorkerUnitsDatabaseCap();
 	int			rolecap = WorkerUnitsRoleCap();
@@ -374,7 +393,7 @@ sg_worker_slots(PG_FUNCTION_ARGS)
 	copy = palloc(sizeof(SgWorkerClaim) * size);
 	dbs = palloc(sizeof(SgUnitCount) * size);
 	roles = palloc(sizeof(SgUnitCount) * size);
-	others = 1 + LauncherRunningWorkers();
+	others = 1 + WorkerUnitsMaintenanceWorkers();
 	InitMaterializedSRF(fcinfo, 0);
 	LWLockAcquire(sg_units->lock, LW_SHARED);
 	memcpy(copy, sg_units->claims, sizeof(SgWorkerClaim) * size);

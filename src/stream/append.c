@@ -36,8 +36,13 @@
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "stream/append.h"
+#include "stream/store.h"
 
 PG_FUNCTION_INFO_V1(sg_append);
 PG_FUNCTION_INFO_V1(sg_append_batch);
@@ -244,6 +249,8 @@ sg_assign_seqs(SgStreamMeta *meta, SgEventRow *ev, int32 *segs, int n)
 	int32	   *seg_of_part = palloc0(sizeof(int32) * meta->nparts);
 	int			i;
 
+	/* the partition entries must not move meanwhile (HorizonGrowStream) */
+	Assert(StreamAppendLockHeld(meta->stream_id, false));
 	for (i = 0; i < n; i++)
 		per_part[ev[i].partition]++;
 	for (i = 0; i < meta->nparts; i++)
@@ -383,6 +390,7 @@ sg_append(PG_FUNCTION_ARGS)
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
 	part = sg_choose_partition(meta, !PG_ARGISNULL(4), PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4),
 							   keystr, keystr ? (int) strlen(keystr) : 0);
+	Assert(StreamAppendLockHeld(meta->stream_id, false));
 	seq = HorizonAssignSeqs(meta->ref, part, 1, &seg);
 	now = GetCurrentTimestamp();
 

@@ -48,7 +48,13 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "stream/consumer.h"
+#include "stream/group.h"
+#include "stream/repartition.h"
 
 PG_FUNCTION_INFO_V1(sg_poll);
 PG_FUNCTION_INFO_V1(sg_read);
@@ -190,7 +196,7 @@ sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
 	}
 	memset(&key, 0, sizeof(key));
 	/* the slot knows the extension's incarnation: no catalog look-up per read */
-	key.catalog_oid = HorizonStream(meta->ref.slot)->catalog_oid;
+	key.catalog_oid = HorizonCatalogOid(meta->ref.slot);
 	key.stream_id = meta->stream_id;
 	key.seg = seg;
 	e = hash_search(sg_bounds_cache, &key, HASH_ENTER, &found);
@@ -421,7 +427,7 @@ sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
 		 bool advance, int nshares, int share, const char *member,
 		 int64 *first_seq, int64 *last_seq)
 {
-	SgStream   *st = HorizonStream(meta->ref.slot);
+	int			slot = meta->ref.slot;
 	int64	   *pos;
 	bool	   *present;
 	int64	   *cap;
@@ -502,7 +508,7 @@ again:
 
 		if (!present[p] || p % nshares != share || cap[p] < 0)
 			continue;
-		horizon = HorizonReadable(st, p, NULL, NULL);
+		horizon = HorizonReadable(slot, p, NULL, NULL);
 		/* held back at a switch point, which every seq below horizon has passed */
 		capped = cap[p] < horizon;
 		before = capped ? cap[p] + 1 : horizon;
@@ -802,7 +808,7 @@ sg_read(PG_FUNCTION_ARGS)
 	meta = StreamLookup(name, SG_PRIV_READ);
 	StreamCheckPartition(meta, partition);
 	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
-	horizon = HorizonReadable(HorizonStream(meta->ref.slot), partition, NULL, NULL);
+	horizon = HorizonReadable(meta->ref.slot, partition, NULL, NULL);
 	if (after + 1 < horizon)
 	{
 		SgBecomeDataOwner(&save, false);

@@ -20,8 +20,29 @@
  * (superusers are exempt) or the database streamguard.database_max_group_members,
  * and no lease is longer than streamguard.max_group_lease, which only a
  * superuser sets: no session can keep entries past that bound, nor take
- * every entry.  One LWLock protects the array; no catalog access happens
- * while it is held.
+ * every entry.
+ *
+ * LOCKS.  The struct (SgGroupShared, its SgGroupMember array) is private
+ * to this file.  One LWLock ("streamguard groups") protects all of it, and
+ * no catalog access happens while it is held:
+ *	- every field of a member entry (dbid, catalog_oid, roleid, stream_id,
+ *	  consumer, member, joined_at on a join; pid, last_poll_at, lease_until
+ *	  on each poll; dbid cleared when the entry is freed) and hwm and nused
+ *	  are written only with the lock held exclusively (sg_heartbeat,
+ *	  sg_live_members and GroupForget, which free expired or forgotten
+ *	  entries, leave_group, a backend's exit);
+ *	- they are read with the lock held in either mode (GroupCheckNotGroup
+ *	  and the view consumer_group_members take it shared), except nused,
+ *	  which GroupCheckNotGroup and GroupForget read first without it: 0
+ *	  means no group anywhere and lets a plain poll skip the lock; a join
+ *	  racing with that read is no different from a join just after it (the
+ *	  fence is the position rows, not this table).
+ * Helpers that touch entries without taking the lock (sg_entry_is,
+ * sg_free_entry_locked) assert it is held.
+ *
+ * Calls up: none.  The view consumer_group_members shows the members of
+ * the streams the caller may read, asked through a callback installed by
+ * _PG_init (GroupStreamVisibleToCaller, views.c's StreamVisibleToCaller).
  *
  * The assignment is the member column of the consumer's position rows
  * (streamguard.consumer, a row per partition): the member that reads the
@@ -66,14 +87,17 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "stream/group.h"
 
 PG_FUNCTION_INFO_V1(sg_leave_group);
 PG_FUNCTION_INFO_V1(sg_group_members);
 
-/* views.c: the read-privilege predicate of the views */
-extern Datum sg_can_read(PG_FUNCTION_ARGS);
+GroupVisibleFn GroupStreamVisibleToCaller = NULL;
 
 int			sg_group_lease_ms = 10000;
 int			sg_max_group_members = 1024;
@@ -140,6 +164,7 @@ GroupShmemInit(void)
 static bool
 sg_entry_is(SgGroupMember *e, Oid catalog_oid, int32 stream_id, const char *consumer)
 {
+	Assert(LWLockHeldByMe(sg_groups->lock));
 	return e->dbid == MyDatabaseId && e->catalog_oid == catalog_oid &&
 		e->stream_id == stream_id && strcmp(e->consumer, consumer) == 0;
 }
@@ -150,16 +175,6 @@ sg_free_entry_locked(SgGroupMember *e)
 	Assert(LWLockHeldByMeInMode(sg_groups->lock, LW_EXCLUSIVE));
 	e->dbid = InvalidOid;
 	sg_groups->nused--;
-}
-
-/* wake the long-polling readers of a stream (its members among them) */
-static void
-sg_wake_stream(Oid dbid, int32 stream_id)
-{
-	int			slot = HorizonFindSlot(dbid, stream_id);
-
-	if (slot >= 0)
-		ConditionVariableBroadcast(&HorizonStream(slot)->readable);
 }
 
 /* a backend that exits leaves its groups at once */
@@ -186,7 +201,7 @@ sg_group_exit(int code, Datum arg)
 	}
 	LWLockRelease(sg_groups->lock);
 	for (i = 0; i < nwake; i++)
-		sg_wake_stream(MyDatabaseId, wake[i]);
+		HorizonWakeReaders(MyDatabaseId, wake[i]);
 }
 
 static void
@@ -196,7 +211,7 @@ sg_group_xact(XactEvent event, void *arg)
 
 	if (event == XACT_EVENT_COMMIT)
 		foreach(lc, sg_wake_at_commit)
-			sg_wake_stream(MyDatabaseId, lfirst_int(lc));
+			HorizonWakeReaders(MyDatabaseId, lfirst_int(lc));
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT)
 		sg_wake_at_commit = NIL;	/* the list lived in TopTransactionContext */
 }
@@ -239,7 +254,7 @@ GroupCheckMember(const char *member)
 static Oid
 sg_catalog_oid(SgStreamMeta *meta)
 {
-	return HorizonStream(meta->ref.slot)->catalog_oid;
+	return HorizonCatalogOid(meta->ref.slot);
 }
 
 /*
@@ -753,7 +768,7 @@ sg_group_members(PG_FUNCTION_ARGS)
 		Datum		values[7];
 		bool		nulls[7] = {0};
 
-		if (!DatumGetBool(DirectFunctionCall1(sg_can_read, Int32GetDatum(copy[i].stream_id))))
+		if (!GroupStreamVisibleToCaller(copy[i].stream_id))
 			continue;
 		values[0] = Int32GetDatum(copy[i].stream_id);
 		values[1] = CStringGetTextDatum(copy[i].consumer);

@@ -61,7 +61,10 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/bounds.h"
+#include "shmem/horizon.h"
+#include "stream/repartition.h"
 
 /*
  * How far a reader at positions pos[] may read in each partition of the
@@ -121,6 +124,7 @@ RepartitionGrow(const char *name, int32 stream_id, int old_n, int new_n)
 
 	/* the stream's entries in shared memory, and the last seq of each */
 	switch_seqs = palloc0(sizeof(int64) * SG_MAX_PARTITIONS_PER_STREAM);
+	Assert(StreamAppendLockHeld(stream_id, true));
 	HorizonGrowStream(meta->ref, new_n, switch_seqs);
 
 	elems = palloc(sizeof(Datum) * old_n);
@@ -155,6 +159,6 @@ RepartitionGrow(const char *name, int32 stream_id, int old_n, int new_n)
 	 * ends, committed or rolled back (this backend's copy must not outlive
 	 * an abort).
 	 */
-	pg_atomic_fetch_add_u32(&HorizonStream(meta->ref.slot)->generation, 1);
+	HorizonBumpGeneration(meta->ref.slot);
 	HorizonBumpGenerationAtEnd(stream_id);
 }

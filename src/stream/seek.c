@@ -19,7 +19,11 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "streamguard.h"
+#include "catalog/sg_catalog.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "stream/group.h"
+#include "stream/seek.h"
 
 PG_FUNCTION_INFO_V1(sg_seek);
 PG_FUNCTION_INFO_V1(sg_seek_time);
@@ -86,7 +90,7 @@ ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 s
 
 		if (partition >= 0 && p != partition)
 			continue;
-		(void) HorizonReadable(HorizonStream(meta->ref.slot), p, &next_seq, NULL);
+		(void) HorizonReadable(meta->ref.slot, p, &next_seq, NULL);
 		if (seq < 0 || seq > next_seq)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -110,7 +114,7 @@ ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 s
 static int64
 sg_seq_for_time(SgStreamMeta *meta, int partition, TimestampTz from, int32 min_seg, int32 cur_seg)
 {
-	int64		horizon = HorizonReadable(HorizonStream(meta->ref.slot), partition, NULL, NULL);
+	int64		horizon = HorizonReadable(meta->ref.slot, partition, NULL, NULL);
 	int64		target = -1;
 	Snapshot	snap = SgFreshSnapshot();
 	Oid			types[3] = {INT4OID, TIMESTAMPTZOID, INT8OID};

@@ -34,7 +34,8 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "streamguard.h"
+#include "core/util.h"
+#include "stream/store.h"
 
 #define SG_NATTS 6
 #define SG_CHUNK 1000			/* tuples per multi-insert, like COPY */

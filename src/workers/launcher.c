@@ -23,7 +23,24 @@
  * max_worker_processes but may grow into spare shared memory; should an
  * entry still not fit, the backend sets `all_wanted` and the launcher
  * probes every database once.  There is no limit on the number of
- * databases.  SgLauncherShared->lock (LWLock) protects all of it.
+ * databases.
+ *
+ * LOCKS.  The structs (SgLauncherShared, the SgLauncherDb entries of the
+ * shared hash table) are private to this file.  SgLauncherShared->lock
+ * (LWLock, "streamguard launcher") protects all of it:
+ *	- launcher_pid is written by the launcher at its start, all_wanted by a
+ *	  backend whose entry did not fit and by the launcher collecting it,
+ *	  both with the lock held exclusively; a backend reads launcher_pid
+ *	  with it held (sg_wake_now);
+ *	- the hash table and every field of its entries (worker_pid, wanted,
+ *	  retry_after) are written only with the lock held exclusively: entries
+ *	  are made by sg_launcher_entry_locked, which asserts it, and removed by
+ *	  the launcher; LauncherRunningWorkers reads them with the lock shared.
+ *
+ * Calls up: none.  The layers below that need the launcher get it through
+ * callbacks installed by _PG_init: worker_units.c counts the running
+ * maintenance workers (LauncherRunningWorkers), capture.c wakes the
+ * database's maintenance worker at commit (LauncherWake).
  *
  *-------------------------------------------------------------------------
  */
@@ -40,12 +57,17 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "pipeline/pipeline.h"
-#include "streamguard.h"
+#include "core/compat.h"
+#include "core/util.h"
+#include "shmem/horizon.h"
+#include "shmem/pipeline_slots.h"
+#include "workers/launcher.h"
 
 PGDLLEXPORT void LauncherMain(Datum arg);
 
 #define SG_ABSENT_RETRY_MS	60000
+
+int			sg_launcher_naptime_ms = 10000;
 
 /* the shared mailbox entry of a database */
 typedef struct SgLauncherDb

@@ -47,12 +47,22 @@
 #include "utils/timestamp.h"
 
 #include "capture/capture.h"
+#include "catalog/sg_catalog.h"
+#include "core/compat.h"
+#include "core/util.h"
 #include "pipeline/pipeline.h"
-#include "streamguard.h"
+#include "shmem/horizon.h"
+#include "shmem/pipeline_slots.h"
+#include "shmem/worker_units.h"
+#include "workers/launcher.h"
+#include "workers/maintenance.h"
 
 PGDLLEXPORT void MaintenanceWorkerMain(Datum arg);
 
 #define SG_DEDUP_BATCH		10000
+
+int			sg_maintenance_naptime_ms = 1000;
+int			sg_batch_history = 1000;
 
 /* ------------------------------------------------------ database worker */
 
@@ -148,7 +158,6 @@ sg_step_list(SgStreamTask *unused)
 		TupleDesc	d = SPI_tuptable->tupdesc;
 		bool		isnull;
 		SgStreamTask *task = &sg_tasks[i];
-		int			slot;
 
 		task->id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
 		task->retention_us = sg_interval_us(t, d, 2);
@@ -157,16 +166,7 @@ sg_step_list(SgStreamTask *unused)
 		task->min_seg = DatumGetInt32(SPI_getbinval(t, d, 5, &isnull));
 
 		/* reconcile shared memory with the catalog (both only grow) */
-		slot = HorizonFindSlot(MyDatabaseId, task->id);
-		if (slot >= 0)
-		{
-			SgStream   *st = HorizonStream(slot);
-
-			if ((int32) pg_atomic_read_u32(&st->current_seg) < task->current_seg)
-				pg_atomic_write_u32(&st->current_seg, (uint32) task->current_seg);
-			if ((int32) pg_atomic_read_u32(&st->min_seg) < task->min_seg)
-				pg_atomic_write_u32(&st->min_seg, (uint32) task->min_seg);
-		}
+		HorizonRaiseSegments(MyDatabaseId, task->id, task->current_seg, task->min_seg);
 	}
 }
 
@@ -187,7 +187,6 @@ sg_step_rotate(SgStreamTask *task)
 	char	   *sql;
 	bool		isnull;
 	TimestampTz created;
-	int			slot;
 
 	sql = psprintf("SELECT created_at, EXISTS (SELECT 1 FROM %s) FROM streamguard.segment "
 				   "WHERE stream_id = %d AND seg = %d", cur, task->id, task->current_seg);
@@ -211,9 +210,7 @@ sg_step_rotate(SgStreamTask *task)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	slot = HorizonFindSlot(MyDatabaseId, task->id);
-	if (slot >= 0)
-		pg_atomic_write_u32(&HorizonStream(slot)->current_seg, (uint32) (task->current_seg + 1));
+	HorizonRaiseSegments(MyDatabaseId, task->id, task->current_seg + 1, 0);
 	task->current_seg++;
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -232,22 +229,19 @@ static void
 sg_step_bounds(SgStreamTask *task)
 {
 	int			slot = HorizonFindSlot(MyDatabaseId, task->id);
-	SgStream   *st;
 	int32		cur;
 	int64	   *bounds;
+	int			nparts;
 	StringInfoData arr;
 	int			p;
 
 	if (slot < 0)
 		return;
-	st = HorizonStream(slot);
-	cur = (int32) pg_atomic_read_u32(&st->current_seg);
-	pg_memory_barrier();
-	bounds = palloc(sizeof(int64) * st->nparts);
-	if (!HorizonSeqBounds(slot, bounds, st->nparts))
+	nparts = HorizonSealedBounds(slot, &cur, &bounds);
+	if (nparts < 0)
 		return;
 	initStringInfo(&arr);
-	for (p = 0; p < st->nparts; p++)
+	for (p = 0; p < nparts; p++)
 		appendStringInfo(&arr, "%s%lld", p ? "," : "", (long long) bounds[p]);
 	sg_exec(psprintf("UPDATE streamguard.segment SET seq_bounds = '{%s}' "
 					 "WHERE stream_id OPERATOR(pg_catalog.=) %d AND seg OPERATOR(pg_catalog.<) %d "
@@ -263,7 +257,6 @@ sg_step_drop(SgStreamTask *task)
 	char	   *rel = StreamSegmentName(task->id, seg);
 	bool		isnull;
 	Datum		sealed;
-	int			slot;
 
 	if (seg >= task->current_seg)
 		return;
@@ -352,9 +345,7 @@ sg_step_drop(SgStreamTask *task)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	slot = HorizonFindSlot(MyDatabaseId, task->id);
-	if (slot >= 0)
-		pg_atomic_write_u32(&HorizonStream(slot)->min_seg, (uint32) (seg + 1));
+	HorizonRaiseSegments(MyDatabaseId, task->id, 0, seg + 1);
 	task->min_seg = seg + 1;
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -394,7 +385,7 @@ static void
 sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot, Oid owner)
 {
 	char		name[BGW_MAXLEN];
-	char		why[sizeof(slot->wait_reason)];
+	char		why[SG_WAIT_REASON_LEN];
 	bool		changed;
 
 	if (sup->worker == 0)
@@ -410,11 +401,7 @@ sg_start_worker(SgSupervised *sup, SgPipelineSlot *slot, Oid owner)
 		if (sup->handle == NULL)
 			WorkerUnitRelease(SG_UNIT_PIPELINE, sup->pipeline_id, sup->worker);
 	}
-	SpinLockAcquire(&slot->mutex);
-	slot->no_worker_slot = (sup->handle == NULL);
-	changed = strcmp(slot->wait_reason, why) != 0;
-	strlcpy(slot->wait_reason, why, sizeof(slot->wait_reason));
-	SpinLockRelease(&slot->mutex);
+	changed = PipelineSlotSetWaiting(slot, sup->handle == NULL, why);
 	if (changed && why[0] != '\0')
 		ereport(LOG,
 				(errmsg("%s waits for a worker slot: %s", name, why),
@@ -442,31 +429,18 @@ sg_supervise_worker(SgSupervised *sup, SgPipelineSlot *slot, bool running, Oid o
 	if (sup->handle != NULL)
 	{
 		/* the worker is gone: was that on purpose? */
-		SpinLockAcquire(&slot->mutex);
-		if (!slot->clean_exit)
-		{
-			slot->failures++;
-			slot->next_start = now + Min((int64) 250000 << Min(slot->failures, 7), 30 * USECS_PER_SEC);
-		}
-		slot->worker_pid = 0;
-		slot->worker_procno = -1;
-		SpinLockRelease(&slot->mutex);
+		PipelineSlotWorkerGone(slot, now);
 		pfree(sup->handle);
 		sup->handle = NULL;
 		WorkerUnitRelease(SG_UNIT_PIPELINE, sup->pipeline_id, sup->worker);
 	}
-	if (!running || slot->next_start > now)
+	if (!running || PipelineSlotBackingOff(slot, now))
 	{
 		/* paused or failed, or backing off after a crash */
-		SpinLockAcquire(&slot->mutex);
-		slot->no_worker_slot = false;
-		slot->wait_reason[0] = '\0';
-		SpinLockRelease(&slot->mutex);
+		(void) PipelineSlotSetWaiting(slot, false, "");
 		return;
 	}
-	SpinLockAcquire(&slot->mutex);
-	slot->clean_exit = false;
-	SpinLockRelease(&slot->mutex);
+	PipelineSlotStarting(slot);
 	sg_start_worker(sup, slot, owner);
 }
 
@@ -542,7 +516,7 @@ sg_supervise(void)
 				}
 				continue;
 			}
-			slot->stream_id = stream_id;
+			PipelineSlotSetStream(slot, stream_id);
 			sg_supervise_worker(sup, slot, running, owner, now);
 		}
 	}
