@@ -47,11 +47,6 @@ int			sg_backfill_naptime_ms = 0;
 int			sg_max_backfill_workers = 2;
 int			sg_max_windows_per_event = SG_DEFAULT_WINDOWS_PER_EVENT;
 
-/* set in a pipeline worker while it runs (0 elsewhere) */
-int32		SgRunningPipelineId = 0;
-int32		SgRunningSourceStream = 0;
-bool		SgRunningAllowSourceAppend = false;
-
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;

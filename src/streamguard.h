@@ -55,10 +55,11 @@ extern int	sg_backfill_chunk_rows;
 extern int	sg_backfill_naptime_ms;
 extern int	sg_max_backfill_workers;
 
-/* a pipeline worker's identity while it runs (0 elsewhere; worker.c) */
-extern int32 SgRunningPipelineId;
-extern int32 SgRunningSourceStream;
-extern bool SgRunningAllowSourceAppend;
+/* running.c: the pipeline this process runs (a pipeline worker; none elsewhere) */
+extern void SgRunningPipelineSet(int32 pipeline_id, int32 source_stream, bool allow_source_append);
+extern bool SgRunningPipelineIs(int32 pipeline_id);
+extern bool SgRunningSourceIs(int32 stream_id);
+extern bool SgRunningForbidsAppendTo(int32 stream_id);
 
 /* util.c */
 extern void SgEventColumns(TupleDesc desc);

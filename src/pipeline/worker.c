@@ -186,9 +186,7 @@ sg_load_definition(SgWorker *w)
 			}
 		}
 		w->def.source_kafka = w->def.source_server && DatumGetBool(SPI_getbinval(t, d, 27, &isnull));
-		SgRunningPipelineId = w->def.id;
-		SgRunningSourceStream = w->slot->stream_id;
-		SgRunningAllowSourceAppend = w->def.allow_source_append;
+		SgRunningPipelineSet(w->def.id, w->slot->stream_id, w->def.allow_source_append);
 		w->event_desc = w->def.source_kafka ? KafkaEventTupleDesc() : SgEventTupleDesc();
 		MemoryContextSwitchTo(old);
 	}
