@@ -171,8 +171,6 @@ BatchRunSql(SgWorker *w, Tuplestorestate *store, int64 n)
 	int			ret;
 	int64		rows;
 
-	if (w->run_sql)
-		return w->run_sql(w, store, n);		/* a window pipeline's evaluation */
 	plan = BatchOwnerEnter(w, &ctx, store, n);
 	ret = SPI_execute_plan(plan, NULL, NULL, false, 0);
 	if (ret < 0)
@@ -263,11 +261,13 @@ BatchApplyPolicy(SgWorker *w, TupleTableSlot *ev, ErrorData *edata)
 
 /*
  * Isolation: run the SQL event by event, each in a subtransaction, and
- * apply the error policy to the ones that fail.  Returns rows out, or -1
- * when the policy is stop and an event failed (w->stop_error is set).
+ * apply the error policy to the ones that fail.  `run` runs it over one
+ * event: BatchRunSql, or a sink's own run of the SQL (a window's
+ * evaluation).  Returns rows out, or -1 when the policy is stop and an
+ * event failed (w->stop_error is set).
  */
 int64
-BatchRunIsolated(SgWorker *w, Tuplestorestate *store)
+BatchRunIsolated(SgWorker *w, Tuplestorestate *store, SgRunSql run)
 {
 	TupleTableSlot *ev = MakeSingleTupleTableSlot(w->event_desc, &TTSOpsMinimalTuple);
 	int64		rows = 0;
@@ -287,7 +287,7 @@ BatchRunIsolated(SgWorker *w, Tuplestorestate *store)
 		MemoryContextSwitchTo(oldcxt);
 		PG_TRY();
 		{
-			rows += BatchRunSql(w, one, 1);
+			rows += run(w, one, 1);
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(oldcxt);
 			CurrentResourceOwner = oldowner;
