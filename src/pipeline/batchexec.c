@@ -233,7 +233,7 @@ sg_dead_letter(SgWorker *w, TupleTableSlot *ev, ErrorData *edata)
  * The error policy for one event of an isolated run that failed with
  * `edata`: dead_letter records it (in the caller's transaction, which moves
  * past it), skip counts it.  Returns false for stop, with w->stop_error set.
- * Shared with remote sinks (sink.c).
+ * Shared with remote sinks (sink_remote_write.c).
  */
 bool
 BatchApplyPolicy(SgWorker *w, TupleTableSlot *ev, ErrorData *edata)

@@ -1,17 +1,16 @@
 /*-------------------------------------------------------------------------
  *
- * kafka_sink.c
- *		A pipeline whose sink is a Kafka topic: the rows of its SELECT over
+ * sink_kafka.c
+ *		A Kafka topic as a pipeline's sink: the rows of its SELECT over
  *		each batch become messages, exactly once through a transactional
  *		producer and a checkpoint kept in Kafka, or at least once through
  *		an idempotent producer.
  *
- * The SELECT's columns are the message: value (jsonb, json, text or bytea;
- * NULL: a tombstone), and optionally key (any type, as text; bytea raw),
- * headers (a jsonb object: name -> a scalar, NULL for a header without a
- * value) and partition (an integer; NULL or absent: librdkafka's
- * partitioner, by key).  KafkaSinkCheckShape checks that at create_pipeline
- * and when the worker starts.
+ * The SELECT's columns are the message (sink_kafka_messages.c, which
+ * produces the rows as they come and checks the SELECT's shape at
+ * create_pipeline and when the worker starts).  This file is the routine:
+ * the producer, its transactions, the checkpoints and the recovery from
+ * them.  Its state (SgKafkaSink) is the producer and what it knows.
  *
  * exactly_once.  The producer's transactional.id is "streamguard-" and the
  * pipeline's sink key (system identifier, installation, database,
@@ -21,7 +20,7 @@
  * producer (PRODUCER_FENCED), on top of the pipeline's epoch fence here.
  * A batch, inside its local transaction T1 (fenced, positions moved by
  * the fetch):
- *	1. the positions before the fetch are noted (KafkaSinkNoteFrom);
+ *	1. the positions before the fetch are noted (the routine's before_fetch);
  *	2. one Kafka transaction: the rows, then a checkpoint record in the
  *	   topic streamguard_checkpoints, partition 0, key the transactional
  *	   id, value {batch, from, to, events, rows} (batch: the pipeline's
@@ -34,7 +33,7 @@
  *	   made durable by its read()); Kafka commit;
  *	3. T1 commits (synchronously: the worker forces synchronous_commit).
  * A crash between 2 and 3 leaves a batch committed in Kafka but not here.
- * Before the next batch (KafkaSinkResolve, after init_transactions, which
+ * Before the next batch (the routine's begin, after init_transactions, which
  * settles any transaction left open) the worker reads the last checkpoint
  * read_committed and compares it with the local batch counter B:
  *	checkpoint batch = B + 1, positions = its "from": that batch is
@@ -52,7 +51,7 @@
  * a second transaction (batch.c).  A crash between re-produces the batch.
  *
  * The producer belongs to the worker (TopMemoryContext); after a failed
- * batch it is closed (KafkaSinkClose) and the next batch opens a new one,
+ * batch it is closed (the routine's close) and the next batch opens a new one,
  * which for exactly_once means a new init_transactions.
  *
  *-------------------------------------------------------------------------

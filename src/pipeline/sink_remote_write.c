@@ -47,12 +47,13 @@ sg_forget_done_gid(SgRemoteSink *s)
 }
 
 /*
- * COMMIT PREPARED sent to the sink (SinkCommitPrepared): wait for it, then
- * drop its local record, in the next batch's transaction.  Called as late
- * in that batch as possible (before its own remote transaction, or before
- * an empty batch commits), so that the remote commit overlaps the batch's
- * fetch and SELECT.  If the commit failed, the error fails this batch and
- * the settling (sink_remote.c) settles the transaction from the record, still there.
+ * COMMIT PREPARED sent to the sink (after the local COMMIT, sink_remote.c):
+ * wait for it, then drop its local record, in the next batch's
+ * transaction.  Called as late in that batch as possible (before its own
+ * remote transaction, or before an empty batch commits), so that the
+ * remote commit overlaps the batch's fetch and SELECT.  If the commit
+ * failed, the error fails this batch and the settling (sink_remote.c)
+ * settles the transaction from the record, still there.
  */
 void
 SinkRemoteForgetCommitted(SgWorker *w)
@@ -118,12 +119,14 @@ sg_offsets_mode(SgWorker *w)
 
 /*
  * Rows in COPY text format into the sink, in the open remote transaction:
- * straight into the sink table, or through the staging table (sink_remote.c).
+ * straight into the sink table, or through the staging table (built at
+ * start, sink_remote.c).
  */
 static void
 sg_sink_load(SgWorker *w, SgRemote *r, StringInfo data)
 {
 	SgRemoteSink *s = RemoteSinkState(w);
+
 	RemoteCopyIn(r, s->copy_sql, data->data, data->len);
 	if (s->upsert_sql)
 	{
@@ -179,6 +182,7 @@ static bool
 sg_sink_clears_dead_letters(SgWorker *w)
 {
 	SgRemoteSink *s = RemoteSinkState(w);
+
 	if (s->dead_pending && !s->resolved)
 	{
 		s->dead_pending = false;
@@ -358,8 +362,8 @@ sg_sink_sql(SgWorker *w, SgRemote *r, const char *gid, int64 *first, int64 *last
 /*
  * Run the pipeline's SELECT over the batch as the owner and render its
  * rows in COPY text format for the sink.  With `stream` (the fast path,
- * SinkRemoteWrite): once the SELECT has run, the batch's remote transaction is
- * sent (s->sql, RemoteCopyStart) and the rows go out in chunks as they
+ * SinkRemoteWrite): once the SELECT has run, the batch's remote transaction
+ * is sent (s->sql, RemoteCopyStart) and the rows go out in chunks as they
  * are rendered, so that the remote parses them while we render the next
  * ones; what is left at the end stays in the returned buffer.  The buffer
  * is the worker's own, reused from batch to batch.

@@ -387,7 +387,7 @@ sg_lock_positions(SgWorker *w, SgKafkaSource *s, int nparts)
 		elog(ERROR, "kafka position lookup failed");
 	for (p = 0; p < nparts; p++)
 		stored[p] = -2;
-	for (i = 0; i < SPI_processed; i++)
+	for (i = 0; i < SPI_processed; i++) /* bounded: a row per partition */
 	{
 		bool		isnull;
 		int			part = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));

@@ -193,7 +193,7 @@ sg_remote_int(SgRemoteResult *res, int row, int col, int len)
  * Check a read's result (six columns with the types of streamguard.event,
  * except the payload, which may also come as text or json: their binary
  * format is the text; only the worker's partitions) and take first/last
- * per partition, as SourceFetch returns them, from its partition and seq
+ * per partition, as the fetch returns them, from its partition and seq
  * columns alone: cheap, so that the next read can be sent ahead before the
  * rows are converted (sg_remote_store).  Returns how many rows.
  */

@@ -12,5 +12,5 @@ my $root = "$FindBin::RealBin/../..";
 my $out = `cd '$root' && perl scripts/call-graph.pl 2>&1`;
 my $status = $? >> 8;
 is($status, 0, 'no call cycle among the files of src/') or diag($out);
-like($out, qr{\bpipeline/source\s+->\s+stream/consumer\b}, 'the call graph was read (source calls consumer)');
+like($out, qr{\bpipeline/source_local\s+->\s+stream/consumer\b}, 'the call graph was read (the local source calls consumer)');
 done_testing();
