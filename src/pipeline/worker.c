@@ -10,7 +10,11 @@
  * owner in the execution context of batchexec.c.  Catalog work runs as the
  * storage owner.
  *
- * One batch is batch.c's job (see worker.h for the files of the worker).
+ * Where the events come from and where the effects go are the source's and
+ * the sink's: their routines (routine.h) are chosen here once, from the
+ * definition, and opened; after a failed batch they are closed, and the
+ * next batch starts afresh.  One batch is batch.c's job (see worker.h for
+ * the files of the worker).
  *
  * Failures: a failed batch is retried with exponential backoff (the
  * pipeline's retry_backoff, doubling up to max_backoff).  Errors that look
@@ -20,8 +24,9 @@
  * own subtransaction and a failing one is handled by the error policy —
  * stop (state failed, nothing skipped), skip (counted) or dead_letter
  * (stored with its error, in the same transaction that moves past it).
- * A window pipeline's failure to keep or emit its windows is no event's:
- * after max_attempts attempts it stops the pipeline (window.c).
+ * A failure that is the sink's own, not an event's (a window pipeline's
+ * state or emission, window.c), is not isolated: after max_attempts
+ * attempts it stops the pipeline.
  *
  *-------------------------------------------------------------------------
  */

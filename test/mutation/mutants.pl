@@ -122,7 +122,7 @@
 		breaks => 'exactly_once commits the positions in a transaction of their own before the effects',
 		edits => [ [ 'src/pipeline/batch.c',
 			"\t\tcase SG_EXACTLY_ONCE:\n\t\t\treturn sg_batch_exactly_once(w, &run);\n",
-			"\t\tcase SG_EXACTLY_ONCE:\n\t\t\treturn sg_batch_at_most_once(w, &run);\n" ] ],
+			"\t\tcase SG_EXACTLY_ONCE:\n\t\t\treturn w->def.guarantee != SG_EXACTLY_ONCE ? sg_batch_exactly_once(w, &run) : sg_batch_at_most_once(w, &run);\n" ] ],
 		tests => [ 'tap:060_pipeline_runtime.pl', 'tap:050_pipeline_crash_matrix.pl' ],
 	},
 	{
