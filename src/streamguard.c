@@ -54,7 +54,6 @@ SG_MODULE_MAGIC;
 
 
 
-
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 

@@ -132,7 +132,7 @@ PipelineLockExt(const char *name, Oid caller, bool fence, bool missing_ok)
 	if (!sg_find_pipeline("SELECT id, owner FROM streamguard.pipeline "
 						  "WHERE name OPERATOR(pg_catalog.=) $1", name, false, caller, &row, missing_ok))
 		return row;				/* id 0: gone, and the caller said that is fine */
-	if (row.id == SgRunningPipelineId)
+	if (SgRunningPipelineIs(row.id))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("pipeline \"%s\" cannot control itself from its own SQL", name),

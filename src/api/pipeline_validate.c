@@ -356,7 +356,7 @@ sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table, con
 							   "CREATE TABLE public.streamguard_sink_offsets ("
 							   " pipeline text NOT NULL, partition int NOT NULL, position bigint NOT NULL,"
 							   " PRIMARY KEY (pipeline, partition))");
-		/* dead letters committed with the rows and positions (sink.c) */
+		/* dead letters committed with the rows and positions (sink_remote_write.c) */
 		sg_ensure_remote_table(rp, server, "public.streamguard_sink_dead_letters",
 							   "CREATE TABLE public.streamguard_sink_dead_letters ("
 							   " pipeline text NOT NULL, partition int NOT NULL, seq bigint NOT NULL,"
@@ -516,7 +516,7 @@ PipelineCheckWorkers(int32 workers)
  * Several workers with a remote end: remote PostgreSQL sources and sinks
  * take them (each worker its own connections and partitions: its remote
  * positions, its partitions' offsets on the sink, its own gids and marker;
- * source.c, sink.c, twophase.c).  A Kafka source or sink has one client,
+ * source_remote.c, sink_remote*.c, twophase.c).  A Kafka source or sink has one client,
  * one set of offsets or one checkpoint per pipeline: it runs with one
  * worker.
  */

@@ -255,7 +255,7 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be owner of stream \"%s\"", name)));
-		if (SgRunningSourceStream == stream_id)
+		if (SgRunningSourceIs(stream_id))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("a pipeline cannot drop its own source stream \"%s\"", name)));

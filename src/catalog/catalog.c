@@ -593,8 +593,7 @@ StreamRoleMayAppend(SgStreamMeta *meta, Oid role)
 void
 StreamCheckNotOwnSource(SgStreamMeta *meta)
 {
-	if (SgRunningSourceStream != 0 && meta->stream_id == SgRunningSourceStream &&
-		!SgRunningAllowSourceAppend)
+	if (SgRunningForbidsAppendTo(meta->stream_id))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a pipeline cannot append to its own source stream \"%s\"", meta->name),

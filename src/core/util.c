@@ -37,11 +37,6 @@
 /* set by _PG_init when loaded through shared_preload_libraries */
 bool		SgLoaded = false;
 
-/* set in a pipeline worker while it runs (0 elsewhere; worker.c) */
-int32		SgRunningPipelineId = 0;
-int32		SgRunningSourceStream = 0;
-bool		SgRunningAllowSourceAppend = false;
-
 /*
  * Settings that our own SQL must not take from anybody else.  A background
  * worker of ours connects as the bootstrap superuser and picks up the

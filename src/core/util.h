@@ -36,13 +36,15 @@
 extern bool SgLoaded;
 
 /*
- * A pipeline worker's identity while it runs (0 elsewhere): set by
- * worker.c, read by the checks below it (an append to the pipeline's own
- * source, catalog.c; control calls from inside a pipeline, pipeline.c).
+ * running.c: the pipeline this process runs (a pipeline worker; none
+ * elsewhere): set by worker.c, asked by the checks below it (an append to
+ * the pipeline's own source, catalog.c; drop_stream, streams.c; control
+ * calls from inside a pipeline, pipeline.c).
  */
-extern int32 SgRunningPipelineId;
-extern int32 SgRunningSourceStream;
-extern bool SgRunningAllowSourceAppend;
+extern void SgRunningPipelineSet(int32 pipeline_id, int32 source_stream, bool allow_source_append);
+extern bool SgRunningPipelineIs(int32 pipeline_id);
+extern bool SgRunningSourceIs(int32 stream_id);
+extern bool SgRunningForbidsAppendTo(int32 stream_id);
 
 /* entry checks */
 extern void StreamguardCheckLoaded(void);

@@ -57,7 +57,7 @@ extern bool KafkaWatermark(SgKafka *k, const char *topic, int32 partition, int64
 pg_noreturn extern void KafkaRaise(SgKafka *k, rd_kafka_resp_err_t err, const char *what);
 extern TimestampTz KafkaDeadline(void);
 
-/* kafka_sink.c: checks of create_pipeline and alter_pipeline */
+/* sink_kafka*.c: checks of create_pipeline and alter_pipeline */
 extern void KafkaSinkCheckShape(const char *sql);
 extern void KafkaSinkCheck(const char *server, const char *topic, bool exactly_once);
 

@@ -13,11 +13,14 @@
  *	at_most_once	T1: fetch (positions advance), counters, COMMIT;
  *					T2: user SQL over the batch kept in memory, COMMIT.
  *					A crash between loses the batch.
- * With a remote sink the rows go to the sink inside T1 (sink.c): the
- * remote transaction is prepared before the local COMMIT and committed
- * after it (two_phase), or committed with the positions (offsets).  With
- * a Kafka sink (kafka_sink.c) the Kafka transaction, holding the rows and
- * a checkpoint, commits inside T1, before the local COMMIT.
+ * Where the events come from and what the SQL's effects become is the
+ * source's and the sink's (routine.h): this file calls their routines at
+ * each step of the batch and never asks which kinds they are.  A sink
+ * that leaves the database does its part inside T1 -- it is settled at
+ * the sink's begin, written by its write, confirmed just before the local
+ * COMMIT, finished in its committed step -- so that its effects and the
+ * positions commit together (or, for the weaker guarantees, in the order
+ * the guarantee says).
  *
  *-------------------------------------------------------------------------
  */
@@ -216,231 +219,247 @@ sg_record(SgWorker *w, int64 batch_id, int64 epoch, int events_in, int64 rows_ou
 	PipelineSlotRecordBatch(w->slot, &r, (t3 - t0) / 1e6);
 }
 
-SgBatchResult
-BatchRun(SgWorker *w, bool isolate)
+/* one run of BatchRun: what the routines see, and the timings */
+typedef struct SgRun
 {
-	SgStreamMeta *meta = NULL;
-	Tuplestorestate *store;
-	int			fetched,
-				n;
-	int64	   *first,
-			   *last;
-	int64		rows_out = 0;
-	TimestampTz t0,
-				t1,
-				t2,
-				t3;
+	SgBatch		b;
+	TimestampTz t0;				/* the batch began */
+	TimestampTz t1;				/* ... fetched and filtered */
+	TimestampTz t2;				/* ... processed */
+} SgRun;
+
+/*
+ * The batch's first steps, in T1, up to the events it will process: the
+ * fence, the source's and the sink's begin, the fetch (positions move with
+ * it unless at_least_once), the filters.  Returns true with T1 open and
+ * the batch in `run`, or false with *result set and no transaction open.
+ */
+static bool
+sg_batch_fetch(SgWorker *w, SgRun *run, bool isolate, SgBatchResult *result)
+{
+	SgBatch    *b = &run->b;
 	MemoryContext oldcxt;
-	int			nparts;
-	char	   *gid = NULL;
-	bool		advance_in_fetch;
-	int64		batch_id;
 
 	MemoryContextReset(w->batch_cxt);
 	w->batch_skipped = w->batch_dead = 0;
-	w->sink_resolved = false;
-	w->sink_end_pending = false;
+	memset(run, 0, sizeof(SgRun));
+	b->isolate = isolate;
 
 	/* a control call is waiting for the pipeline row: step aside */
+	*result = SG_BATCH_FENCED;
 	if (PipelineSlotFenceRequested(w->slot))
-		return SG_BATCH_FENCED;
+		return false;
 	WorkerFault(w, SG_FAULT_BEFORE_FENCE);
 
 	WorkerBegin("fetch");
-	t0 = GetCurrentTimestamp();
+	run->t0 = GetCurrentTimestamp();
 	if (!sg_fence(w))
 	{
 		WorkerAbort();
-		return SG_BATCH_FENCED;
+		return false;
 	}
+	*result = SG_BATCH_STOPPED;
 	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(w->def.owner)))
 	{
 		/* dropped from another database, where we could not refuse it */
 		WorkerAbort();
 		w->stop_error = MemoryContextStrdup(TopMemoryContext,
 										 psprintf("the owner of the pipeline (role %u) no longer exists", w->def.owner));
-		return SG_BATCH_STOPPED;
+		return false;
 	}
-	if (!w->def.source_server)
+	if (!w->source->begin(w, b))
 	{
-		if (w->def.stream == NULL)
-		{
-			/* the source stream is gone: nothing can run any more */
-			WorkerAbort();
-			w->stop_error = MemoryContextStrdup(TopMemoryContext, "the source stream no longer exists");
-			return SG_BATCH_STOPPED;
-		}
-		meta = SourceOpen(w);
-		nparts = meta->nparts;
+		/* the source is gone: nothing can run any more */
+		WorkerAbort();
+		return false;
 	}
-	else
-		nparts = SourcePartitions(w);
 
 	/* what a crash may have left between this database and the sink */
-	if (w->def.sink_server && w->need_resolve)
+	if (w->sink->begin && !w->sink->begin(w, b))
 	{
-		if (!(w->def.sink_kafka ? KafkaSinkResolve(w, meta, nparts) : SinkResolve(w, meta)))
-		{
-			/* failed with the records dropped, in one transaction */
-			WorkerRecordError(w, w->stop_error, true);
-			WorkerCommit();
-			return SG_BATCH_STOPPED;
-		}
-		w->need_resolve = false;
+		/* failed with the records dropped, in one transaction */
+		WorkerRecordError(w, w->stop_error, true);
+		WorkerCommit();
+		return false;
 	}
 
 	oldcxt = MemoryContextSwitchTo(w->batch_cxt);
-	store = BatchStore(w, Max(work_mem, 64 * 1024));
-	first = palloc(sizeof(int64) * nparts);
-	last = palloc(sizeof(int64) * nparts);
+	b->store = BatchStore(w, Max(work_mem, 64 * 1024));
+	b->first = palloc(sizeof(int64) * b->nparts);
+	b->last = palloc(sizeof(int64) * b->nparts);
 	MemoryContextSwitchTo(oldcxt);
 
 	/*
 	 * Positions move inside this first transaction except for
 	 * at_least_once, which moves them only after the sink committed.
 	 */
-	advance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE;
-	if (w->window)
-		WindowBeforeFetch(w, meta);
-	/* a Kafka sink's checkpoint says where the batch began */
-	if (w->def.sink_kafka && w->def.guarantee == SG_EXACTLY_ONCE)
-		KafkaSinkNoteFrom(w, meta, nparts);
-	fetched = SourceFetch(w, meta, store, first, last, advance_in_fetch);
-	if (fetched < 0)
+	b->advance = w->def.guarantee != SG_AT_LEAST_ONCE;
+	if (w->sink->before_fetch)
+		w->sink->before_fetch(w, b);
+	b->fetched = w->source->fetch(w, b);
+	if (b->fetched < 0)
 	{
-		/* a malformed message under the error policy stop */
+		/* malformed input under the error policy stop */
 		WorkerAbort();
-		return SG_BATCH_STOPPED;
+		return false;
 	}
-	/* a window pipeline closes windows with or without new events */
-	if (fetched == 0 && w->window)
-		rows_out = WindowApply(w, store, 0);
-	if (fetched == 0 && rows_out == 0)
+	/* a sink may have work with or without new events */
+	if (b->fetched == 0 && w->sink->empty)
+		b->rows_out = w->sink->empty(w, b);
+	if (b->fetched == 0 && b->rows_out == 0)
 	{
-		SinkForgetCommitted(w);
-		/* only malformed input the error policy took (a Kafka source) */
+		/* only malformed input the error policy took (the source's) */
 		if (w->batch_skipped > 0 || w->batch_dead > 0)
 			sg_count_batch(w, 0, 0, 0);
 		WorkerCommit();
-		if (w->window)
-			WindowCommitted(w);
-		return SG_BATCH_EMPTY;
+		if (w->sink->committed)
+			w->sink->committed(w, b);
+		*result = SG_BATCH_EMPTY;
+		return false;
 	}
-	n = fetched;
+	b->n = b->fetched;
 	if (w->nskips > 0)
 	{
 		oldcxt = MemoryContextSwitchTo(w->batch_cxt);
-		store = BatchSkipFilter(w, store, &n);
+		b->store = BatchSkipFilter(w, b->store, &b->n);
 		MemoryContextSwitchTo(oldcxt);
 	}
 	if (w->def.dedup)
 	{
 		oldcxt = MemoryContextSwitchTo(w->batch_cxt);
-		store = BatchDedupFilter(w, store, &n);
+		b->store = BatchDedupFilter(w, b->store, &b->n);
 		MemoryContextSwitchTo(oldcxt);
 	}
-	t1 = GetCurrentTimestamp();
+	run->t1 = GetCurrentTimestamp();
 	WorkerFault(w, SG_FAULT_MID_BATCH);
+	return true;
+}
 
-	if (w->def.guarantee == SG_AT_MOST_ONCE)
-	{
-		/* positions first */
-		sg_count_batch(w, 1, fetched, 0);
-		WorkerCommit();
-		WorkerFault(w, SG_FAULT_BETWEEN_COMMITS);
-		WorkerBegin("process");
-		if (!sg_fence(w))
-		{
-			WorkerAbort();
-			return SG_BATCH_FENCED;		/* the batch is lost: at most once */
-		}
-	}
+/*
+ * The batch's effects, in the open transaction, up to its COMMIT: the
+ * sink's write, the counters (batches and events_in as the guarantee
+ * counts them here), the checkpoint log, the sink's confirmation, the
+ * COMMIT and the sink's committed step.  Sets *batch_id, the checkpoint
+ * log's; false when the error policy stopped the pipeline (the
+ * transaction aborted).
+ */
+static bool
+sg_batch_process(SgWorker *w, SgRun *run, int64 batches, int64 events_in, int64 *batch_id)
+{
+	SgBatch    *b = &run->b;
 
 	pgstat_report_activity(STATE_RUNNING, "process");
-	if (w->def.sink_kafka)
-	{
-		/*
-		 * No event-by-event isolation into Kafka: a batch that failed
-		 * max_attempts times (not for a transient reason) stops the
-		 * pipeline, whatever the error policy.
-		 */
-		if (isolate)
-		{
-			WorkerAbort();
-			w->stop_error = MemoryContextStrdup(TopMemoryContext,
-												psprintf("a batch to Kafka failed %d times, last: %s",
-														 w->def.max_attempts, w->last_error ? w->last_error : "unknown error"));
-			return SG_BATCH_STOPPED;
-		}
-		rows_out = KafkaSinkWrite(w, meta, store, n, nparts, fetched);
-	}
-	else if (w->def.sink_server)
-	{
-		if (isolate)
-			rows_out = SinkRunIsolated(w, store, first, last, nparts, &gid);
-		else
-		{
-			oldcxt = MemoryContextSwitchTo(w->batch_cxt);
-			gid = SinkWrite(w, store, n, &rows_out, first, last, nparts);
-			MemoryContextSwitchTo(oldcxt);
-		}
-		if (gid)
-		{
-			/*
-			 * COMMIT PREPARED goes out after the local commit: the gid must
-			 * outlive the transaction (the isolated path makes it in the
-			 * transaction's memory)
-			 */
-			gid = MemoryContextStrdup(w->batch_cxt, gid);
-			SinkRecordPrepared(w, gid);
-		}
-	}
-	else if (n > 0)
-		rows_out = isolate ? BatchRunIsolated(w, store) : BatchRunSql(w, store, n);
-	if (rows_out < 0)
+	b->rows_out = w->sink->write(w, b);
+	if (b->rows_out < 0)
 	{
 		WorkerAbort();
-		return SG_BATCH_STOPPED;
+		return false;
 	}
-	if (w->window && fetched > 0)
-		rows_out = WindowApply(w, store, fetched);
-	t2 = GetCurrentTimestamp();
-
-	if (w->def.guarantee != SG_AT_MOST_ONCE)
-		sg_count_batch(w, 1, fetched, rows_out);
-	else
-		sg_count_batch(w, 0, 0, rows_out);	/* the batch counted with the positions */
-	batch_id = sg_log_batch(w, fetched, rows_out, first, last, nparts, t0, t1, t2);
-	/* the remote end, sent by SinkWrite, ran meanwhile: confirmed now */
-	if (w->def.sink_server && !w->def.sink_kafka)
-		SinkConfirm(w);
+	run->t2 = GetCurrentTimestamp();
+	sg_count_batch(w, batches, events_in, b->rows_out);
+	*batch_id = sg_log_batch(w, b->fetched, b->rows_out, b->first, b->last, b->nparts,
+							 run->t0, run->t1, run->t2);
+	/* what the sink sent meanwhile is confirmed now */
+	if (w->sink->confirm)
+		w->sink->confirm(w, b);
 	WorkerFault(w, SG_FAULT_BEFORE_COMMIT);
 	WorkerCommit();
-	if (w->window)
-		WindowCommitted(w);
+	if (w->sink->committed)
+		w->sink->committed(w, b);
+	return true;
+}
 
-	if (gid)
-	{
-		WorkerFault(w, SG_FAULT_AFTER_LOCAL_COMMIT);
-		SinkCommitPrepared(w, gid);
-	}
+/* the batch is over: its record in shared memory */
+static SgBatchResult
+sg_batch_done(SgWorker *w, SgRun *run, int64 batch_id)
+{
+	SgBatch    *b = &run->b;
+	TimestampTz t3 = GetCurrentTimestamp();
 
-	if (w->def.guarantee == SG_AT_LEAST_ONCE)
-	{
-		/* positions after the sink committed */
-		WorkerFault(w, SG_FAULT_BETWEEN_COMMITS);
-		WorkerBegin("advance");
-		if (!sg_fence(w))
-		{
-			WorkerAbort();
-			return SG_BATCH_FENCED;		/* redelivered later: at least once */
-		}
-		SourceAdvance(w, meta, last, nparts);
-		WorkerCommit();
-	}
-	t3 = GetCurrentTimestamp();
 	WorkerFault(w, SG_FAULT_AFTER_COMMIT);
-	sg_record(w, batch_id, w->def.epoch, fetched, rows_out, first, last, nparts, t0, t1, t2, t3);
+	sg_record(w, batch_id, w->def.epoch, b->fetched, b->rows_out, b->first, b->last, b->nparts,
+			  run->t0, run->t1, run->t2, t3);
 	return SG_BATCH_DONE;
 }
 
+/* exactly_once: the effects and the positions in T1 */
+static SgBatchResult
+sg_batch_exactly_once(SgWorker *w, SgRun *run)
+{
+	int64		batch_id;
+
+	if (!sg_batch_process(w, run, 1, run->b.fetched, &batch_id))
+		return SG_BATCH_STOPPED;
+	return sg_batch_done(w, run, batch_id);
+}
+
+/* at_least_once: the effects in T1, the positions in T2 */
+static SgBatchResult
+sg_batch_at_least_once(SgWorker *w, SgRun *run)
+{
+	SgBatch    *b = &run->b;
+	int64		batch_id;
+
+	if (!sg_batch_process(w, run, 1, b->fetched, &batch_id))
+		return SG_BATCH_STOPPED;
+
+	/* positions after the sink committed */
+	WorkerFault(w, SG_FAULT_BETWEEN_COMMITS);
+	WorkerBegin("advance");
+	if (!sg_fence(w))
+	{
+		WorkerAbort();
+		return SG_BATCH_FENCED; /* redelivered later: at least once */
+	}
+	w->source->advance(w, b, b->last, b->nparts);
+	WorkerCommit();
+	return sg_batch_done(w, run, batch_id);
+}
+
+/* at_most_once: the positions in T1, the effects in T2 */
+static SgBatchResult
+sg_batch_at_most_once(SgWorker *w, SgRun *run)
+{
+	int64		batch_id;
+
+	/* positions first */
+	sg_count_batch(w, 1, run->b.fetched, 0);
+	WorkerCommit();
+	WorkerFault(w, SG_FAULT_BETWEEN_COMMITS);
+	WorkerBegin("process");
+	if (!sg_fence(w))
+	{
+		WorkerAbort();
+		return SG_BATCH_FENCED; /* the batch is lost: at most once */
+	}
+	/* the batch counted with the positions */
+	if (!sg_batch_process(w, run, 0, 0, &batch_id))
+		return SG_BATCH_STOPPED;
+	return sg_batch_done(w, run, batch_id);
+}
+
+/*
+ * One batch: its events fetched, then processed as its guarantee says.
+ * `isolate`: the SQL runs event by event under the error policy (the
+ * batch failed max_attempts times).
+ */
+SgBatchResult
+BatchRun(SgWorker *w, bool isolate)
+{
+	SgRun		run;
+	SgBatchResult result;
+
+	if (!sg_batch_fetch(w, &run, isolate, &result))
+		return result;
+	switch (w->def.guarantee)
+	{
+		case SG_EXACTLY_ONCE:
+			return sg_batch_exactly_once(w, &run);
+		case SG_AT_LEAST_ONCE:
+			return sg_batch_at_least_once(w, &run);
+		case SG_AT_MOST_ONCE:
+			return sg_batch_at_most_once(w, &run);
+	}
+	elog(ERROR, "unknown guarantee %d", (int) w->def.guarantee);
+	return SG_BATCH_STOPPED;	/* keep the compiler quiet */
+}

@@ -247,8 +247,6 @@ BatchRunSql(SgWorker *w, Tuplestorestate *store, int64 n)
 	int			ret;
 	int64		rows;
 
-	if (w->run_sql)
-		return w->run_sql(w, store, n);		/* a window pipeline's evaluation */
 	plan = BatchOwnerEnter(w, &ctx, store, n);
 	ret = SPI_execute_plan(plan, NULL, NULL, false, 0);
 	if (ret < 0)
@@ -311,7 +309,7 @@ sg_dead_letter(SgWorker *w, TupleTableSlot *ev, ErrorData *edata)
  * The error policy for one event of an isolated run that failed with
  * `edata`: dead_letter records it (in the caller's transaction, which moves
  * past it), skip counts it.  Returns false for stop, with w->stop_error set.
- * Shared with remote sinks (sink.c).
+ * Shared with remote sinks (sink_remote_write.c).
  */
 bool
 BatchApplyPolicy(SgWorker *w, TupleTableSlot *ev, ErrorData *edata)
@@ -339,11 +337,13 @@ BatchApplyPolicy(SgWorker *w, TupleTableSlot *ev, ErrorData *edata)
 
 /*
  * Isolation: run the SQL event by event, each in a subtransaction, and
- * apply the error policy to the ones that fail.  Returns rows out, or -1
- * when the policy is stop and an event failed (w->stop_error is set).
+ * apply the error policy to the ones that fail.  `run` runs it over one
+ * event: BatchRunSql, or a sink's own run of the SQL (a window's
+ * evaluation).  Returns rows out, or -1 when the policy is stop and an
+ * event failed (w->stop_error is set).
  */
 int64
-BatchRunIsolated(SgWorker *w, Tuplestorestate *store)
+BatchRunIsolated(SgWorker *w, Tuplestorestate *store, SgRunSql run)
 {
 	TupleTableSlot *ev = MakeSingleTupleTableSlot(w->event_desc, &TTSOpsMinimalTuple);
 	int64		rows = 0;
@@ -363,7 +363,7 @@ BatchRunIsolated(SgWorker *w, Tuplestorestate *store)
 		MemoryContextSwitchTo(oldcxt);
 		PG_TRY();
 		{
-			rows += BatchRunSql(w, one, 1);
+			rows += run(w, one, 1);
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(oldcxt);
 			CurrentResourceOwner = oldowner;

@@ -10,6 +10,8 @@
  *					the user's expressions as the owner, the state, the
  *					watermark and the emission of closed windows, all in
  *					the batch's transaction
+ *	sink_window.c	the window as the pipeline's sink (routine.h): the steps
+ *					of a batch that call window.c
  *
  *-------------------------------------------------------------------------
  */
@@ -74,71 +76,17 @@ extern const SgWordList SgWindowAggWords;
  */
 #define SG_WINDOW_ORIGIN	(-((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY))
 
-typedef struct SgWindow
-{
-	/* the definition, loaded once at start */
-	SgWindowKind kind;
-	int64		size_us;		/* tumbling, hopping: length; session: gap */
-	int64		slide_us;		/* hopping; else size_us */
-	bool		append_time;
-	int			naggs;
-	char	  **agg_names;
-	SgWindowAgg *aggs;
-	int			nacc;			/* accumulator slots: one per aggregate, plus
-								 * one per avg (its count) */
-	int		   *count_slot;		/* avg: its count slot; else -1 */
-	char	   *target;			/* a table, or NULL and ... */
-	char	   *target_stream;	/* ... a stream the windows are appended to */
-	SgWindowEmit emit;
-	int64		lateness_us;
-	int64		idle_us;		/* -1: partitions never count as idle */
-	SgWindowLate late;
-	int64		keep_closed_us; /* late 'update': how long closed state is kept */
-	bool		revisions;		/* emitted rows carry a revision (late 'update'
-								 * with on_close, or a changelog) */
-	bool		retractions;	/* ... and a retracted flag (sessions) */
-	bool		changelog;		/* on_update into a target stream */
+/* a window pipeline's window: its definition and state (window.c's own) */
+typedef struct SgWindow SgWindow;
 
-	/* generated statements (TopMemoryContext) */
-	char	   *merge_sql;
-	char	   *close_sql;
-	char	   *emit_sql;		/* run as the owner */
-	char	   *update_sql;		/* on_update: run as the owner */
-	char	   *delete_sql;		/* on_update sessions: superseded rows, as the owner */
-	char	   *changed_sql;	/* on_update: the windows the batch changed */
-	SPIPlanPtr	merge_plan;		/* prepared at first use */
-	SPIPlanPtr	close_plan;
-	SPIPlanPtr	changed_plan;
-	SPIPlanPtr	append_plan;
-
-	/* append time: what is known per source partition (worker memory) */
-	int			nparts;
-	TimestampTz *bound;			/* every event appended before it is consumed */
-	TimestampTz *mark_time;		/* a pending mark: once every seq below */
-	int64	   *mark_seq;		/* mark_seq is consumed, bound >= mark_time */
-	TimestampTz *cand_bound;	/* the same, as the current batch will leave */
-	TimestampTz *cand_mark_time;	/* them if it commits */
-	int64	   *cand_mark_seq;
-	TimestampTz pre_time;		/* taken before the batch's fetch */
-	int64	   *pre_horizon;
-	int64	   *pre_next;
-	bool		pre_taken;
-
-	/* the current batch (batch_cxt) */
-	Tuplestorestate *rows;		/* the evaluation's output */
-	TupleDesc	rows_desc;
-	int64		nrows;
-	TimestampTz next_close;		/* earliest end of an open window, 0: none */
-	bool		applying;		/* in WindowApply: an error there is not an event's */
-} SgWindow;
-
-/* window.c */
-extern bool WindowLoad(struct SgWorker *w);
-extern void WindowBeforeFetch(struct SgWorker *w, SgStreamMeta *meta);
-extern int64 WindowEval(struct SgWorker *w, Tuplestorestate *store, int64 n);
-extern int64 WindowApply(struct SgWorker *w, Tuplestorestate *store, int fetched);
-extern void WindowCommitted(struct SgWorker *w);
-extern long WindowWaitMs(struct SgWorker *w, long wait_ms);
-extern bool WindowApplyFailed(struct SgWorker *w);
+/* window.c (the window sink's work: sink_window.c) */
+extern SgWindow *WindowLoad(struct SgWorker *w);
+extern bool WindowTooWide(SgWindow *win);
+extern void WindowBeforeFetch(struct SgWorker *w, SgWindow *win, SgStreamMeta *meta);
+extern int64 WindowEval(struct SgWorker *w, SgWindow *win, Tuplestorestate *store, int64 n);
+extern int64 WindowApply(struct SgWorker *w, SgWindow *win, Tuplestorestate *store, int fetched);
+extern void WindowCommitted(SgWindow *win);
+extern long WindowWaitMs(SgWindow *win, long wait_ms);
+extern bool WindowApplyFailed(SgWindow *win);
 
 #endif							/* SG_WINDOW_H */

@@ -10,7 +10,11 @@
  * owner in the execution context of batchexec.c.  Catalog work runs as the
  * storage owner.
  *
- * One batch is batch.c's job (see worker.h for the files of the worker).
+ * Where the events come from and where the effects go are the source's and
+ * the sink's: their routines (routine.h) are chosen here once, from the
+ * definition, and opened; after a failed batch they are closed, and the
+ * next batch starts afresh.  One batch is batch.c's job (see worker.h for
+ * the files of the worker).
  *
  * Failures: a failed batch is retried with exponential backoff (the
  * pipeline's retry_backoff, doubling up to max_backoff).  Errors that look
@@ -20,8 +24,9 @@
  * own subtransaction and a failing one is handled by the error policy —
  * stop (state failed, nothing skipped), skip (counted) or dead_letter
  * (stored with its error, in the same transaction that moves past it).
- * A window pipeline's failure to keep or emit its windows is no event's:
- * after max_attempts attempts it stops the pipeline (window.c).
+ * A failure that is the sink's own, not an event's (a window pipeline's
+ * state or emission, window.c), is not isolated: after max_attempts
+ * attempts it stops the pipeline.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,6 +45,7 @@
 
 #include "core/compat.h"
 #include "io/kafka.h"
+#include "pipeline/window.h"
 #include "pipeline/worker.h"
 
 static void
@@ -174,10 +180,7 @@ sg_load_definition(SgWorker *w)
 			}
 		}
 		w->def.source_kafka = w->def.source_server && DatumGetBool(SPI_getbinval(t, d, 27, &isnull));
-		SgRunningPipelineId = w->def.id;
-		SgRunningSourceStream = PipelineSlotStream(w->slot);
-		SgRunningAllowSourceAppend = w->def.allow_source_append;
-		w->event_desc = w->def.source_kafka ? KafkaEventTupleDesc() : SgEventTupleDesc();
+		SgRunningPipelineSet(w->def.id, PipelineSlotStream(w->slot), w->def.allow_source_append);
 		MemoryContextSwitchTo(old);
 	}
 	if (ok && w->def.worker >= w->def.nworkers)
@@ -213,27 +216,111 @@ sg_load_definition(SgWorker *w)
 	}
 	SgRestoreUser(&save);
 	WorkerCommit();
-	if (ok && w->def.sink_kafka)
-	{
-		/* the rows are the messages: checked again, the SQL may have changed */
-		WorkerBegin("start");
-		KafkaSinkCheckShape(w->def.sql);
-		WorkerCommit();
-	}
-	else if (ok && w->def.sink_server)
-	{
-		/* the sink's columns are the SELECT's output columns */
-		WorkerBegin("start");
-		{
-			List	   *cols = PipelineOutputNames(w->def.sql);
-
-			if (cols == NIL)
-				elog(ERROR, "the SQL of pipeline \"%s\" must be a single SELECT", w->def.name);
-			SinkSetup(w, cols);
-		}
-		WorkerCommit();
-	}
 	return ok;
+}
+
+/*
+ * The pipeline's source and sink routines (routine.h), by its definition,
+ * then opened: each builds its state and checks what it needs.  A
+ * pipeline without a sink server is a window pipeline when it has a
+ * window definition (its state, loaded here).  Returns NULL, or why the
+ * pipeline cannot run.
+ */
+static const char *
+sg_open_routines(SgWorker *w)
+{
+	SgWindow   *win;
+
+	if (w->def.source_kafka)
+		w->source = &SgKafkaSourceRoutine;
+	else if (w->def.source_server)
+		w->source = &SgRemoteSourceRoutine;
+	else
+		w->source = &SgLocalSourceRoutine;
+
+	if (w->def.sink_kafka)
+		w->sink = &SgKafkaSinkRoutine;
+	else if (w->def.sink_server)
+		w->sink = &SgRemoteSinkRoutine;
+	else if ((win = WindowLoad(w)) != NULL)
+	{
+		w->sink = &SgWindowSinkRoutine;
+		w->sink_state = win;
+	}
+	else
+		w->sink = &SgSqlSinkRoutine;
+
+	w->source->open(w);
+	return w->sink->open ? w->sink->open(w) : NULL;
+}
+
+/*
+ * After a failed batch (its transaction aborted): the source and the sink
+ * drop what the batch left open -- a remote transaction must not outlive
+ * it -- and the next batch starts afresh.
+ */
+static void
+sg_close_routines(SgWorker *w)
+{
+	if (w->sink->close)
+		w->sink->close(w);
+	if (w->source->close)
+		w->source->close(w);
+}
+
+/*
+ * A failed batch (its transaction aborted, `edata` its error): the attempt
+ * counted and recorded, the next one isolated once max_attempts attempts
+ * failed for a reason that is not transient, then the backoff.  A control
+ * call that cancelled the batch, DROP EXTENSION, and an error that is the
+ * sink's own after max_attempts end the worker.
+ */
+static void
+sg_batch_failed(SgWorker *w, ErrorData *edata, int *attempts, bool *isolate)
+{
+	long		backoff;
+	bool		present;
+	const char *own;
+
+	if (PipelineSlotFenceRequested(w->slot))
+	{
+		/* a control call cancelled the batch: it takes over from here */
+		FreeErrorData(edata);
+		sg_clean_exit(w);
+	}
+	own = w->sink->own_error ? w->sink->own_error(w) : NULL;
+
+	/* DROP EXTENSION takes the pipelines with it */
+	StartTransactionCommand();
+	present = OidIsValid(get_extension_oid("streamguard", true));
+	CommitTransactionCommand();
+	if (!present)
+		sg_clean_exit(w);
+
+	(*attempts)++;
+	if (w->last_error)
+		pfree(w->last_error);
+	w->last_error = MemoryContextStrdup(TopMemoryContext, edata->message ? edata->message : "");
+	ereport(LOG,
+			(errmsg("streamguard pipeline \"%s\": batch failed (attempt %d): %s",
+					w->def.name, *attempts, edata->message)));
+	if (own && !WorkerTransientError(edata) && *attempts >= w->def.max_attempts)
+	{
+		/* the sink's own work (a window's state or emission): stop, skip nothing */
+		char	   *msg = psprintf("%s after %d attempts: %s", own, *attempts, edata->message);
+
+		ereport(LOG,
+				(errmsg("streamguard pipeline \"%s\" failed and stopped: %s", w->def.name, msg)));
+		sg_note_error(w, msg, true);
+		sg_clean_exit(w);
+	}
+	sg_note_error(w, edata->message, false);
+	if (!WorkerTransientError(edata) && *attempts >= w->def.max_attempts)
+		*isolate = true;
+	backoff = Min(w->def.retry_backoff_ms << Min(*attempts - 1, 20), w->def.max_backoff_ms);
+	FreeErrorData(edata);
+	(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, backoff,
+					 sg_wait_event(SG_WE_PIPELINE_RETRY));
 }
 
 void
@@ -243,8 +330,8 @@ PipelineWorkerMain(Datum arg)
 	Oid			dbid;
 	int			attempts = 0;
 	bool		isolate = false;
+	const char *refused;
 
-	w->need_resolve = true;
 	w->def.id = SgWorkerArgPipeline(arg);
 	w->def.worker = SgWorkerArgWorker(arg);
 	memcpy(&dbid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
@@ -272,25 +359,21 @@ PipelineWorkerMain(Datum arg)
 	PipelineSlotClearFence(w->slot);
 	if (!sg_load_definition(w))
 		sg_clean_exit(w);
+	refused = sg_open_routines(w);
 	if (w->def.worker == 0)
 		SgSetWorkerTitle(psprintf("streamguard pipeline %s", w->def.name));
 	else
 		SgSetWorkerTitle(psprintf("streamguard pipeline %s worker %d", w->def.name, w->def.worker));
-	(void) WindowLoad(w);
-	if (w->window && w->window->slide_us > 0 &&
-		(w->window->size_us + w->window->slide_us - 1) / w->window->slide_us > SG_MAX_WINDOWS_PER_EVENT)
+	if (refused)
 	{
-		/* a window defined before the bound (0.2): refuse to expand it */
-		char	   *msg = psprintf("its hopping window puts each event into more than %d windows",
-								   SG_MAX_WINDOWS_PER_EVENT);
-
 		ereport(LOG,
-				(errmsg("streamguard pipeline \"%s\" failed and stopped: %s", w->def.name, msg)));
-		sg_note_error(w, msg, true);
+				(errmsg("streamguard pipeline \"%s\" failed and stopped: %s", w->def.name, refused)));
+		sg_note_error(w, refused, true);
 		sg_clean_exit(w);
 	}
-	elog(DEBUG1, "streamguard pipeline \"%s\" started (epoch %lld, %s)",
-		 w->def.name, (long long) w->def.epoch, SgWordName(&SgGuaranteeWords, w->def.guarantee));
+	elog(DEBUG1, "streamguard pipeline \"%s\" started (epoch %lld, %s; %s to %s)",
+		 w->def.name, (long long) w->def.epoch, SgWordName(&SgGuaranteeWords, w->def.guarantee),
+		 w->source->name, w->sink->name);
 
 	for (;;)
 	{
@@ -321,73 +404,13 @@ PipelineWorkerMain(Datum arg)
 			w->deadline_armed = false;
 			QueryCancelPending = false;
 			WorkerAbort();
-			/* a remote transaction must not outlive the failed batch */
-			if (w->def.sink_kafka)
-			{
-				/* the next batch opens a new producer and settles */
-				KafkaSinkClose(w);
-				w->need_resolve = true;
-			}
-			else if (w->def.sink_server)
-			{
-				RemoteDisconnect(&w->sink_remote);
-				WorkerRemoteStatus(w, SG_SIDE_SINK, &w->sink_remote);
-				w->need_resolve = true;
-			}
-			if (w->def.source_kafka)
-				KafkaSourceClose(w);
-			else if (w->def.source_server)
-			{
-				RemoteDisconnect(&w->src_remote);
-				WorkerRemoteStatus(w, SG_SIDE_SOURCE, &w->src_remote);
-			}
+			sg_close_routines(w);
 		}
 		PG_END_TRY();
 
-		if (edata != NULL && PipelineSlotFenceRequested(w->slot))
-		{
-			/* a control call cancelled the batch: it takes over from here */
-			FreeErrorData(edata);
-			sg_clean_exit(w);
-		}
 		if (edata != NULL)
 		{
-			long		backoff;
-			bool		present;
-			bool		window_failed = WindowApplyFailed(w);
-
-			/* DROP EXTENSION takes the pipelines with it */
-			StartTransactionCommand();
-			present = OidIsValid(get_extension_oid("streamguard", true));
-			CommitTransactionCommand();
-			if (!present)
-				sg_clean_exit(w);
-
-			attempts++;
-			if (w->last_error)
-				pfree(w->last_error);
-			w->last_error = MemoryContextStrdup(TopMemoryContext, edata->message ? edata->message : "");
-			ereport(LOG,
-					(errmsg("streamguard pipeline \"%s\": batch failed (attempt %d): %s",
-							w->def.name, attempts, edata->message)));
-			if (window_failed && !WorkerTransientError(edata) && attempts >= w->def.max_attempts)
-			{
-				/* the windows' state or emission: stop, skip nothing (window.c) */
-				char	   *msg = psprintf("could not emit the windows after %d attempts: %s",
-										   attempts, edata->message);
-
-				ereport(LOG,
-						(errmsg("streamguard pipeline \"%s\" failed and stopped: %s", w->def.name, msg)));
-				sg_note_error(w, msg, true);
-				sg_clean_exit(w);
-			}
-			sg_note_error(w, edata->message, false);
-			if (!WorkerTransientError(edata) && attempts >= w->def.max_attempts)
-				isolate = true;
-			backoff = Min(w->def.retry_backoff_ms << Min(attempts - 1, 20), w->def.max_backoff_ms);
-			FreeErrorData(edata);
-			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, backoff,
-							 sg_wait_event(SG_WE_PIPELINE_RETRY));
+			sg_batch_failed(w, edata, &attempts, &isolate);
 			continue;
 		}
 
@@ -398,12 +421,16 @@ PipelineWorkerMain(Datum arg)
 				isolate = false;
 				break;
 			case SG_BATCH_EMPTY:
-				attempts = 0;
-				isolate = false;
-				/* a remote source cannot wake us: poll it */
-				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-								 WindowWaitMs(w, w->def.source_server ? 100L : 1000L),
-								 sg_wait_event(SG_WE_PIPELINE_IDLE));
+				{
+					long		idle_ms = w->source->idle_ms;
+
+					attempts = 0;
+					isolate = false;
+					if (w->sink->idle_ms)
+						idle_ms = w->sink->idle_ms(w, idle_ms);
+					(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+									 idle_ms, sg_wait_event(SG_WE_PIPELINE_IDLE));
+				}
 				break;
 			case SG_BATCH_FENCED:
 				sg_clean_exit(w);
@@ -418,4 +445,3 @@ PipelineWorkerMain(Datum arg)
 		}
 	}
 }
-

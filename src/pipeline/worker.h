@@ -5,24 +5,21 @@
  *		that run its batches.
  *
  * The pipeline worker is cut by job, from the top:
- *	worker.c		the process: start, definition, the loop, errors and
- *					backoff, exit
+ *	worker.c		the process: start, definition, the routines chosen and
+ *					opened, the loop, errors and backoff, exit
  *	batch.c			one batch by guarantee: the fence, the transactions,
- *					counters and the checkpoint log
- *	source.c		reading a batch and advancing positions (local stream
- *					or remote streamguard server)
- *	kafka_source.c	... or a Kafka topic (source.c dispatches to it)
- *	kafka_sink.c	a Kafka topic as the sink: producer, transactions,
- *					checkpoints in Kafka and recovery from them
- *	sink.c			remote sinks: the owner's SELECT rendered as COPY, the
- *					remote transaction (two_phase or offsets), settling
- *					what a crash left between the databases
+ *					counters and the checkpoint log, the routines' steps
+ *	source_*.c, sink_*.c	the kinds of source and sink (routine.h)
+ *	window.c		a window pipeline's windows (the window sink's work)
+ *	twophase.c		names left on a remote sink, in-doubt resolution
  *	batchexec.c		the user's SQL as the owner: plain, isolated event by
  *					event with the error policy, dedup and skip filters
  *	workerstate.c	the steps they all use: transactions, fault injection,
  *					remote ends, error records
  * Every function gets the worker's state as its first argument; nothing
- * about the running pipeline lives in a file-level variable.
+ * about the running pipeline lives in a file-level variable.  SgWorker
+ * holds what every kind of source and sink needs; what one kind keeps is
+ * behind source_state or sink_state, in that kind's file.
  *
  *-------------------------------------------------------------------------
  */
@@ -48,6 +45,7 @@
 #include "io/remote.h"
 #include "pipeline/batchexec.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/routine.h"
 #include "pipeline/twophase.h"
 #include "pipeline/window.h"
 #include "shmem/horizon.h"
@@ -99,61 +97,29 @@ typedef struct SgSkip
 	int64		seq;
 } SgSkip;
 
-typedef struct SgKafkaSource SgKafkaSource;	/* kafka_source.c */
-typedef struct SgKafkaSink SgKafkaSink;	/* kafka_sink.c */
-
 typedef struct SgWorker
 {
 	SgPipeDef	def;
 	SgPipelineSlot *slot;		/* our slot in shared memory */
-	TupleDesc	event_desc;		/* columns of relation "batch" */
+	TupleDesc	event_desc;		/* columns of relation "batch" (the source's) */
 	MemoryContext batch_cxt;	/* reset at the start of every batch */
 	SPIPlanPtr	user_plan;		/* the pipeline's SQL, prepared once */
 	char	   *consumer_name;	/* "pipeline:<name>" */
 	SgSkip	   *skips;
 	int			nskips;
-
-	/* remote ends */
-	SgRemote	src_remote;
-	SgRemote	sink_remote;
-	char	   *copy_sql;		/* COPY <sink or staging table> (<cols>) FROM STDIN */
-	char	   *upsert_sql;		/* upserting sink: staging table -> sink */
-	char	   *stage_table;	/* upserting sink: its staging table */
-	char	   *stage_ddl[2];	/* ... created by these, once per connection */
-	bool		stage_ready;	/* ... and known to exist */
-	bool		need_resolve;	/* settle in-doubt work before the next batch */
 	bool		deadline_armed; /* BatchDeadlineArm: the timeout is running */
-	char	   *done_gid;		/* COMMIT PREPARED done; local record to drop */
-	int64		sink_attempts;	/* remote transactions tried by this worker */
-	uint32		remote_rotor;	/* remote source: partition read first */
-	char	   *remote_read_sql;	/* remote source: its read (source.c) */
-	uint64		read_ahead;		/* remote source: ticket of the next batch's
-								 * read, sent ahead (0: none) ... */
-	int64	   *read_ahead_pos; /* ... from these positions ... */
-	uint32		read_ahead_rotor;	/* ... with this rotor */
-	StringInfo	copy_buf;		/* remote sink: rows being rendered */
-	bool		sink_end_pending;	/* remote sink: the remote transaction's end
-									 * sent, not confirmed (SinkConfirm) */
-	uint64		sink_ticket;	/* ... the ticket of its last result */
-	int			sink_moved;		/* ... offsets mode: partitions it moves */
-	char	   *sink_sql;		/* ... the message (batch memory) */
-	int64	   *remote_lost;	/* remote source: seqs retention removed ahead
-								 * of each position, found by the last fetch */
-	bool		sink_resolved;	/* SinkResolve ran in this batch's transaction */
-	bool		sink_dead_pending;	/* offsets mode: dead letters of ours may be
-									 * left in the sink's table */
-	SgKafkaSource *kafka;		/* Kafka source: consumer and positions */
-	SgKafkaSink *kafka_sink;	/* Kafka sink: producer and checkpoints */
+
+	/* where the events come from and where the effects go (routine.h) */
+	const SgSourceRoutine *source;
+	void	   *source_state;	/* the source kind's own */
+	const SgSinkRoutine *sink;
+	void	   *sink_state;		/* the sink kind's own */
 
 	/* the current batch */
 	int64		batch_skipped;	/* skipped by skip_event or the policy */
 	int64		batch_dead;		/* dead-lettered by the policy */
 	char	   *stop_error;		/* why the pipeline stops (TopMemoryContext) */
 	char	   *last_error;		/* the last failed batch's error (TopMemoryContext) */
-
-	SgWindow   *window;			/* a window pipeline's (window.c), or NULL */
-	/* runs the pipeline's SQL instead of BatchRunSql's plain run (window.c) */
-	int64		(*run_sql) (struct SgWorker *w, Tuplestorestate *store, int64 n);
 } SgWorker;
 
 typedef enum
@@ -172,60 +138,42 @@ extern void WorkerBegin(const char *what);
 extern void WorkerCommit(void);
 extern void WorkerAbort(void);
 extern void WorkerFault(SgWorker *w, SgFaultPoint point);
-extern SgRemote *WorkerRemote(SgWorker *w, int side);
+extern SgRemote *WorkerRemote(SgWorker *w, SgRemote *r, int side);
 extern void WorkerRemoteStatus(SgWorker *w, int side, SgRemote *r);
 extern void WorkerRecordError(SgWorker *w, const char *message, bool fail);
 extern bool WorkerTransientError(ErrorData *edata);
 
 /* batchexec.c: the worker's part */
+typedef int64 (*SgRunSql) (SgWorker *w, Tuplestorestate *store, int64 n);
 extern Tuplestorestate *BatchStore(SgWorker *w, int max_kbytes);
 extern SPIPlanPtr BatchOwnerEnter(SgWorker *w, SgOwnerContext *ctx, Tuplestorestate *store, int64 n);
 extern void BatchDeadlineArm(SgWorker *w);
 extern void BatchDeadlineDisarm(SgWorker *w);
 extern int	BatchOwnerTimeoutMs(SgWorker *w);
 extern int64 BatchRunSql(SgWorker *w, Tuplestorestate *store, int64 n);
-extern int64 BatchRunIsolated(SgWorker *w, Tuplestorestate *store);
+extern int64 BatchRunIsolated(SgWorker *w, Tuplestorestate *store, SgRunSql run);
 extern bool BatchApplyPolicy(SgWorker *w, TupleTableSlot *ev, ErrorData *edata);
 extern Tuplestorestate *BatchDedupFilter(SgWorker *w, Tuplestorestate *store, int *n);
 extern Tuplestorestate *BatchSkipFilter(SgWorker *w, Tuplestorestate *store, int *n);
 extern void BatchDeadLetter(SgWorker *w, TupleTableSlot *ev, const char *message, const char *sqlstate);
 
-/* source.c */
-extern SgStreamMeta *SourceOpen(SgWorker *w);
-extern int	SourceFetch(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store,
-						int64 *first, int64 *last, bool advance);
-extern void SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts);
-extern void SourcePositions(SgWorker *w, SgStreamMeta *meta, int64 *pos, int nparts);
-extern int	SourcePartitions(SgWorker *w);
-
-/* kafka_source.c */
-extern int	KafkaSourcePartitions(SgWorker *w);
-extern int	KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last, bool advance);
-extern void KafkaSourceAdvance(SgWorker *w, int64 *last, int nparts);
-extern void KafkaSourceClose(SgWorker *w);
-
-/* kafka_sink.c */
-extern bool KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts);
-extern void KafkaSinkNoteFrom(SgWorker *w, SgStreamMeta *meta, int nparts);
-extern int64 KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n, int nparts,
-							int64 events_in);
-extern void KafkaSinkClose(SgWorker *w);
-
-/* sink.c */
-extern void SinkSetup(SgWorker *w, List *cols);
-extern bool SinkResolve(SgWorker *w, SgStreamMeta *meta);
-extern void SinkForgetCommitted(SgWorker *w);
-extern StringInfo SinkRunSelect(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows,
-								SgRemote *stream);
-extern char *SinkWrite(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows,
-					   int64 *first, int64 *last, int nparts);
-extern void SinkConfirm(SgWorker *w);
-extern int64 SinkRunIsolated(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
-							 int nparts, char **gid);
-extern void SinkRecordPrepared(SgWorker *w, const char *gid);
-extern void SinkCommitPrepared(SgWorker *w, const char *gid);
-
 /* batch.c */
 extern SgBatchResult BatchRun(SgWorker *w, bool isolate);
+
+/*
+ * A sink's view of the source: the positions it settles against
+ * (routine.h).
+ */
+static inline void
+SourcePositions(SgWorker *w, SgBatch *b, int64 *pos, int nparts)
+{
+	w->source->positions(w, b, pos, nparts);
+}
+
+static inline void
+SourceAdvance(SgWorker *w, SgBatch *b, int64 *to, int nparts)
+{
+	w->source->advance(w, b, to, nparts);
+}
 
 #endif							/* SG_WORKER_H */

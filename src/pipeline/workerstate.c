@@ -112,10 +112,13 @@ WorkerRemoteStatus(SgWorker *w, int side, SgRemote *r)
 	PipelineSlotSetRemote(w->slot, side, r->server_name, RemoteConnected(r), r->rtt_us, r->last_error);
 }
 
+/*
+ * A remote end of the worker (`side`: its source or its sink), connected
+ * on first use: `r` is the handle its routine keeps.
+ */
 SgRemote *
-WorkerRemote(SgWorker *w, int side)
+WorkerRemote(SgWorker *w, SgRemote *r, int side)
 {
-	SgRemote   *r = side == SG_SIDE_SOURCE ? &w->src_remote : &w->sink_remote;
 	const char *server = side == SG_SIDE_SOURCE ? w->def.source_server : w->def.sink_server;
 
 	if (!RemoteConnected(r))

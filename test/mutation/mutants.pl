@@ -113,28 +113,24 @@
 		name => 'position_never_advances',
 		breaks => 'no duplicate effect: exactly_once and at_most_once never move the positions in the batch',
 		edits => [ [ 'src/pipeline/batch.c',
-			"\tadvance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE;\n",
-			"\tadvance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE && false;\n" ] ],
+			"\tb->advance = w->def.guarantee != SG_AT_LEAST_ONCE;\n",
+			"\tb->advance = w->def.guarantee != SG_AT_LEAST_ONCE && false;\n" ] ],
 		tests => [ 'regress:06_pipelines', 'tap:060_pipeline_runtime.pl' ],
 	},
 	{
 		name => 'exactly_once_as_at_most_once',
 		breaks => 'exactly_once commits the positions in a transaction of their own before the effects',
-		edits => [
-			[ 'src/pipeline/batch.c',
-				"\tif (w->def.guarantee == SG_AT_MOST_ONCE)\n\t{\n\t\t/* positions first */",
-				"\tif (w->def.guarantee != SG_AT_LEAST_ONCE)\n\t{\n\t\t/* positions first */" ],
-			[ 'src/pipeline/batch.c',
-				"\tif (w->def.guarantee != SG_AT_MOST_ONCE)\n\t\tsg_count_batch(w, 1, fetched, rows_out);",
-				"\tif (w->def.guarantee == SG_AT_LEAST_ONCE)\n\t\tsg_count_batch(w, 1, fetched, rows_out);" ] ],
+		edits => [ [ 'src/pipeline/batch.c',
+			"\t\tcase SG_EXACTLY_ONCE:\n\t\t\treturn sg_batch_exactly_once(w, &run);\n",
+			"\t\tcase SG_EXACTLY_ONCE:\n\t\t\treturn w->def.guarantee != SG_EXACTLY_ONCE ? sg_batch_exactly_once(w, &run) : sg_batch_at_most_once(w, &run);\n" ] ],
 		tests => [ 'tap:060_pipeline_runtime.pl', 'tap:050_pipeline_crash_matrix.pl' ],
 	},
 	{
 		name => 'at_least_once_positions_first',
 		breaks => 'at_least_once moves the positions with the fetch, before the effects commit (loss possible)',
 		edits => [ [ 'src/pipeline/batch.c',
-			"\tadvance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE;\n",
-			"\tadvance_in_fetch = w->def.guarantee != SG_AT_LEAST_ONCE || true;\n" ] ],
+			"\tb->advance = w->def.guarantee != SG_AT_LEAST_ONCE;\n",
+			"\tb->advance = w->def.guarantee != SG_AT_LEAST_ONCE || true;\n" ] ],
 		tests => [ 'tap:065_pipeline_zombie.pl', 'tap:050_pipeline_crash_matrix.pl' ],
 	},
 	{
@@ -180,7 +176,7 @@
 	{
 		name => 'remote_source_reads_all_partitions',
 		breaks => 'remote sources with several workers: each worker reads every partition, not only its own (duplicates)',
-		edits => [ [ 'src/pipeline/source.c',
+		edits => [ [ 'src/pipeline/source_remote.c',
 			"\treturn w->def.nworkers <= 1 || p % w->def.nworkers == w->def.worker;\n}\n\n/* how many of the remote partitions",
 			"\treturn w->def.nworkers <= 1 || p >= 0;\n}\n\n/* how many of the remote partitions" ] ],
 		tests => [ 'tap:093_remote_workers.pl' ],
@@ -188,7 +184,7 @@
 	{
 		name => 'sink_dead_letters_not_per_worker',
 		breaks => 'offsets sinks with several workers: a worker removes the sink\'s dead letters of every partition, also those another worker has not brought here yet (lost dead letters)',
-		edits => [ [ 'src/pipeline/sink.c',
+		edits => [ [ 'src/pipeline/sink_remote_write.c',
 			"\tif (w->def.nworkers <= 1)\n\t\treturn \"\";\n\treturn psprintf(\" AND partition",
 			"\tif (w->def.nworkers >= 1)\n\t\treturn \"\";\n\treturn psprintf(\" AND partition" ] ],
 		tests => [ 'tap:093_remote_workers.pl' ],
@@ -196,7 +192,7 @@
 	{
 		name => 'offsets_not_forward_only',
 		breaks => 'offsets sinks: a retried batch overwrites offsets an earlier, delayed attempt committed (duplicate)',
-		edits => [ [ 'src/pipeline/sink.c',
+		edits => [ [ 'src/pipeline/sink_remote_write.c',
 			"\"WHERE o.position < CASE excluded.partition%s END RETURNING 1\", firsts.data);",
 			"\"WHERE true OR o.position < CASE excluded.partition%s END RETURNING 1\", firsts.data);" ] ],
 		tests => [ 'tap:086_offsets_forward.pl', 'tap:070_remote_sink.pl' ],
@@ -268,7 +264,7 @@
 	{
 		name => 'remote_dead_letter_local_only',
 		breaks => 'remote sink, offsets mode: an isolated batch records its dead letters only here, so a crash between the remote commit (rows, positions) and the local one loses them',
-		edits => [ [ 'src/pipeline/sink.c',
+		edits => [ [ 'src/pipeline/sink_remote_write.c',
 			"\t\tif (dead_on_sink)\n\t\t\tsg_sink_dead_letter(w, r, ev, edata);\n",
 			"\t\tif (dead_on_sink && false)\n\t\t\tsg_sink_dead_letter(w, r, ev, edata);\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
@@ -276,23 +272,23 @@
 	{
 		name => 'remote_dead_letter_import_unfiltered',
 		breaks => 'remote sink, offsets mode: settling imports the sink\'s dead letters of batches already committed here (recorded twice)',
-		edits => [ [ 'src/pipeline/sink.c',
-			"\t\tif (p < 0 || p >= nparts || seq <= here[p] || !sg_owns(w, p))\n",
-			"\t\tif (p < 0 || p >= nparts || seq < 0 || !sg_owns(w, p))\n" ] ],
+		edits => [ [ 'src/pipeline/sink_remote.c',
+			"\t\tif (p < 0 || p >= nparts || seq <= here[p] || !SinkRemoteOwns(w, p))\n",
+			"\t\tif (p < 0 || p >= nparts || seq < 0 || !SinkRemoteOwns(w, p))\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
 	},
 	{
 		name => 'remote_dead_letter_removed_early',
 		breaks => 'remote sink, offsets mode: the batch that brings the sink\'s dead letters here also removes them there, before its local commit (a crash loses them)',
-		edits => [ [ 'src/pipeline/sink.c',
-			"\tif (w->sink_dead_pending && !w->sink_resolved)\n",
-			"\tif (w->sink_dead_pending && (!w->sink_resolved || true))\n" ] ],
+		edits => [ [ 'src/pipeline/sink_remote_write.c',
+			"\tif (s->dead_pending && !s->resolved)\n",
+			"\tif (s->dead_pending && (!s->resolved || true))\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
 	},
 	{
 		name => 'remote_isolation_keeps_failed_rows',
 		breaks => 'remote sink isolation: an event the sink rejected is not rolled back to its savepoint (the remote transaction stays aborted; the batch can never commit)',
-		edits => [ [ 'src/pipeline/sink.c',
+		edits => [ [ 'src/pipeline/sink_remote_write.c',
 			"\t\tif (in_savepoint)\n\t\t{\n",
 			"\t\tif (in_savepoint && false)\n\t\t{\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
@@ -300,7 +296,7 @@
 	{
 		name => 'remote_isolation_transient_is_event_error',
 		breaks => 'remote sink isolation: a transient error (serialization failure, lost connection) is handed to the error policy as the event\'s own, so the event becomes a dead letter instead of being retried',
-		edits => [ [ 'src/pipeline/sink.c',
+		edits => [ [ 'src/pipeline/sink_remote_write.c',
 			"\t\tif (!RemoteConnected(r) || WorkerTransientError(edata))\n",
 			"\t\tif ((!RemoteConnected(r) || WorkerTransientError(edata)) && false)\n" ] ],
 		tests => [ 'tap:088_remote_policies.pl' ],
@@ -308,7 +304,7 @@
 	{
 		name => 'upsert_first_event_wins',
 		breaks => 'upserting remote sink: of several events of one key in a batch, the first is applied instead of the last',
-		edits => [ [ 'src/pipeline/sink.c',
+		edits => [ [ 'src/pipeline/sink_remote.c',
 			"\"ORDER BY streamguard_ord DESC) AS streamguard_rn FROM %s) streamguard_s \"",
 			"\"ORDER BY streamguard_ord ASC) AS streamguard_rn FROM %s) streamguard_s \"" ] ],
 		tests => [ 'tap:089_remote_upsert.pl' ],
@@ -316,17 +312,17 @@
 	{
 		name => 'read_ahead_positions_unchecked',
 		breaks => 'remote source: the next batch takes the read sent ahead without comparing its positions with the ones it locked (a position moved meanwhile is ignored: events skipped)',
-		edits => [ [ 'src/pipeline/source.c',
-			"		memcmp(w->read_ahead_pos, pos, sizeof(int64) * nparts) == 0)
+		edits => [ [ 'src/pipeline/source_remote.c',
+			"		memcmp(s->read_ahead_pos, pos, sizeof(int64) * nparts) == 0)
 ",
-			"		(memcmp(w->read_ahead_pos, pos, sizeof(int64) * nparts) == 0 || true))
+			"		(memcmp(s->read_ahead_pos, pos, sizeof(int64) * nparts) == 0 || true))
 " ] ],
 		tests => [ 'tap:092_remote_overlap.pl' ],
 	},
 	{
 		name => 'sink_end_not_confirmed',
 		breaks => 'remote sink: the batch commits here without waiting for the remote PREPARE TRANSACTION (or COMMIT) it sent, so a batch the sink rejected is recorded as prepared and lost',
-		edits => [ [ 'src/pipeline/sink.c',
+		edits => [ [ 'src/pipeline/sink_remote_write.c',
 			"		RemoteFinish(r);
 		WorkerFault(w, w->def.two_phase && w->def.guarantee == SG_EXACTLY_ONCE ?
 ",
@@ -378,8 +374,8 @@
 		name => 'window_emit_failure_retried_forever',
 		breaks => 'windows: a batch whose windows cannot be emitted is retried for ever (isolated, under the error policy) instead of failing the pipeline after max_attempts',
 		edits => [ [ 'src/pipeline/window.c',
-			"\tfailed = w->window->applying;\n",
-			"\tfailed = w->window->applying && false;\n" ] ],
+			"\tfailed = win->applying;\n",
+			"\tfailed = win->applying && false;\n" ] ],
 		tests => [ 'regress:14_window_changes' ],
 	},
 	{
@@ -466,8 +462,8 @@
 		name => 'sgctl_verify_not_read_only',
 		breaks => 'sgctl verify: the user\'s --id / --where SQL runs in a transaction that may write',
 		edits => [ [ 'tools/sgctl/verify.c',
-			"\"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY\"",
-			"\"BEGIN ISOLATION LEVEL REPEATABLE READ\"" ] ],
+			"\t\t!exec_ok(conn, \"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY\"",
+			"\t\t!exec_ok(conn, \"BEGIN ISOLATION LEVEL REPEATABLE READ\"" ] ],
 		tests => [ 'tap:130_sgctl.pl' ],
 	},
 	{
@@ -505,15 +501,15 @@
 	{
 		name => 'kafka_positions_never_advance',
 		breaks => 'Kafka source: exactly_once never stores the offsets it read (every restart re-reads)',
-		edits => [ [ 'src/pipeline/kafka_source.c',
-			"\tif ((rows > 0 && advance) || (rows == 0 && (consumed > 0 || moved)))\n",
-			"\tif ((rows > 0 && advance && rows < 0) || (rows == 0 && (consumed > 0 || moved)))\n" ] ],
+		edits => [ [ 'src/pipeline/source_kafka.c',
+			"\tif ((rows > 0 && b->advance) || (rows == 0 && (consumed > 0 || moved)))\n",
+			"\tif ((rows > 0 && b->advance && rows < 0) || (rows == 0 && (consumed > 0 || moved)))\n" ] ],
 		tests => [ 'tap:140_kafka_source.pl' ],
 	},
 	{
 		name => 'kafka_new_partitions_ignored',
 		breaks => 'Kafka source: partitions added to the topic get no position row and are never read',
-		edits => [ [ 'src/pipeline/kafka_source.c',
+		edits => [ [ 'src/pipeline/source_kafka.c',
 			"\t\tif (n > stored)\n\t\t{\n\t\t\t/* new partitions: everything in them is new */\n",
 			"\t\tif (n > stored && stored == 0)\n\t\t{\n\t\t\t/* new partitions: everything in them is new */\n" ] ],
 		tests => [ 'tap:143_kafka_new_partitions.pl' ],
@@ -521,7 +517,7 @@
 	{
 		name => 'kafka_malformed_stop_passes',
 		breaks => 'Kafka source: under error_policy stop a malformed message is passed over instead of failing the pipeline',
-		edits => [ [ 'src/pipeline/kafka_source.c',
+		edits => [ [ 'src/pipeline/source_kafka_messages.c',
 			"\t\t\t\tw->stop_error = MemoryContextStrdup(TopMemoryContext, error);\n\t\t\t\treturn -1;\n",
 			"\t\t\t\tw->stop_error = MemoryContextStrdup(TopMemoryContext, error);\n\t\t\t\treturn 0;\n" ] ],
 		tests => [ 'tap:140_kafka_source.pl' ],
@@ -529,7 +525,7 @@
 	{
 		name => 'kafka_no_reseek',
 		breaks => 'Kafka source: the consumer is assigned once and never sent back (by a seek) to the stored offsets (a new client after an error still starts there)',
-		edits => [ [ 'src/pipeline/kafka_source.c',
+		edits => [ [ 'src/pipeline/source_kafka.c',
 			"\t\tfor (p = 0; p < held; p++)\n\t\t\tif (stored[p] != s->pos[p])\n",
 			"\t\tfor (p = 0; p < held; p++)\n\t\t\tif (stored[p] != s->pos[p] && held < 0)\n" ] ],
 		tests => [ 'tap:140_kafka_source.pl' ],
@@ -537,7 +533,7 @@
 	{
 		name => 'kafka_sink_no_recovery',
 		breaks => 'Kafka sink: a batch committed in Kafka but not here is ignored by the recovery, so it is produced again',
-		edits => [ [ 'src/pipeline/kafka_sink.c',
+		edits => [ [ 'src/pipeline/sink_kafka.c',
 			"\tif (c.batch == local)\n\t\treturn true;\n",
 			"\tif (c.batch == local || c.batch == local + 1)\n\t\treturn true;\n" ] ],
 		tests => [ 'tap:141_kafka_sink.pl' ],
@@ -545,10 +541,10 @@
 	{
 		name => 'kafka_sink_accepts_lost_checkpoints',
 		breaks => 'Kafka sink: a cluster that lost the checkpoints of batches committed here (no checkpoint, or an older one) is taken as in step',
-		edits => [ [ 'src/pipeline/kafka_sink.c',
+		edits => [ [ 'src/pipeline/sink_kafka.c',
 			"\t\tif (local == 0)\n\t\t\treturn true;\n",
 			"\t\tif (local >= 0)\n\t\t\treturn true;\n" ],
-			[ 'src/pipeline/kafka_sink.c',
+			[ 'src/pipeline/sink_kafka.c',
 			"\tif (c.batch < local)\n",
 			"\tif (c.batch < local && local < 0)\n" ] ],
 		tests => [ 'tap:141_kafka_sink.pl' ],
@@ -556,7 +552,7 @@
 	{
 		name => 'kafka_sink_local_commit_first',
 		breaks => 'Kafka sink: exactly_once takes the positions past a batch (commits here) even when the Kafka commit failed',
-		edits => [ [ 'src/pipeline/kafka_sink.c',
+		edits => [ [ 'src/pipeline/sink_kafka.c',
 			"\t\tKafkaTxnCommit(s->producer, KafkaDeadline());\n",
 			"\t\tPG_TRY();\n\t\t{\n\t\t\tKafkaTxnCommit(s->producer, KafkaDeadline());\n\t\t}\n\t\tPG_CATCH();\n\t\t{\n\t\t\tFlushErrorState();\n\t\t}\n\t\tPG_END_TRY();\n" ] ],
 		tests => [ 'tap:141_kafka_sink.pl' ],
@@ -564,7 +560,7 @@
 	{
 		name => 'kafka_sink_remote_no_recovery',
 		breaks => 'Kafka sink fed by a remote PostgreSQL source: a batch committed in Kafka but not here is ignored by the recovery (the remote positions stay before it), so it is produced again',
-		edits => [ [ 'src/pipeline/kafka_sink.c',
+		edits => [ [ 'src/pipeline/sink_kafka.c',
 			"\tif (c.batch == local)\n\t\treturn true;\n",
 			"\tif (c.batch == local || (c.batch == local + 1 && w->def.source_server))\n\t\treturn true;\n" ] ],
 		tests => [ 'tap:142_kafka_reset_remote.pl' ],

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
- * kafka_source.c
- *		A pipeline whose source is a Kafka topic: reading a batch with a
+ * source_kafka.c
+ *		A Kafka topic as a pipeline's source: reading a batch with a
  *		read_committed consumer and keeping the offsets in PostgreSQL.
  *
  * The positions are rows of streamguard.kafka_position, one per partition
@@ -18,8 +18,9 @@
  * stands in each partition (pos[]), and when the stored positions differ
  * — the first batch, a batch that rolled back, a reset — it is assigned
  * again at the stored offsets, which drops whatever it had fetched ahead.
- * After an error the worker closes it (KafkaSourceClose): the next batch
- * opens a new one with the server's current options.
+ * After an error the worker closes it (the routine's close): the next
+ * batch opens a new one with the server's current options.  The consumer
+ * and what it knows (SgKafkaSource) are this file's state.
  *
  * The topic's metadata is asked again every SG_KAFKA_METADATA_MS and after
  * the consumer reported an error: partitions added to the topic get
@@ -28,14 +29,10 @@
  * (a metadata request that gets no answer, or client errors without a
  * message in between for that long).
  *
- * The relation "batch" has the stream's six columns — partition, seq (the
- * Kafka offset), key, payload (jsonb), dedup_key (NULL), appended_at (the
- * message's timestamp) — and two more: topic and headers (a jsonb object,
- * the last value of a repeated header name).  A message whose key, headers
- * or value is not valid JSON text is malformed: it never reaches the SQL
- * and meets the error policy at once — stop fails the pipeline, skip counts
- * it, dead_letter stores it (the value as a JSON string) — and the offsets
- * move past it in the same transaction.
+ * The relation "batch" has the stream's six columns and two more, topic
+ * and headers; a malformed message (not valid JSON text) meets the error
+ * policy at once and the offsets move past it in the same transaction
+ * (source_kafka_messages.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -57,6 +54,7 @@
 
 #include "core/compat.h"
 #include "io/kafka.h"
+#include "pipeline/source_kafka.h"
 #include "pipeline/worker.h"
 
 /* metadata asked again this often (new partitions, a lost cluster) */
@@ -64,7 +62,7 @@
 /* an empty batch waits this long for a first message */
 #define SG_KAFKA_FIRST_WAIT_MS 50
 
-struct SgKafkaSource
+typedef struct SgKafkaSource
 {
 	SgKafka    *client;
 	int			nparts;			/* partitions with a position row */
@@ -75,7 +73,7 @@ struct SgKafkaSource
 	TimestampTz metadata_at;	/* last metadata answer; 0: ask now */
 	uint64		errors_seen;	/* client reports counted so far */
 	TimestampTz failing_since;	/* no message since (0: not known yet) */
-};
+} SgKafkaSource;
 
 static uint32 sg_we_fetch = 0;
 
@@ -86,10 +84,10 @@ sg_kafka_status(SgWorker *w, bool connected, const char *error)
 }
 
 /* after a failed batch: the next one starts with a new consumer */
-void
-KafkaSourceClose(SgWorker *w)
+static void
+sg_kafka_source_close(SgWorker *w)
 {
-	SgKafkaSource *s = w->kafka;
+	SgKafkaSource *s = (SgKafkaSource *) w->source_state;
 
 	if (s == NULL)
 		return;
@@ -104,12 +102,12 @@ KafkaSourceClose(SgWorker *w)
 static SgKafkaSource *
 sg_source(SgWorker *w)
 {
-	SgKafkaSource *s = w->kafka;
+	SgKafkaSource *s = (SgKafkaSource *) w->source_state;
 
 	if (s == NULL)
 	{
 		s = MemoryContextAllocZero(TopMemoryContext, sizeof(SgKafkaSource));
-		w->kafka = s;
+		w->source_state = s;
 		if (sg_we_fetch == 0)
 			sg_we_fetch = SG_WAIT_EVENT("StreamguardKafkaFetch", 5);
 	}
@@ -165,8 +163,8 @@ sg_grow(SgKafkaSource *s, int n)
  * the fence): the stored positions, and the topic's partitions when the
  * metadata is due — new ones get positions at their beginning here.
  */
-int
-KafkaSourcePartitions(SgWorker *w)
+static int
+sg_kafka_partitions(SgWorker *w)
 {
 	SgKafkaSource *s = sg_source(w);
 	Oid			types[2] = {INT4OID, INT4OID};
@@ -265,10 +263,10 @@ sg_store_positions(SgWorker *w, int64 *next, int64 *hw, int nparts)
  * Move the positions past `last` (next offsets; a partition the batch did
  * not read keeps its stored position).
  */
-void
-KafkaSourceAdvance(SgWorker *w, int64 *last, int nparts)
+static void
+sg_move_positions(SgWorker *w, int64 *last, int nparts)
 {
-	SgKafkaSource *s = w->kafka;
+	SgKafkaSource *s = (SgKafkaSource *) w->source_state;
 	int64	   *hw = palloc(sizeof(int64) * nparts);
 	int			p;
 
@@ -280,189 +278,6 @@ KafkaSourceAdvance(SgWorker *w, int64 *last, int nparts)
 			s->hw[p] = hw[p];
 	}
 	sg_store_positions(w, last, hw, nparts);
-}
-
-/* ---------------------------------------------------------- a message */
-
-/* NUL-terminated text in the database encoding, or NULL if it is not valid UTF-8 */
-static char *
-sg_text(const void *data, size_t len)
-{
-	char	   *copy;
-
-	if (len > MaxAllocSize - 1 || !pg_verify_mbstr(PG_UTF8, data, (int) len, true))
-		return NULL;
-	copy = palloc(len + 1);
-	memcpy(copy, data, len);
-	copy[len] = '\0';
-	return pg_any_to_server(copy, (int) len, PG_UTF8);
-}
-
-/* why `json` is not valid JSON, or NULL */
-static char *
-sg_json_error(char *json)
-{
-	JsonLexContext *lex = makeJsonLexContextCstringLen(json, strlen(json), GetDatabaseEncoding(), true);
-	JsonParseErrorType err = pg_parse_json(lex, &nullSemAction);
-
-	if (err == JSON_SUCCESS)
-		return NULL;
-	return json_errdetail(err, lex);
-}
-
-static char *
-sg_headers_json(rd_kafka_message_t *m, bool *bad)
-{
-	rd_kafka_headers_t *hdrs;
-	StringInfoData buf;
-	size_t		i;
-	const char *name;
-	const void *value;
-	size_t		size;
-
-	*bad = false;
-	if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR || rd_kafka_header_cnt(hdrs) == 0)
-		return NULL;
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	for (i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
-	{
-		char	   *n = sg_text(name, strlen(name));
-		char	   *v = value ? sg_text(value, size) : NULL;
-
-		if (n == NULL || (value && v == NULL))
-		{
-			*bad = true;
-			return NULL;
-		}
-		if (i > 0)
-			appendStringInfoString(&buf, ", ");
-		escape_json(&buf, n);
-		appendStringInfoString(&buf, ": ");
-		if (v)
-			escape_json(&buf, v);
-		else
-			appendStringInfoString(&buf, "null");
-	}
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
-}
-
-static Datum
-sg_timestamp(rd_kafka_message_t *m, bool *isnull)
-{
-	rd_kafka_timestamp_type_t type;
-	int64		ms = rd_kafka_message_timestamp(m, &type);
-
-	*isnull = ms < 0 || type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
-	if (*isnull)
-		return (Datum) 0;
-	return TimestampTzGetDatum(ms * 1000 -
-							   ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC));
-}
-
-static void
-sg_dead_letter(SgWorker *w, rd_kafka_message_t *m, const char *key, const char *raw, const char *error)
-{
-	Oid			types[8] = {INT4OID, TEXTOID, INT4OID, INT8OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
-	Datum		values[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	bool		isnull;
-	SgUserSave	save;
-
-	values[0] = Int32GetDatum(w->def.id);
-	values[1] = CStringGetTextDatum(w->def.name);
-	values[2] = Int32GetDatum(m->partition);
-	values[3] = Int64GetDatum(m->offset);
-	values[4] = key ? CStringGetTextDatum(key) : (Datum) 0;
-	nulls[4] = key ? ' ' : 'n';
-	values[5] = raw ? CStringGetTextDatum(raw) : (Datum) 0;
-	nulls[5] = raw ? ' ' : 'n';
-	values[6] = sg_timestamp(m, &isnull);
-	nulls[6] = isnull ? 'n' : ' ';
-	values[7] = CStringGetTextDatum(error);
-	SgBecomeDataOwner(&save, false);
-	/* the value as a JSON string: the SQL never saw it as JSON */
-	if (SPI_execute_with_args("INSERT INTO streamguard.dead_letter (pipeline_id, pipeline, partition, seq, key, "
-							  "payload, dedup_key, appended_at, error, sqlstate) "
-							  "VALUES ($1, $2, $3, $4, $5, pg_catalog.to_jsonb($6), NULL, $7, $8, '22P02')",
-							  8, types, values, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record a dead letter");
-	SgRestoreUser(&save);
-}
-
-/*
- * One message into the batch.  Returns false when it is malformed and the
- * error policy took it (skip, dead_letter); raises nothing for malformed
- * input except under stop, where w->stop_error is set and -1 returned.
- */
-static int
-sg_put_message(SgWorker *w, rd_kafka_message_t *m, Tuplestorestate *store)
-{
-	Datum		v[8];
-	bool		n[8];
-	char	   *key = NULL;
-	char	   *payload = NULL;
-	char	   *headers;
-	char	   *why = NULL;
-	bool		bad_headers;
-
-	memset(n, 0, sizeof(n));
-	if (m->key)
-	{
-		key = sg_text(m->key, m->key_len);
-		if (key == NULL)
-			why = "the key is not valid UTF-8 text";
-	}
-	headers = sg_headers_json(m, &bad_headers);
-	if (bad_headers && why == NULL)
-		why = "a header is not valid UTF-8 text";
-	if (m->payload)
-	{
-		payload = sg_text(m->payload, m->len);
-		if (payload == NULL && why == NULL)
-			why = "the value is not valid UTF-8 text";
-		else if (payload && why == NULL)
-		{
-			char	   *detail = sg_json_error(payload);
-
-			if (detail)
-				why = psprintf("the value is not valid JSON: %s", detail);
-		}
-	}
-	if (why)
-	{
-		char	   *error = psprintf("malformed message at offset %lld of partition %d of topic \"%s\": %s",
-									 (long long) m->offset, (int) m->partition, w->def.remote_stream, why);
-
-		switch (w->def.policy)
-		{
-			case SG_POLICY_STOP:
-				w->stop_error = MemoryContextStrdup(TopMemoryContext, error);
-				return -1;
-			case SG_POLICY_SKIP:
-				ereport(LOG, (errmsg("streamguard pipeline \"%s\": skipped %s", w->def.name, error)));
-				w->batch_skipped++;
-				return 0;
-			case SG_POLICY_DEAD_LETTER:
-				sg_dead_letter(w, m, key, payload, error);
-				w->batch_dead++;
-				return 0;
-		}
-	}
-	v[0] = Int32GetDatum(m->partition);
-	v[1] = Int64GetDatum(m->offset);
-	v[2] = key ? CStringGetTextDatum(key) : (Datum) 0;
-	n[2] = key == NULL;
-	v[3] = payload ? DirectFunctionCall1(jsonb_in, CStringGetDatum(payload)) : (Datum) 0;
-	n[3] = payload == NULL;		/* a tombstone */
-	n[4] = true;
-	v[5] = sg_timestamp(m, &n[5]);
-	v[6] = CStringGetTextDatum(w->def.remote_stream);
-	v[7] = headers ? DirectFunctionCall1(jsonb_in, CStringGetDatum(headers)) : (Datum) 0;
-	n[7] = headers == NULL;
-	tuplestore_putvalues(store, w->event_desc, v, n);
-	return 1;
 }
 
 /* consumer errors that no retry repairs */
@@ -543,29 +358,19 @@ sg_check_stall(SgWorker *w, SgKafkaSource *s, bool got_message, int64 *next, int
 }
 
 /*
- * Read up to batch_size messages after the stored positions (locked for
- * this transaction) into `store`; first/last get each partition's first
- * and last offset read, plus one (first 0: none; last is then the next
- * offset to read).  With `advance` — or when every message read was
- * malformed and taken by the error policy — the positions move in this
- * transaction.  Returns the rows put into `store`, or -1 when the error
- * policy stops the pipeline (w->stop_error).
+ * The stored positions of the batch's partitions, locked for this
+ * transaction (-2: no row); a position start_from 'end' left to settle is
+ * settled now, at the end as of the first batch.
  */
-int
-KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last, bool advance)
+static int64 *
+sg_lock_positions(SgWorker *w, SgKafkaSource *s, int nparts)
 {
-	SgKafkaSource *s = sg_source(w);
-	int			nparts = s->nparts;
 	int64	   *stored = palloc(sizeof(int64) * Max(nparts, 1));
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(w->def.id)};
 	SgUserSave	save;
 	uint64		i;
 	int			p;
-	int			rows = 0;
-	int			consumed = 0;
-	bool		moved = false;
-	TimestampTz wait_until;
 
 	SgBecomeDataOwner(&save, false);
 	if (SPI_execute_with_args("SELECT partition, next_offset FROM streamguard.kafka_position "
@@ -574,7 +379,7 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 		elog(ERROR, "kafka position lookup failed");
 	for (p = 0; p < nparts; p++)
 		stored[p] = -2;
-	for (i = 0; i < SPI_processed; i++)
+	for (i = 0; i < SPI_processed; i++) /* bounded: a row per partition */
 	{
 		bool		isnull;
 		int			part = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
@@ -600,6 +405,18 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 			stored[p] = next[p] = KafkaPartitionEnd(s->client, w->def.remote_stream, p, KafkaDeadline(), NULL);
 			sg_store_positions(w, next, hw, nparts);
 		}
+	return stored;
+}
+
+/*
+ * The consumer where the stored positions say, before it reads: the
+ * group's offsets told, then a new assignment, seeks, or the partitions
+ * added to the topic.
+ */
+static void
+sg_place_consumer(SgWorker *w, SgKafkaSource *s, int64 *stored, int nparts)
+{
+	int			p;
 
 	/*
 	 * The group's offsets, a courtesy for Kafka-side tools: what an earlier
@@ -672,15 +489,25 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 			s->assigned = nparts;
 		}
 	}
-	for (p = 0; p < nparts; p++)
-	{
-		first[p] = 0;
-		last[p] = stored[p];
-	}
+}
+
+/*
+ * Poll up to batch_size messages into `store` (waiting a little for the
+ * first); first/last as sg_kafka_source_fetch returns them.  Returns the rows put
+ * into `store` (*consumed: the malformed messages the error policy took),
+ * or -1 when the error policy stops the pipeline (w->stop_error).
+ */
+static int
+sg_poll_messages(SgWorker *w, SgKafkaSource *s, Tuplestorestate *store, int64 *first, int64 *last,
+				 int nparts, int *consumed)
+{
+	int			rows = 0;
+	int			p;
+	TimestampTz wait_until;
 
 	pgstat_report_activity(STATE_RUNNING, "fetch from Kafka");
 	wait_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SG_KAFKA_FIRST_WAIT_MS);
-	while (rows + consumed < w->def.batch_size)
+	while (rows + *consumed < w->def.batch_size)
 	{
 		long		wait_ms = 0;
 		rd_kafka_message_t *m;
@@ -688,7 +515,7 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 
 		CHECK_FOR_INTERRUPTS();
 
-		if (rows + consumed == 0)
+		if (rows + *consumed == 0)
 			wait_ms = Max((long) ((wait_until - GetCurrentTimestamp()) / 1000), 0);
 		m = KafkaPoll(s->client, wait_ms, sg_we_fetch);
 		if (m == NULL)
@@ -717,19 +544,55 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 		if (m->rkt == NULL || strcmp(rd_kafka_topic_name(m->rkt), w->def.remote_stream) != 0 ||
 			p < 0 || p >= nparts || (s->pos[p] >= 0 && m->offset < s->pos[p]))
 			continue;			/* not ours, or before our position */
-		put = sg_put_message(w, m, store);
+		put = KafkaSourcePutMessage(w, m, store);
 		if (put < 0)
 			return -1;
 		if (put > 0)
 			rows++;
 		else
-			consumed++;
+			(*consumed)++;
 		if (first[p] == 0)
 			first[p] = m->offset + 1;
 		last[p] = m->offset + 1;
 		s->pos[p] = m->offset + 1;
 		KafkaMessageDone(s->client);
 	}
+	return rows;
+}
+
+/*
+ * Read up to batch_size messages after the stored positions (locked for
+ * this transaction) into the batch; first/last get each partition's first
+ * and last offset read, plus one (first 0: none; last is then the next
+ * offset to read).  With b->advance — or when every message read was
+ * malformed and taken by the error policy — the positions move in this
+ * transaction.  Returns the rows put into the batch, or -1 when the error
+ * policy stops the pipeline (w->stop_error).
+ */
+static int
+sg_kafka_source_fetch(SgWorker *w, SgBatch *b)
+{
+	SgKafkaSource *s = sg_source(w);
+	int			nparts = s->nparts;
+	int64	   *first = b->first;
+	int64	   *last = b->last;
+	int64	   *stored;
+	int			p;
+	int			rows;
+	int			consumed = 0;
+	bool		moved = false;
+
+	stored = sg_lock_positions(w, s, nparts);
+	sg_place_consumer(w, s, stored, nparts);
+	for (p = 0; p < nparts; p++)
+	{
+		first[p] = 0;
+		last[p] = stored[p];
+	}
+	rows = sg_poll_messages(w, s, b->store, first, last, nparts, &consumed);
+	if (rows < 0)
+		return -1;
+
 	/*
 	 * Past what a read_committed reader never sees (transaction markers,
 	 * aborted messages): the consumer's position, once it returned every
@@ -748,8 +611,8 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 	}
 	sg_check_stall(w, s, rows + consumed > 0, last, nparts);
 
-	if ((rows > 0 && advance) || (rows == 0 && (consumed > 0 || moved)))
-		KafkaSourceAdvance(w, last, nparts);
+	if ((rows > 0 && b->advance) || (rows == 0 && (consumed > 0 || moved)))
+		sg_move_positions(w, last, nparts);
 	else if (rows == 0)
 	{
 		int64	   *hw = palloc(sizeof(int64) * Max(nparts, 1));
@@ -772,3 +635,78 @@ KafkaSourceFetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last,
 	}
 	return rows;
 }
+
+/* ------------------------------------------------------------ routine */
+
+/* the columns of relation "batch": the stream's six, topic and headers */
+static void
+sg_kafka_source_open(SgWorker *w)
+{
+	MemoryContext old;
+
+	WorkerBegin("start");
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	w->event_desc = KafkaEventTupleDesc();
+	MemoryContextSwitchTo(old);
+	WorkerCommit();
+}
+
+/* the batch's partitions: the stored positions, new ones added (above) */
+static bool
+sg_kafka_source_begin(SgWorker *w, SgBatch *b)
+{
+	b->nparts = sg_kafka_partitions(w);
+	return true;
+}
+
+/*
+ * The stored positions (next offsets) as this transaction sees them (-1:
+ * none; -2: from the beginning, not settled).
+ */
+static void
+sg_kafka_source_positions(SgWorker *w, SgBatch *b, int64 *pos, int nparts)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(w->def.id)};
+	SgUserSave	save;
+	uint64		i;
+	int			p;
+
+	for (p = 0; p < nparts; p++)
+		pos[p] = -1;
+	SgBecomeDataOwner(&save, false);
+	if (SPI_execute_with_args("SELECT partition, next_offset FROM streamguard.kafka_position "
+							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "kafka position lookup failed");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int			part = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		CHECK_FOR_INTERRUPTS();
+
+		if (part >= 0 && part < nparts)
+			pos[part] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	SgRestoreUser(&save);
+}
+
+/* move the positions past `to` (at_least_once, after the effects committed) */
+static void
+sg_kafka_source_advance(SgWorker *w, SgBatch *b, int64 *to, int nparts)
+{
+	sg_move_positions(w, to, nparts);
+}
+
+const SgSourceRoutine SgKafkaSourceRoutine = {
+	.name = "Kafka topic",
+	.idle_ms = 100,				/* nothing wakes us: poll the consumer */
+	.local_events = false,
+	.open = sg_kafka_source_open,
+	.begin = sg_kafka_source_begin,
+	.fetch = sg_kafka_source_fetch,
+	.positions = sg_kafka_source_positions,
+	.advance = sg_kafka_source_advance,
+	.close = sg_kafka_source_close,
+};

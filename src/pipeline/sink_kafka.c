@@ -1,17 +1,16 @@
 /*-------------------------------------------------------------------------
  *
- * kafka_sink.c
- *		A pipeline whose sink is a Kafka topic: the rows of its SELECT over
+ * sink_kafka.c
+ *		A Kafka topic as a pipeline's sink: the rows of its SELECT over
  *		each batch become messages, exactly once through a transactional
  *		producer and a checkpoint kept in Kafka, or at least once through
  *		an idempotent producer.
  *
- * The SELECT's columns are the message: value (jsonb, json, text or bytea;
- * NULL: a tombstone), and optionally key (any type, as text; bytea raw),
- * headers (a jsonb object: name -> a scalar, NULL for a header without a
- * value) and partition (an integer; NULL or absent: librdkafka's
- * partitioner, by key).  KafkaSinkCheckShape checks that at create_pipeline
- * and when the worker starts.
+ * The SELECT's columns are the message (sink_kafka_messages.c, which
+ * produces the rows as they come and checks the SELECT's shape at
+ * create_pipeline and when the worker starts).  This file is the routine:
+ * the producer, its transactions, the checkpoints and the recovery from
+ * them.  Its state (SgKafkaSink) is the producer and what it knows.
  *
  * exactly_once.  The producer's transactional.id is "streamguard-" and the
  * pipeline's sink key (system identifier, installation, database,
@@ -21,7 +20,7 @@
  * producer (PRODUCER_FENCED), on top of the pipeline's epoch fence here.
  * A batch, inside its local transaction T1 (fenced, positions moved by
  * the fetch):
- *	1. the positions before the fetch are noted (KafkaSinkNoteFrom);
+ *	1. the positions before the fetch are noted (the routine's before_fetch);
  *	2. one Kafka transaction: the rows, then a checkpoint record in the
  *	   topic streamguard_checkpoints, partition 0, key the transactional
  *	   id, value {batch, from, to, events, rows} (batch: the pipeline's
@@ -34,7 +33,7 @@
  *	   made durable by its read()); Kafka commit;
  *	3. T1 commits (synchronously: the worker forces synchronous_commit).
  * A crash between 2 and 3 leaves a batch committed in Kafka but not here.
- * Before the next batch (KafkaSinkResolve, after init_transactions, which
+ * Before the next batch (the routine's begin, after init_transactions, which
  * settles any transaction left open) the worker reads the last checkpoint
  * read_committed and compares it with the local batch counter B:
  *	checkpoint batch = B + 1, positions = its "from": that batch is
@@ -52,7 +51,7 @@
  * a second transaction (batch.c).  A crash between re-produces the batch.
  *
  * The producer belongs to the worker (TopMemoryContext); after a failed
- * batch it is closed (KafkaSinkClose) and the next batch opens a new one,
+ * batch it is closed (the routine's close) and the next batch opens a new one,
  * which for exactly_once means a new init_transactions.
  *
  *-------------------------------------------------------------------------
@@ -72,110 +71,24 @@
 
 #include "core/compat.h"
 #include "io/kafka.h"
+#include "pipeline/sink_kafka.h"
 #include "pipeline/worker.h"
 
 #define SG_KAFKA_CHECKPOINT_TOPIC "streamguard_checkpoints"
 
-struct SgKafkaSink
+/* the Kafka sink's state: w->sink_state */
+typedef struct SgKafkaSink
 {
 	SgKafka    *producer;
 	bool		transactional;
+	bool		need_resolve;	/* a new producer, settled, before the next batch */
 	char	   *txn_id;			/* transactional.id, and the checkpoints' key */
 	int64	   *from;			/* positions before this batch's fetch */
 	int			nfrom;
-};
-
-/* which output column is which (-1: absent) */
-typedef struct SgKafkaCols
-{
-	int			key;
-	int			value;
-	int			headers;
-	int			partition;
-} SgKafkaCols;
+} SgKafkaSink;
 
 static uint32 sg_we_produce = 0;
 
-/* ----------------------------------------------------------- the shape */
-
-/*
- * The output columns of a Kafka sink's SELECT: value required, key,
- * headers and partition optional, nothing else.  Raises the error.
- */
-static void
-sg_shape(TupleDesc desc, SgKafkaCols *cols)
-{
-	int			i;
-
-	cols->key = cols->value = cols->headers = cols->partition = -1;
-	for (i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute a = TupleDescAttr(desc, i);
-		const char *name = NameStr(a->attname);
-		int		   *slot;
-
-		if (a->attisdropped)
-			continue;
-		if (strcmp(name, "key") == 0)
-			slot = &cols->key;
-		else if (strcmp(name, "value") == 0)
-			slot = &cols->value;
-		else if (strcmp(name, "headers") == 0)
-			slot = &cols->headers;
-		else if (strcmp(name, "partition") == 0)
-			slot = &cols->partition;
-		else
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
-					 errmsg("the SELECT of a Kafka sink returns column \"%s\"", name),
-					 errdetail("Its columns are value, and optionally key, headers and partition."),
-					 errhint("Name each output column with AS.")));
-		if (*slot >= 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_DUPLICATE_COLUMN),
-					 errmsg("the SELECT of a Kafka sink returns column \"%s\" twice", name)));
-		*slot = i;
-		if (slot == &cols->value && a->atttypid != JSONBOID && a->atttypid != JSONOID &&
-			a->atttypid != TEXTOID && a->atttypid != VARCHAROID && a->atttypid != BYTEAOID)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("column \"value\" of a Kafka sink must be jsonb, json, text or bytea, not %s",
-							format_type_be(a->atttypid)),
-					 errhint("Cast it, or build the JSON with to_jsonb() or jsonb_build_object().")));
-		if (slot == &cols->headers && a->atttypid != JSONBOID)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("column \"headers\" of a Kafka sink must be jsonb, not %s",
-							format_type_be(a->atttypid)),
-					 errhint("A jsonb object: header name -> value.")));
-		if (slot == &cols->partition && a->atttypid != INT2OID && a->atttypid != INT4OID &&
-			a->atttypid != INT8OID)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("column \"partition\" of a Kafka sink must be an integer, not %s",
-							format_type_be(a->atttypid))));
-	}
-	if (cols->value < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("the SELECT of a Kafka sink has no column \"value\""),
-				 errhint("Return the message as a column named value, e.g. SELECT to_jsonb(b) AS value FROM batch b.")));
-}
-
-/* the SQL of a Kafka sink: a single SELECT over the batch of the right shape */
-void
-KafkaSinkCheckShape(const char *sql)
-{
-	TupleDesc	desc = PipelineOutputDesc(sql);
-	SgKafkaCols cols;
-
-	if (desc == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the SQL of a pipeline with a Kafka sink must be a single SELECT"),
-				 errhint("Its rows become the messages: SELECT key, value, headers, partition FROM batch.")));
-	sg_shape(desc, &cols);
-}
 
 /*
  * create_pipeline with a Kafka sink: the topic's name, the caller's USAGE
@@ -213,15 +126,12 @@ sg_sink_status(SgWorker *w, bool connected, const char *error)
 static SgKafkaSink *
 sg_sink(SgWorker *w)
 {
-	SgKafkaSink *s = w->kafka_sink;
+	SgKafkaSink *s = (SgKafkaSink *) w->sink_state;
 
-	if (s == NULL)
+	if (s->txn_id == NULL)
 	{
-		s = MemoryContextAllocZero(TopMemoryContext, sizeof(SgKafkaSink));
-		s->transactional = w->def.guarantee == SG_EXACTLY_ONCE;
 		s->txn_id = MemoryContextStrdup(TopMemoryContext,
 										psprintf("streamguard-%s", PipelineSinkKey(w->def.id)));
-		w->kafka_sink = s;
 		if (sg_we_produce == 0)
 			sg_we_produce = SG_WAIT_EVENT("StreamguardKafkaProduce", 6);
 	}
@@ -256,13 +166,13 @@ sg_sink(SgWorker *w)
 	return s;
 }
 
-/* after a failed batch: the next one starts with a new producer */
-void
-KafkaSinkClose(SgWorker *w)
+/* the producer closed, its last error shown (the next batch opens a new one) */
+static void
+sg_close_producer(SgWorker *w)
 {
-	SgKafkaSink *s = w->kafka_sink;
+	SgKafkaSink *s = (SgKafkaSink *) w->sink_state;
 
-	if (s == NULL || s->producer == NULL)
+	if (s->producer == NULL)
 		return;
 	{
 		char		last[256];
@@ -310,8 +220,8 @@ sg_append_positions(StringInfo buf, const int64 *pos, int n)
 }
 
 /* exactly_once: the positions before this batch's fetch (in T1, fenced) */
-void
-KafkaSinkNoteFrom(SgWorker *w, SgStreamMeta *meta, int nparts)
+static void
+sg_note_from(SgWorker *w, SgBatch *b, int nparts)
 {
 	SgKafkaSink *s = sg_sink(w);
 
@@ -322,7 +232,7 @@ KafkaSinkNoteFrom(SgWorker *w, SgStreamMeta *meta, int nparts)
 		s->from = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(nparts, 1));
 	}
 	s->nfrom = nparts;
-	SourcePositions(w, meta, s->from, nparts);
+	SourcePositions(w, b, s->from, nparts);
 }
 
 typedef struct SgCheckpoint
@@ -477,8 +387,8 @@ sg_count_recovered(SgWorker *w, SgCheckpoint *c)
  * checkpoint against the local batch counter (see the file's comment).
  * Returns false when the pipeline must stop (w->stop_error says why).
  */
-bool
-KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
+static bool
+sg_kafka_sink_settle(SgWorker *w, SgBatch *b, int nparts)
 {
 	SgKafkaSink *s;
 	char	   *json;
@@ -489,7 +399,7 @@ KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
 	bool		same = true;
 
 	/* a new producer: the old one may be inside a transaction */
-	KafkaSinkClose(w);
+	sg_close_producer(w);
 	s = sg_sink(w);
 	if (!s->transactional)
 		return true;
@@ -541,7 +451,7 @@ KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
 	 * were not read by it: they keep their positions.
 	 */
 	here = palloc(sizeof(int64) * Max(nparts, 1));
-	SourcePositions(w, meta, here, nparts);
+	SourcePositions(w, b, here, nparts);
 	if (c.n > nparts)
 		same = false;
 	for (p = 0; p < c.n && same; p++)
@@ -562,7 +472,7 @@ KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
 			to[p] = p < c.n ? c.to[p] : here[p];
 		c.to = to;
 	}
-	SourceAdvance(w, meta, c.to, nparts);
+	SourceAdvance(w, b, c.to, nparts);
 	sg_count_recovered(w, &c);
 	ereport(LOG,
 			(errmsg("streamguard pipeline \"%s\": batch %lld was committed in Kafka but not here: positions moved to its checkpoint",
@@ -570,207 +480,6 @@ KafkaSinkResolve(SgWorker *w, SgStreamMeta *meta, int nparts)
 	return true;
 }
 
-/* ------------------------------------------------------------ messages */
-
-/* a value's bytes: bytea raw, anything else through its output function */
-static const char *
-sg_bytes(Datum d, Oid type, FmgrInfo *out, size_t *len)
-{
-	if (type == BYTEAOID)
-	{
-		bytea	   *b = DatumGetByteaPP(d);
-
-		*len = VARSIZE_ANY_EXHDR(b);
-		return VARDATA_ANY(b);
-	}
-	else
-	{
-		char	   *s = OutputFunctionCall(out, d);
-
-		*len = strlen(s);
-		return s;
-	}
-}
-
-/* a jsonb object as message headers (NULL when it is empty) */
-static rd_kafka_headers_t *
-sg_headers(Jsonb *jb)
-{
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	rd_kafka_headers_t *hdrs;
-	char	   *name = NULL;
-
-	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("column \"headers\" of a Kafka sink must be a jsonb object")));
-	if (JB_ROOT_COUNT(jb) == 0)
-		return NULL;
-	hdrs = rd_kafka_headers_new(JB_ROOT_COUNT(jb));
-	PG_TRY();
-	{
-		it = JsonbIteratorInit(&jb->root);
-		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-		{
-			char	   *value = NULL;
-			size_t		len = 0;
-
-			if (tok == WJB_KEY)
-			{
-				name = pnstrdup(v.val.string.val, v.val.string.len);
-				continue;
-			}
-			if (tok != WJB_VALUE)
-				continue;
-			switch (v.type)
-			{
-				case jbvNull:
-					break;
-				case jbvString:
-					value = v.val.string.val;
-					len = v.val.string.len;
-					break;
-				case jbvNumeric:
-					value = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
-					len = strlen(value);
-					break;
-				case jbvBool:
-					value = v.val.boolean ? "true" : "false";
-					len = strlen(value);
-					break;
-				default:
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("header \"%s\" of a Kafka sink's message is not a scalar", name ? name : "")));
-			}
-			rd_kafka_header_add(hdrs, name, -1, value, value ? (ssize_t) len : 0);
-		}
-	}
-	PG_CATCH();
-	{
-		rd_kafka_headers_destroy(hdrs);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	return hdrs;
-}
-
-/*
- * The SELECT's rows go straight into the producer: a DestReceiver, so
- * that no row is materialized in SPI_tuptable (each message is copied
- * into librdkafka's queue as it comes).
- */
-typedef struct SgKafkaDest
-{
-	DestReceiver pub;
-	SgWorker   *w;
-	SgKafka    *producer;
-	SgKafkaCols cols;
-	FmgrInfo	out_key;
-	FmgrInfo	out_value;
-	Oid			key_type;
-	Oid			value_type;
-	Oid			partition_type;
-	MemoryContext row_cxt;		/* reset after each row */
-	uint64		rows;
-} SgKafkaDest;
-
-static void
-sg_dest_startup(DestReceiver *self, int operation, TupleDesc desc)
-{
-	SgKafkaDest *d = (SgKafkaDest *) self;
-	Oid			fn;
-	bool		varlena;
-
-	sg_shape(desc, &d->cols);
-	d->value_type = TupleDescAttr(desc, d->cols.value)->atttypid;
-	getTypeOutputInfo(d->value_type, &fn, &varlena);
-	fmgr_info(fn, &d->out_value);
-	d->key_type = InvalidOid;
-	if (d->cols.key >= 0)
-	{
-		d->key_type = TupleDescAttr(desc, d->cols.key)->atttypid;
-		getTypeOutputInfo(d->key_type, &fn, &varlena);
-		fmgr_info(fn, &d->out_key);
-	}
-	d->partition_type = d->cols.partition >= 0 ? TupleDescAttr(desc, d->cols.partition)->atttypid : InvalidOid;
-	d->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "streamguard kafka row", ALLOCSET_SMALL_SIZES);
-}
-
-static bool
-sg_dest_receive(TupleTableSlot *slot, DestReceiver *self)
-{
-	SgKafkaDest *d = (SgKafkaDest *) self;
-	MemoryContext old = MemoryContextSwitchTo(d->row_cxt);
-	bool		isnull;
-	Datum		v;
-	const char *key = NULL;
-	const char *value = NULL;
-	size_t		key_len = 0,
-				value_len = 0;
-	int32		partition = -1;
-	rd_kafka_headers_t *hdrs = NULL;
-
-	if (d->cols.key >= 0)
-	{
-		v = slot_getattr(slot, d->cols.key + 1, &isnull);
-		if (!isnull)
-			key = sg_bytes(v, d->key_type, &d->out_key, &key_len);
-	}
-	v = slot_getattr(slot, d->cols.value + 1, &isnull);
-	if (!isnull)
-		value = sg_bytes(v, d->value_type, &d->out_value, &value_len);
-	if (d->cols.partition >= 0)
-	{
-		v = slot_getattr(slot, d->cols.partition + 1, &isnull);
-		if (!isnull)
-		{
-			int64		p;
-
-			switch (d->partition_type)
-			{
-				case INT2OID:
-					p = DatumGetInt16(v);
-					break;
-				case INT4OID:
-					p = DatumGetInt32(v);
-					break;
-				default:
-					p = DatumGetInt64(v);
-					break;
-			}
-			if (p < 0 || p > PG_INT32_MAX)
-				ereport(ERROR,
-						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-						 errmsg("partition %lld of a Kafka sink's message is out of range", (long long) p)));
-			partition = (int32) p;
-		}
-	}
-	if (d->cols.headers >= 0)
-	{
-		v = slot_getattr(slot, d->cols.headers + 1, &isnull);
-		if (!isnull)
-			hdrs = sg_headers(DatumGetJsonbP(v));
-	}
-	KafkaProduce(d->producer, d->w->def.sink_table, partition, key, key_len, value, value_len, hdrs,
-				 sg_we_produce);
-	d->rows++;
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(d->row_cxt);
-	return true;
-}
-
-static void
-sg_dest_shutdown(DestReceiver *self)
-{
-}
-
-static void
-sg_dest_destroy(DestReceiver *self)
-{
-}
 
 /*
  * The batch to Kafka, in T1 (fenced, positions moved unless
@@ -779,46 +488,23 @@ sg_dest_destroy(DestReceiver *self)
  * (exactly_once) or wait for every acknowledgement (at_least_once).
  * Returns the rows produced.
  */
-int64
-KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n, int nparts,
-			   int64 events_in)
+static int64
+sg_kafka_sink_produce(SgWorker *w, SgBatch *b)
 {
 	SgKafkaSink *s = sg_sink(w);
-	SgOwnerContext ctx;
-	SPIPlanPtr	plan;
-	SPIExecuteOptions opts;
-	SgKafkaDest dest;
+	int			nparts = b->nparts;
 	int64		rows;
-	int			ret;
 
 	if (s->transactional)
 		KafkaTxnBegin(s->producer);
 	else
 	{
 		/* nothing leaves the server before the events it comes from are durable */
-		if (!w->def.source_server)
+		if (w->source->local_events)
 			HorizonMakeDurable();
 		KafkaDeliveryReset(s->producer);
 	}
-
-	pgstat_report_activity(STATE_RUNNING, "produce to Kafka");
-	memset(&dest, 0, sizeof(dest));
-	dest.pub.receiveSlot = sg_dest_receive;
-	dest.pub.rStartup = sg_dest_startup;
-	dest.pub.rShutdown = sg_dest_shutdown;
-	dest.pub.rDestroy = sg_dest_destroy;
-	dest.pub.mydest = DestTuplestore;	/* anything but DestNone: a SELECT */
-	dest.w = w;
-	dest.producer = s->producer;
-	memset(&opts, 0, sizeof(opts));
-	opts.read_only = true;
-	opts.dest = &dest.pub;
-	plan = BatchOwnerEnter(w, &ctx, store, n);
-	ret = SPI_execute_plan_extended(plan, &opts);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "the SQL of pipeline \"%s\" must return rows: %s", w->def.name, SPI_result_code_string(ret));
-	rows = (int64) dest.rows;
-	BatchLeaveOwner(&ctx);
+	rows = KafkaSinkProduceRows(w, s->producer, b->store, b->n, sg_we_produce);
 
 	if (s->transactional)
 	{
@@ -826,11 +512,11 @@ KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n,
 		StringInfoData ck;
 
 		/* the checkpoint: the last message of the transaction */
-		SourcePositions(w, meta, to, nparts);
+		SourcePositions(w, b, to, nparts);
 		initStringInfo(&ck);
 		appendStringInfo(&ck, "{\"pipeline\": %d, \"epoch\": %lld, \"batch\": %lld, \"events\": %lld, \"rows\": %lld, \"from\": ",
 						 w->def.id, (long long) w->def.epoch, (long long) (sg_local_batches(w) + 1),
-						 (long long) events_in, (long long) rows);
+						 (long long) b->fetched, (long long) rows);
 		sg_append_positions(&ck, s->from, Min(s->nfrom, nparts));
 		appendStringInfoString(&ck, ", \"to\": ");
 		sg_append_positions(&ck, to, nparts);
@@ -846,7 +532,7 @@ KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n,
 		 * open Kafka transaction.  (A remote source's events were made
 		 * durable there before its read() answered.)
 		 */
-		if (!w->def.source_server)
+		if (w->source->local_events)
 			HorizonMakeDurable();
 		WorkerFault(w, SG_FAULT_MID_COPY);
 		pgstat_report_activity(STATE_RUNNING, "commit the Kafka transaction");
@@ -863,3 +549,80 @@ KafkaSinkWrite(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store, int64 n,
 	sg_sink_status(w, true, NULL);
 	return rows;
 }
+
+/* ------------------------------------------------------------ routine */
+
+/* the state; the rows are the messages: checked again, the SQL may have changed */
+static const char *
+sg_kafka_sink_open(SgWorker *w)
+{
+	SgKafkaSink *s = MemoryContextAllocZero(TopMemoryContext, sizeof(SgKafkaSink));
+
+	s->transactional = w->def.guarantee == SG_EXACTLY_ONCE;
+	s->need_resolve = true;
+	w->sink_state = s;
+	WorkerBegin("start");
+	KafkaSinkCheckShape(w->def.sql);
+	WorkerCommit();
+	return NULL;
+}
+
+/* a new producer and the checkpoint settled, after a failed batch or at start */
+static bool
+sg_kafka_sink_begin(SgWorker *w, SgBatch *b)
+{
+	SgKafkaSink *s = (SgKafkaSink *) w->sink_state;
+
+	if (s->need_resolve)
+	{
+		if (!sg_kafka_sink_settle(w, b, b->nparts))
+			return false;
+		s->need_resolve = false;
+	}
+	return true;
+}
+
+/* exactly_once: the checkpoint says where the batch began */
+static void
+sg_kafka_sink_before_fetch(SgWorker *w, SgBatch *b)
+{
+	if (w->def.guarantee == SG_EXACTLY_ONCE)
+		sg_note_from(w, b, b->nparts);
+}
+
+/*
+ * No event-by-event isolation into Kafka: a batch that failed
+ * max_attempts times (not for a transient reason) stops the pipeline,
+ * whatever the error policy.
+ */
+static int64
+sg_kafka_sink_write(SgWorker *w, SgBatch *b)
+{
+	if (b->isolate)
+	{
+		w->stop_error = MemoryContextStrdup(TopMemoryContext,
+											psprintf("a batch to Kafka failed %d times, last: %s",
+													 w->def.max_attempts, w->last_error ? w->last_error : "unknown error"));
+		return -1;
+	}
+	return sg_kafka_sink_produce(w, b);
+}
+
+/* after a failed batch: the next one opens a new producer and settles */
+static void
+sg_kafka_sink_close(SgWorker *w)
+{
+	SgKafkaSink *s = (SgKafkaSink *) w->sink_state;
+
+	sg_close_producer(w);
+	s->need_resolve = true;
+}
+
+const SgSinkRoutine SgKafkaSinkRoutine = {
+	.name = "Kafka topic",
+	.open = sg_kafka_sink_open,
+	.begin = sg_kafka_sink_begin,
+	.before_fetch = sg_kafka_sink_before_fetch,
+	.write = sg_kafka_sink_write,
+	.close = sg_kafka_sink_close,
+};

@@ -1,16 +1,20 @@
 /*-------------------------------------------------------------------------
  *
- * source.c
- *		Reading a pipeline's batch and advancing its positions.
+ * source_remote.c
+ *		A stream on another streamguard server as a pipeline's source.
  *
- * A local source is read through the pipeline's consumer (ConsumerFetch,
- * consumer.c, which advances the positions in the same call when asked);
- * a remote source (a stream on another streamguard server) is read with
- * streamguard.read() over libpq after the positions kept here in
- * streamguard.remote_position, locked for the batch's transaction.  With
- * several workers each reads, locks and moves only the partitions it owns
- * (p % workers = worker), like a local source's consumer rows; a partition
- * that moves to another worker (alter_pipeline) carries its position row.
+ * The stream is read with streamguard.read() over libpq after the
+ * positions kept here in streamguard.remote_position, locked for the
+ * batch's transaction, and those positions move in the transaction that
+ * commits the batch's effects (or, for at_least_once, in the one after).
+ * With several workers each reads, locks and moves only the partitions it
+ * owns (p % workers = worker), like a local source's consumer rows; a
+ * partition that moves to another worker (alter_pipeline) carries its
+ * position row.  The read of a full batch's successor is sent ahead
+ * (sg_remote_fetch).
+ *
+ * The state between batches (SgRemoteSource): the connection, the read's
+ * statement, the read sent ahead and the loss the last fetch found.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,6 +26,21 @@
 #include "utils/memutils.h"
 
 #include "pipeline/worker.h"
+
+typedef struct SgRemoteSource
+{
+	SgRemote	remote;			/* the source server */
+	uint32		rotor;			/* partition read first */
+	char	   *read_sql;		/* the read (sg_remote_read_sql) */
+	uint64		read_ahead;		/* ticket of the next batch's read, sent
+								 * ahead (0: none) ... */
+	int64	   *read_ahead_pos; /* ... from these positions ... */
+	uint32		read_ahead_rotor;	/* ... with this rotor */
+	int64	   *lost;			/* seqs retention removed ahead of each
+								 * position, found by the last fetch */
+} SgRemoteSource;
+
+static void sg_remote_source_advance(SgWorker *w, SgBatch *b, int64 *to, int nparts);
 
 /* store a remote source position (start_from 'end' settled) */
 static void
@@ -96,13 +115,13 @@ sg_remote_nowned(SgWorker *w)
  * them.  Built once per worker.
  */
 static const char *
-sg_remote_read_sql(SgWorker *w)
+sg_remote_read_sql(SgWorker *w, SgRemoteSource *s)
 {
 	StringInfoData sql;
 	int			k;
 
-	if (w->remote_read_sql)
-		return w->remote_read_sql;
+	if (s->read_sql)
+		return s->read_sql;
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT partition, seq, key, payload, dedup_key, appended_at FROM (");
 	for (k = 0; k < sg_remote_nowned(w); k++)
@@ -110,9 +129,9 @@ sg_remote_read_sql(SgWorker *w)
 						 "$%d::pg_catalog.int8, $2::pg_catalog.int4)",
 						 k ? " UNION ALL " : "", 3 + 2 * k, 4 + 2 * k);
 	appendStringInfoString(&sql, ") r LIMIT $2::pg_catalog.int4");
-	w->remote_read_sql = MemoryContextStrdup(TopMemoryContext, sql.data);
+	s->read_sql = MemoryContextStrdup(TopMemoryContext, sql.data);
 	pfree(sql.data);
-	return w->remote_read_sql;
+	return s->read_sql;
 }
 
 /*
@@ -174,7 +193,7 @@ sg_remote_int(SgRemoteResult *res, int row, int col, int len)
  * Check a read's result (six columns with the types of streamguard.event,
  * except the payload, which may also come as text or json: their binary
  * format is the text; only the worker's partitions) and take first/last
- * per partition, as SourceFetch returns them, from its partition and seq
+ * per partition, as the fetch returns them, from its partition and seq
  * columns alone: cheap, so that the next read can be sent ahead before the
  * rows are converted (sg_remote_store).  Returns how many rows.
  */
@@ -261,9 +280,9 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store)
 
 /*
  * Read a batch from a stream on another streamguard server, after the
- * positions kept here (locked for this transaction).  w->remote_lost gets
- * what retention removed ahead of each position (sg_remote_lost), added
- * to remote_position.lost when the positions move (SourceAdvance).
+ * positions kept here (locked for this transaction).  s->lost gets what
+ * retention removed ahead of each position (sg_remote_lost), added to
+ * remote_position.lost when the positions move (sg_remote_source_advance).
  *
  * Read ahead: after a full batch, the read of the next one is sent at
  * once, from the positions this batch moves to, and runs on the remote
@@ -275,7 +294,7 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store)
  * dropped.
  */
 static int
-sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
+sg_remote_fetch(SgWorker *w, SgRemoteSource *s, Tuplestorestate *store, int64 *first, int64 *last)
 {
 	SgRemote   *r;
 	Oid			types[3] = {INT4OID, INT4OID, INT4OID};
@@ -288,7 +307,7 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	int			fetched;
 	int			k;
 	SgRemoteResult *res = NULL;
-	uint64		ticket = w->read_ahead;
+	uint64		ticket = s->read_ahead;
 
 	/* a worker beyond the partition count has nothing to read */
 	if (sg_remote_nowned(w) == 0)
@@ -297,8 +316,8 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 			first[k] = last[k] = 0;
 		return 0;
 	}
-	r = WorkerRemote(w, SG_SIDE_SOURCE);
-	w->read_ahead = 0;
+	r = WorkerRemote(w, &s->remote, SG_SIDE_SOURCE);
+	s->read_ahead = 0;
 	SgBecomeDataOwner(&save, false);
 	if (SPI_execute_plan(SgPlanCached(NULL,
 									  "SELECT partition, position FROM streamguard.remote_position "
@@ -319,15 +338,15 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	}
 	SgRestoreUser(&save);
 
-	if (w->remote_lost == NULL)
-		w->remote_lost = MemoryContextAllocZero(TopMemoryContext, sizeof(int64) * nparts);
-	if (w->read_ahead_pos == NULL)
-		w->read_ahead_pos = MemoryContextAllocZero(TopMemoryContext, sizeof(int64) * nparts);
+	if (s->lost == NULL)
+		s->lost = MemoryContextAllocZero(TopMemoryContext, sizeof(int64) * nparts);
+	if (s->read_ahead_pos == NULL)
+		s->read_ahead_pos = MemoryContextAllocZero(TopMemoryContext, sizeof(int64) * nparts);
 	for (k = 0; k < nparts; k++)
 	{
 		first[k] = 0;
 		last[k] = pos[k];
-		w->remote_lost[k] = 0;
+		s->lost[k] = 0;
 	}
 	for (k = 0; k < nparts; k++)
 	{
@@ -363,8 +382,8 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	}
 
 	/* the read ahead, if it read from exactly these positions */
-	if (ticket != 0 && w->read_ahead_rotor == w->remote_rotor &&
-		memcmp(w->read_ahead_pos, pos, sizeof(int64) * nparts) == 0)
+	if (ticket != 0 && s->read_ahead_rotor == s->rotor &&
+		memcmp(s->read_ahead_pos, pos, sizeof(int64) * nparts) == 0)
 	{
 		res = RemoteReceive(r, ticket);
 		if (res != NULL && RemoteNTuples(res) == 0)
@@ -374,13 +393,13 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 		}
 	}
 	if (res == NULL)
-		res = RemoteExecParams(r, sg_remote_read_sql(w), sg_remote_read_nparams(w),
-							   sg_remote_read_params(w, pos, w->remote_rotor), true);
+		res = RemoteExecParams(r, sg_remote_read_sql(w, s), sg_remote_read_nparams(w),
+							   sg_remote_read_params(w, pos, s->rotor), true);
 	fetched = sg_remote_scan(w, res, first, last);
 	for (k = 0; k < nparts; k++)
 		if (first[k] > pos[k] + 1)
-			w->remote_lost[k] = sg_remote_lost(w, r, k, pos[k], first[k]);
-	w->remote_rotor++;
+			s->lost[k] = sg_remote_lost(w, r, k, pos[k], first[k]);
+	s->rotor++;
 
 	/*
 	 * A full batch: the next one is likely waiting too, read it ahead --
@@ -389,10 +408,10 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	 */
 	if (fetched >= w->def.batch_size)
 	{
-		memcpy(w->read_ahead_pos, last, sizeof(int64) * nparts);
-		w->read_ahead_rotor = w->remote_rotor;
-		w->read_ahead = RemoteSendQuery(r, sg_remote_read_sql(w), sg_remote_read_nparams(w),
-										sg_remote_read_params(w, last, w->remote_rotor), true);
+		memcpy(s->read_ahead_pos, last, sizeof(int64) * nparts);
+		s->read_ahead_rotor = s->rotor;
+		s->read_ahead = RemoteSendQuery(r, sg_remote_read_sql(w, s), sg_remote_read_nparams(w),
+										sg_remote_read_params(w, last, s->rotor), true);
 	}
 	sg_remote_store(w, res, store);
 	RemoteClear(res);
@@ -402,90 +421,106 @@ sg_remote_fetch(SgWorker *w, Tuplestorestate *store, int64 *first, int64 *last)
 	return fetched;
 }
 
-/* move the positions forward: the local consumer, or the remote positions */
-void
-SourceAdvance(SgWorker *w, SgStreamMeta *meta, int64 *last, int nparts)
+/* ------------------------------------------------------------ routine */
+
+/* the state, and the columns of relation "batch": a stream's */
+static void
+sg_remote_source_open(SgWorker *w)
 {
+	MemoryContext old;
+
+	w->source_state = MemoryContextAllocZero(TopMemoryContext, sizeof(SgRemoteSource));
+	WorkerBegin("start");
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	w->event_desc = SgEventTupleDesc();
+	MemoryContextSwitchTo(old);
+	WorkerCommit();
+}
+
+/* the remote stream's partitions, as create_pipeline found them */
+static bool
+sg_remote_source_begin(SgWorker *w, SgBatch *b)
+{
+	b->nparts = w->def.remote_nparts;
+	return true;
+}
+
+/*
+ * Read a batch (sg_remote_fetch); with b->advance the positions move past
+ * it in the same transaction.
+ */
+static int
+sg_remote_source_fetch(SgWorker *w, SgBatch *b)
+{
+	int			fetched = sg_remote_fetch(w, (SgRemoteSource *) w->source_state, b->store, b->first, b->last);
+
+	if (fetched > 0 && b->advance)
+		sg_remote_source_advance(w, b, b->last, w->def.remote_nparts);
+	return fetched;
+}
+
+/*
+ * Move the remote positions kept here forward (never back), with the loss
+ * the last fetch found past the old ones.
+ */
+static void
+sg_remote_source_advance(SgWorker *w, SgBatch *b, int64 *to, int nparts)
+{
+	SgRemoteSource *s = (SgRemoteSource *) w->source_state;
+	Oid			types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[3];
+	Datum	   *elems = palloc(sizeof(Datum) * nparts);
+	Datum	   *lost = palloc(sizeof(Datum) * nparts);
 	SgUserSave	save;
+	int			p;
 
-	if (w->def.source_kafka)
-	{
-		KafkaSourceAdvance(w, last, nparts);
-		return;
-	}
 	SgBecomeDataOwner(&save, false);
-	if (w->def.source_server)
+	for (p = 0; p < nparts; p++)
+		elems[p] = Int64GetDatum(to[p]);
+	values[0] = Int32GetDatum(w->def.id);
+	values[1] = PointerGetDatum(construct_array(elems, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+
+	/* the loss the last fetch found goes with the positions past it */
+	for (p = 0; p < nparts; p++)
 	{
-		Oid			types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
-		Datum		values[3];
-		Datum	   *elems = palloc(sizeof(Datum) * nparts);
-		Datum	   *lost = palloc(sizeof(Datum) * nparts);
-		int			p;
-
-		for (p = 0; p < nparts; p++)
-			elems[p] = Int64GetDatum(last[p]);
-		values[0] = Int32GetDatum(w->def.id);
-		values[1] = PointerGetDatum(construct_array(elems, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-
-		/* the loss the last fetch found goes with the positions past it */
-		for (p = 0; p < nparts; p++)
-		{
-			lost[p] = Int64GetDatum(w->remote_lost ? w->remote_lost[p] : 0);
-			if (w->remote_lost)
-				w->remote_lost[p] = 0;
-		}
-		values[2] = PointerGetDatum(construct_array(lost, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		if (SPI_execute_plan(SgPlanCached(NULL,
-										  "UPDATE streamguard.remote_position "
-										  "SET position = ($2)[partition OPERATOR(pg_catalog.+) 1], "
-										  "lost = lost OPERATOR(pg_catalog.+) ($3)[partition OPERATOR(pg_catalog.+) 1], "
-										  "updated_at = pg_catalog.now() "
-										  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
-										  "AND ($2)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>) position",
-										  3, types),
-							 values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "remote position update failed");
+		lost[p] = Int64GetDatum(s->lost ? s->lost[p] : 0);
+		if (s->lost)
+			s->lost[p] = 0;
 	}
-	else
-		ConsumerAdvance(meta, w->consumer_name, last);
+	values[2] = PointerGetDatum(construct_array(lost, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	if (SPI_execute_plan(SgPlanCached(NULL,
+									  "UPDATE streamguard.remote_position "
+									  "SET position = ($2)[partition OPERATOR(pg_catalog.+) 1], "
+									  "lost = lost OPERATOR(pg_catalog.+) ($3)[partition OPERATOR(pg_catalog.+) 1], "
+									  "updated_at = pg_catalog.now() "
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1 "
+									  "AND ($2)[partition OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.>) position",
+									  3, types),
+						 values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "remote position update failed");
 	SgRestoreUser(&save);
 }
 
 /*
- * The committed positions (as this transaction sees them): the local
- * consumer's, or the remote positions kept here.  -1: not settled yet
- * (start_from 'end' of a remote source), or no position row.
+ * The remote positions kept here, as this transaction sees them.  -1: not
+ * settled yet (start_from 'end'), or no position row.
  */
-void
-SourcePositions(SgWorker *w, SgStreamMeta *meta, int64 *pos, int nparts)
+static void
+sg_remote_source_positions(SgWorker *w, SgBatch *b, int64 *pos, int nparts)
 {
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2];
+	Oid			types[1] = {INT4OID};
+	Datum		values[1];
 	SgUserSave	save;
 	uint64		i;
-	int			ret;
 
 	for (i = 0; i < (uint64) nparts; i++)
 		pos[i] = -1;
 	SgBecomeDataOwner(&save, false);
-	if (w->def.source_server)
-	{
-		values[0] = Int32GetDatum(w->def.id);
-		ret = SPI_execute_plan(SgPlanCached(NULL, "SELECT partition, position FROM streamguard.remote_position "
-											"WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
-											1, types),
-							   values, NULL, false, 0);
-	}
-	else
-	{
-		values[0] = Int32GetDatum(meta->stream_id);
-		values[1] = CStringGetTextDatum(w->consumer_name);
-		ret = SPI_execute_plan(SgPlanCached(NULL, "SELECT partition, position FROM streamguard.consumer "
-											"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
-											2, types),
-							   values, NULL, false, 0);
-	}
-	if (ret != SPI_OK_SELECT)
+	values[0] = Int32GetDatum(w->def.id);
+	if (SPI_execute_plan(SgPlanCached(NULL, "SELECT partition, position FROM streamguard.remote_position "
+									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+									  1, types),
+						 values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "position lookup failed");
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -500,58 +535,24 @@ SourcePositions(SgWorker *w, SgStreamMeta *meta, int64 *pos, int nparts)
 	SgRestoreUser(&save);
 }
 
-SgStreamMeta *
-SourceOpen(SgWorker *w)
+/* after a failed batch: the connection goes, and the read ahead with it */
+static void
+sg_remote_source_close(SgWorker *w)
 {
-	Oid			save_user;
-	int			save_sec;
-	SgStreamMeta *meta;
+	SgRemoteSource *s = (SgRemoteSource *) w->source_state;
 
-	/* the owner's privilege on the source is checked every batch */
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(w->def.owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	meta = StreamLookup(w->def.stream, SG_PRIV_READ);
-	SetUserIdAndSecContext(save_user, save_sec);
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
-	return meta;
+	RemoteDisconnect(&s->remote);
+	WorkerRemoteStatus(w, SG_SIDE_SOURCE, &s->remote);
 }
 
-
-/*
- * Read up to batch_size events into `store`; first/last get each
- * partition's first and last seq read (first 0: none).  With `advance`
- * the positions move past them in the same transaction -- this is where a
- * pipeline's offsets advance for exactly_once and at_most_once (for
- * at_least_once, SourceAdvance after the sink committed).
- */
-int
-SourceFetch(SgWorker *w, SgStreamMeta *meta, Tuplestorestate *store,
-			int64 *first, int64 *last, bool advance)
-{
-	SgUserSave	save;
-	int			fetched;
-
-	if (w->def.source_kafka)
-		return KafkaSourceFetch(w, store, first, last, advance);
-	if (w->def.source_server)
-	{
-		fetched = sg_remote_fetch(w, store, first, last);
-		if (fetched > 0 && advance)
-			SourceAdvance(w, NULL, last, w->def.remote_nparts);
-		return fetched;
-	}
-	SgBecomeDataOwner(&save, false);
-	fetched = ConsumerFetch(meta, w->consumer_name, w->def.batch_size, store, w->event_desc,
-							false, advance, w->def.nworkers, w->def.worker, first, last);
-	SgRestoreUser(&save);
-	return fetched;
-}
-
-/* the partitions of a remote or Kafka source (a local one: its meta) */
-int
-SourcePartitions(SgWorker *w)
-{
-	if (w->def.source_kafka)
-		return KafkaSourcePartitions(w);
-	return w->def.remote_nparts;
-}
+const SgSourceRoutine SgRemoteSourceRoutine = {
+	.name = "remote stream",
+	.idle_ms = 100,				/* a remote source cannot wake us: poll it */
+	.local_events = false,
+	.open = sg_remote_source_open,
+	.begin = sg_remote_source_begin,
+	.fetch = sg_remote_source_fetch,
+	.positions = sg_remote_source_positions,
+	.advance = sg_remote_source_advance,
+	.close = sg_remote_source_close,
+};
