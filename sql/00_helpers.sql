@@ -10,6 +10,19 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
 	RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
+-- try, again while it loses a deadlock (40P01): a statement that locks
+-- every object of the extension (DROP EXTENSION) can deadlock with the
+-- database's own workers, which PostgreSQL resolves by failing one of them
+CREATE FUNCTION try_retry(cmd text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+	FOR i IN 1 .. 50 LOOP
+		r := try(cmd);
+		EXIT WHEN r NOT LIKE '40P01:%';
+		PERFORM pg_sleep(0.2);
+	END LOOP;
+	RETURN r;
+END $$;
 -- wait (bounded by the clock) until a condition holds; each check sees a
 -- fresh snapshot.  The deadline is generous (a loaded machine: at load 15 a
 -- pipeline's retries to a dead letter once took more than 30 s).
