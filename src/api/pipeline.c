@@ -7,7 +7,22 @@
  *		SQL and settings (pipeline_validate.c), the operator's tools on
  *		dead letters and faults (pipeline_ops.c), the in-doubt resolution of
  *		two-phase sinks (twophase.c), shared memory, the supervisor and the
- *		runtime views (pipeline_slots.c), the worker (worker.h).
+ *		runtime views (pipeline_slots.c), the worker (worker.h), the
+ *		statements on the pipeline's row that other modules share
+ *		(pipeline_catalog.c).
+ *
+ * One C symbol per SQL signature, as pg_stat_statements does it: the 0.3
+ * scripts bind create_pipeline and alter_pipeline to
+ * sg_create_pipeline_0_3 and sg_alter_pipeline_0_3; sg_create_pipeline and
+ * sg_alter_pipeline are the symbols of the 0.1 and 0.2 scripts, kept for a
+ * database that has not run ALTER EXTENSION UPDATE yet, and serve both of
+ * those signatures (SgCalledAs01 tells which).  Each is a thin entry: it
+ * reads its arguments, each checked on its own and every word parsed into
+ * its C enum, into an SgPipelineSpec or SgPipelineChange
+ * (pipeline_catalog.h), and calls the one implementation (PipelineCreate,
+ * which create_window_pipeline calls too; sg_alter).  A call through a
+ * 0.1 signature meets a 0.1 catalog, without 0.2's settings: the
+ * implementation is told so (catalog_0_1) rather than counting arguments.
  *
  * A pipeline is a row of streamguard.pipeline; its positions are the
  * consumer rows named "pipeline:<name>" of its source stream, so retention
@@ -55,6 +70,7 @@
 
 #include "api/pipeline.h"
 #include "api/pipeline_validate.h"
+#include "catalog/pipeline_catalog.h"
 #include "catalog/sg_catalog.h"
 #include "core/bounds.h"
 #include "core/util.h"
@@ -69,11 +85,13 @@
 #include "workers/launcher.h"
 
 PG_FUNCTION_INFO_V1(sg_create_pipeline);
+PG_FUNCTION_INFO_V1(sg_create_pipeline_0_3);
 PG_FUNCTION_INFO_V1(sg_pause_pipeline);
 PG_FUNCTION_INFO_V1(sg_resume_pipeline);
 PG_FUNCTION_INFO_V1(sg_drop_pipeline);
 PG_FUNCTION_INFO_V1(sg_reset_pipeline);
 PG_FUNCTION_INFO_V1(sg_alter_pipeline);
+PG_FUNCTION_INFO_V1(sg_alter_pipeline_0_3);
 
 int			sg_role_max_pipelines = 16;
 int			sg_database_max_pipelines = -1;
@@ -104,8 +122,10 @@ sg_find_pipeline(const char *sql, const char *name, bool read_only, Oid caller, 
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("pipeline \"%s\" does not exist", name)));
 	}
-	row->id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	row->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	row->id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+										  SgColumn(SPI_tuptable->tupdesc, "id"), &isnull));
+	row->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												SgColumn(SPI_tuptable->tupdesc, "owner"), &isnull));
 	if (!superuser_arg(caller) && !has_privs_of_role(caller, row->owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -121,6 +141,8 @@ SgPipeRow
 PipelineLockExt(const char *name, Oid caller, bool fence, bool missing_ok)
 {
 	SgPipeRow	row;
+	HeapTuple	t;
+	TupleDesc	d;
 	bool		isnull;
 	int			ret;
 
@@ -176,10 +198,12 @@ PipelineLockExt(const char *name, Oid caller, bool fence, bool missing_ok)
 		row.id = 0;
 		return row;
 	}
-	row.stream = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-	row.state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
-	row.epoch = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
-	row.workers = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull));
+	t = SPI_tuptable->vals[0];
+	d = SPI_tuptable->tupdesc;
+	row.stream = SPI_getvalue(t, d, SgColumn(d, "name"));	/* the stream's */
+	row.state = SPI_getvalue(t, d, SgColumn(d, "state"));
+	row.epoch = DatumGetInt64(SPI_getbinval(t, d, SgColumn(d, "epoch"), &isnull));
+	row.workers = DatumGetInt32(SPI_getbinval(t, d, SgColumn(d, "workers"), &isnull));
 	return row;
 }
 
@@ -187,36 +211,6 @@ SgPipeRow
 PipelineLock(const char *name, Oid caller, bool fence)
 {
 	return PipelineLockExt(name, caller, fence, false);
-}
-
-void
-PipelineExec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
-{
-	int			ret = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
-
-	if (ret != expect)
-		elog(ERROR, "pipeline statement failed (%s): %s", SPI_result_code_string(ret), sql);
-}
-
-void
-PipelineSetState(int32 id, const char *state, bool bump_epoch)
-{
-	Oid			types[2] = {INT4OID, InvalidOid};
-	Datum		values[2];
-
-	values[0] = Int32GetDatum(id);
-	values[1] = SgWordParam("pipeline_state", state, &types[1]);
-	PipelineExec(bump_epoch ?
-					 "UPDATE streamguard.pipeline SET state = $2, epoch = epoch + 1, generation = generation + 1 "
-					 "WHERE id = $1" :
-					 "UPDATE streamguard.pipeline SET state = $2 WHERE id = $1",
-					 2, types, values, SPI_OK_UPDATE);
-}
-
-char *
-PipelineConsumerName(const char *pipeline)
-{
-	return psprintf("pipeline:%s", pipeline);
 }
 
 /*
@@ -234,12 +228,14 @@ sg_check_more_workers(Oid owner, int adding)
 				all;
 
 	SgLockRoleForCreate(owner);
-	if (SPI_execute_with_args("SELECT coalesce(pg_catalog.sum(workers) FILTER (WHERE owner OPERATOR(pg_catalog.=) $1), 0)::int8, "
-							  "coalesce(pg_catalog.sum(workers), 0)::int8 FROM streamguard.pipeline",
+	if (SPI_execute_with_args("SELECT coalesce(pg_catalog.sum(workers) FILTER (WHERE owner OPERATOR(pg_catalog.=) $1), 0)::int8 AS mine, "
+							  "coalesce(pg_catalog.sum(workers), 0)::int8 AS all_workers FROM streamguard.pipeline",
 							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pipeline quota lookup failed");
-	mine = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	all = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	mine = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									   SgColumn(SPI_tuptable->tupdesc, "mine"), &isnull));
+	all = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									  SgColumn(SPI_tuptable->tupdesc, "all_workers"), &isnull));
 	SgCheckRoleQuota("pipeline workers", owner, mine - adding, adding, sg_role_max_pipelines,
 					 "streamguard.role_max_pipelines");
 	SgLockDatabaseForCreate();
@@ -248,11 +244,6 @@ sg_check_more_workers(Oid owner, int adding)
 					   "streamguard.database_max_pipelines");
 }
 
-/* names of create_pipeline's arguments from 13 on (the 0.2 settings) */
-static const char *const sg_create_args[] = {
-	"batch_timeout", "allow_source_append", "max_attempts", "retry_backoff", "max_backoff"
-};
-
 void
 PipelineNotifyChange(int32 pipeline_id)
 {
@@ -260,114 +251,111 @@ PipelineNotifyChange(int32 pipeline_id)
 	LauncherWake();
 }
 
-/* ------------------------------------------------------- SQL functions */
+/* ------------------------------------------------------ create_pipeline */
+
+/* names of create_pipeline's arguments 13 to 17 (settings of 0.2) */
+static const char *const sg_create_settings_args[] = {
+	"batch_timeout", "allow_source_append", "max_attempts", "retry_backoff", "max_backoff"
+};
+
+/* create_pipeline's arguments 13 to 18, the settings of 0.2, checked */
+static void
+sg_create_settings(FunctionCallInfo fcinfo, SgPipelineSpec *spec)
+{
+	int			a;
+
+	for (a = 13; a < 18; a++)
+		if (PG_ARGISNULL(a))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be NULL", sg_create_settings_args[a - 13])));
+	spec->batch_timeout = PG_GETARG_INTERVAL_P(13);
+	spec->allow_source_append = PG_GETARG_BOOL(14);
+	spec->max_attempts = PG_GETARG_INT32(15);
+	spec->retry_backoff = PG_GETARG_INTERVAL_P(16);
+	spec->max_backoff = PG_GETARG_INTERVAL_P(17);
+	PipelineCheckBatchTimeout(spec->batch_timeout);
+	PipelineCheckRetry(spec->max_attempts, spec->retry_backoff, spec->max_backoff);
+	if (PG_ARGISNULL(18))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("workers must not be NULL")));
+	spec->workers = PG_GETARG_INT32(18);
+	PipelineCheckWorkers(spec->workers);
+}
 
 /*
- * create_pipeline(name, source, sql, guarantee, batch_size, error_policy,
- *				   dedup, dedup_window, start_from)
+ * create_pipeline's arguments, each checked on its own and every word
+ * parsed, in the order of the signature: name, source, sql, guarantee,
+ * batch_size, error_policy, dedup, dedup_window, then (0.2) the settings,
+ * then start_from, source_server, sink_server, sink_table, sink_mode and
+ * (0.2) sink_on_conflict.  The 0.1 signature ends at sink_mode.
  */
-Datum
-sg_create_pipeline(PG_FUNCTION_ARGS)
+static void
+sg_create_args(FunctionCallInfo fcinfo, bool signature_0_1, SgPipelineSpec *spec)
 {
-	char	   *name,
-			   *source,
-			   *sql,
-			   *guarantee,
-			   *policy,
-			   *start_from;
-	int32		batch_size;
-	bool		dedup;
-	Interval   *dedup_window;
-	bool		new_settings;
-	int32		workers = 1;
-	SgStreamMeta *meta = NULL;
-	SgUserSave	save;
-	Oid			owner = GetUserId();
-	char	   *search_path;
-	char	   *source_server = NULL;
-	char	   *sink_server = NULL;
-	char	   *sink_table = NULL;
-	char	   *sink_mode;
-	int			remote_nparts = 0;
-	ArrayType  *sink_on_conflict = NULL;
-	bool		kafka = false;
-	bool		kafka_sink = false;
-	int32		id;
-	bool		isnull;
-	int			ret;
-
-	StreamguardCheckLoaded();
-	name = SgTextArg(fcinfo, 0, "pipeline name");
-	SgCheckName("pipeline", name);
-	source = SgTextArg(fcinfo, 1, "source");
-	sql = SgTextArg(fcinfo, 2, "sql");
-	guarantee = SgTextArg(fcinfo, 3, "guarantee");
-	(void) SgParseWord(&SgGuaranteeWords, guarantee);
-	/* NULL: the default, which depends on the sink (below) */
-	batch_size = PG_ARGISNULL(4) ? -1 : PG_GETARG_INT32(4);
+	memset(spec, 0, sizeof(*spec));
+	spec->catalog_0_1 = signature_0_1;
+	spec->workers = 1;
+	spec->name = SgTextArg(fcinfo, 0, "pipeline name");
+	SgCheckName("pipeline", spec->name);
+	spec->source = SgTextArg(fcinfo, 1, "source");
+	spec->sql = SgTextArg(fcinfo, 2, "sql");
+	spec->guarantee = (SgGuarantee) SgParseWord(&SgGuaranteeWords, SgTextArg(fcinfo, 3, "guarantee"));
+	/* NULL: the default, which depends on the sink (PipelineCreate) */
+	spec->batch_size = PG_ARGISNULL(4) ? -1 : PG_GETARG_INT32(4);
 	if (!PG_ARGISNULL(4))
-		PipelineCheckBatchSize(batch_size);
-	policy = SgTextArg(fcinfo, 5, "error_policy");
-	(void) SgParseWord(&SgErrorPolicyWords, policy);
+		PipelineCheckBatchSize(spec->batch_size);
+	spec->policy = (SgErrorPolicy) SgParseWord(&SgErrorPolicyWords, SgTextArg(fcinfo, 5, "error_policy"));
 	if (PG_ARGISNULL(6) || PG_ARGISNULL(7))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be NULL", PG_ARGISNULL(6) ? "dedup" : "dedup_window")));
-	dedup = PG_GETARG_BOOL(6);
-	dedup_window = PG_GETARG_INTERVAL_P(7);
-	SgCheckDedupWindow(dedup_window);
-	/* the settings added in 0.2 (absent from the 0.1 signature: defaults) */
-	new_settings = PG_NARGS() >= 18;
-	if (new_settings)
-	{
-		int			a;
-
-		for (a = 13; a < 18; a++)
-			if (PG_ARGISNULL(a))
-				ereport(ERROR,
-						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						 errmsg("%s must not be NULL", sg_create_args[a - 13])));
-		PipelineCheckBatchTimeout(PG_GETARG_INTERVAL_P(13));
-		PipelineCheckRetry(PG_GETARG_INT32(15), PG_GETARG_INTERVAL_P(16), PG_GETARG_INTERVAL_P(17));
-	}
-	if (PG_NARGS() >= 19)
-	{
-		if (PG_ARGISNULL(18))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("workers must not be NULL")));
-		workers = PG_GETARG_INT32(18);
-		PipelineCheckWorkers(workers);
-	}
-	start_from = SgTextArg(fcinfo, 8, "start_from");
-	(void) SgParseWord(&SgStartFromWords, start_from);
-
+	spec->dedup = PG_GETARG_BOOL(6);
+	spec->dedup_window = PG_GETARG_INTERVAL_P(7);
+	SgCheckDedupWindow(spec->dedup_window);
+	if (!signature_0_1)
+		sg_create_settings(fcinfo, spec);
+	spec->start_from = (SgStartFrom) SgParseWord(&SgStartFromWords, SgTextArg(fcinfo, 8, "start_from"));
 	if (!PG_ARGISNULL(9))
-		source_server = text_to_cstring(PG_GETARG_TEXT_PP(9));
+		spec->source_server = text_to_cstring(PG_GETARG_TEXT_PP(9));
 	if (!PG_ARGISNULL(10))
-		sink_server = text_to_cstring(PG_GETARG_TEXT_PP(10));
+		spec->sink_server = text_to_cstring(PG_GETARG_TEXT_PP(10));
 	if (!PG_ARGISNULL(11))
-		sink_table = text_to_cstring(PG_GETARG_TEXT_PP(11));
-	sink_mode = SgTextArg(fcinfo, 12, "sink_mode");
-	(void) SgParseWord(&SgSinkModeWords, sink_mode);
-	if (PG_NARGS() >= 20 && !PG_ARGISNULL(19))
+		spec->sink_table = text_to_cstring(PG_GETARG_TEXT_PP(11));
+	spec->sink_mode = (SgSinkMode) SgParseWord(&SgSinkModeWords, SgTextArg(fcinfo, 12, "sink_mode"));
+	if (!signature_0_1 && !PG_ARGISNULL(19))
 	{
-		sink_on_conflict = PG_GETARG_ARRAYTYPE_P(19);
-		if (sink_server == NULL)
+		spec->sink_on_conflict = PG_GETARG_ARRAYTYPE_P(19);
+		if (spec->sink_server == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("sink_on_conflict needs a remote sink (sink_server and sink_table)")));
 	}
-	PipelineCheckWorkersRemote(workers, source_server, sink_server);
-	if ((sink_server == NULL) != (sink_table == NULL))
+}
+
+/*
+ * What the ends of a pipeline allow together, before anything is looked
+ * up: the worker count, a sink's server and table, a Kafka sink's
+ * guarantee and source, the names of a remote source.  A Kafka sink gets
+ * its defaults here (batch size, sink mode); a table sink's name is
+ * quoted.  *kafka_source and *kafka_sink say which ends are Kafka topics.
+ */
+static void
+sg_check_ends(SgPipelineSpec *spec, bool *kafka_source, bool *kafka_sink)
+{
+	*kafka_source = false;
+	*kafka_sink = false;
+	PipelineCheckWorkersRemote(spec->workers, spec->source_server, spec->sink_server);
+	if ((spec->sink_server == NULL) != (spec->sink_table == NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("sink_server and sink_table go together")));
-	if (sink_server && KafkaIsKafkaServer(sink_server))
+	if (spec->sink_server && KafkaIsKafkaServer(spec->sink_server))
 	{
 		/* a topic, not a table */
-		kafka_sink = true;
-		KafkaCheckTopicName(sink_table);
+		*kafka_sink = true;
+		KafkaCheckTopicName(spec->sink_table);
 
 		/*
 		 * A Kafka transaction costs several round trips to the broker:
@@ -375,218 +363,152 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		 * exactly-once transactions every 100 ms).  A batch never waits
 		 * to fill, so a quiet stream's latency is the same.
 		 */
-		if (batch_size < 0)
-			batch_size = SG_KAFKA_SINK_BATCH_SIZE;
+		if (spec->batch_size < 0)
+			spec->batch_size = SG_KAFKA_SINK_BATCH_SIZE;
+
 		/*
 		 * A stream, local or on a remote PostgreSQL server (the checkpoint
 		 * then holds the remote positions); not a topic: Kafka to Kafka is
 		 * not built.
 		 */
-		if (source_server && KafkaIsKafkaServer(source_server))
+		if (spec->source_server && KafkaIsKafkaServer(spec->source_server))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("a pipeline with a Kafka sink reads a stream, not a Kafka topic"),
 					 errdetail("Servers \"%s\" and \"%s\" are both Kafka servers.",
-							   source_server, sink_server),
+							   spec->source_server, spec->sink_server),
 					 errhint("Read the topic into a stream with one pipeline and write the stream to Kafka with another.")));
-		if (strcmp(guarantee, "at_most_once") == 0)
+		if (spec->guarantee == SG_AT_MOST_ONCE)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("a pipeline with a Kafka sink is exactly_once or at_least_once")));
-		if (sink_on_conflict)
+		if (spec->sink_on_conflict)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("sink_on_conflict does not apply to a Kafka sink")));
 		/* the Kafka-side analogue of offsets: positions kept by the sink */
-		sink_mode = "offsets";
+		spec->sink_mode = SG_SINK_OFFSETS;
 	}
-	else if (sink_table)
-		sink_table = PipelineQuoteTable(sink_table);
-	if (source_server)
+	else if (spec->sink_table)
+		spec->sink_table = PipelineQuoteTable(spec->sink_table);
+	if (spec->source_server)
 	{
 		/* the server's wrapper says what the source names: a topic or a stream */
-		kafka = KafkaIsKafkaServer(source_server);
-		if (kafka)
-			KafkaCheckTopicName(source);
+		*kafka_source = KafkaIsKafkaServer(spec->source_server);
+		if (*kafka_source)
+			KafkaCheckTopicName(spec->source);
 		else
-			SgCheckName("stream", source);
+			SgCheckName("stream", spec->source);
 	}
+}
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	/* the owner must be able to read the source */
-	if (kafka)
-		remote_nparts = PipelineCheckKafkaSource(source_server, source);
-	else if (source_server)
-		remote_nparts = PipelineCheckRemoteSource(source_server, source);
+/*
+ * What the pipeline will touch, as the caller: the owner must be able to
+ * read the source (a local stream, *meta, locked against a drop; or the
+ * partitions of a remote one or a topic, *remote_nparts), the SQL must be
+ * one that can run in a batch, and a sink must take what the SQL gives.
+ * SPI connected.
+ */
+static void
+sg_check_access(const SgPipelineSpec *spec, bool kafka_source, bool kafka_sink, SgStreamMeta **meta,
+				int *remote_nparts)
+{
+	*meta = NULL;
+	*remote_nparts = 0;
+	if (kafka_source)
+		*remote_nparts = PipelineCheckKafkaSource(spec->source_server, spec->source);
+	else if (spec->source_server)
+		*remote_nparts = PipelineCheckRemoteSource(spec->source_server, spec->source);
 	else
 	{
-		meta = StreamLookup(source, SG_PRIV_READ);
-		StreamLockShare(meta);
+		*meta = StreamLookup(spec->source, SG_PRIV_READ);
+		StreamLockShare(*meta);
 	}
-	PipelineValidateSqlFor(sql, kafka);
+	PipelineValidateSqlFor(spec->sql, kafka_source);
 	if (kafka_sink)
 	{
-		KafkaSinkCheckShape(sql);
-		KafkaSinkCheck(sink_server, sink_table, strcmp(guarantee, "exactly_once") == 0);
+		KafkaSinkCheckShape(spec->sql);
+		KafkaSinkCheck(spec->sink_server, spec->sink_table, spec->guarantee == SG_EXACTLY_ONCE);
 	}
-	else if (sink_server)
+	else if (spec->sink_server)
 	{
-		char	   *cols = PipelineValidateSelect(sql);
+		char	   *cols = PipelineValidateSelect(spec->sql);
 
-		PipelineCheckRemoteSink(sink_server, sink_table, cols, sink_mode,
-								sink_on_conflict ? PipelineCheckSinkConflict(sql, sink_on_conflict) : NULL);
+		PipelineCheckRemoteSink(spec->sink_server, spec->sink_table, cols, spec->sink_mode,
+								spec->sink_on_conflict ?
+								PipelineCheckSinkConflict(spec->sql, spec->sink_on_conflict) : NULL);
 	}
-	search_path = GetConfigOptionByName("search_path", NULL, false);
+}
 
-	WorkerUnitsCheckCouldRun(owner, workers);
-	SgLockRoleForCreate(owner);
-	SgBecomeDataOwner(&save, true);
-	{
-		Oid			qtypes[1] = {OIDOID};
-		Datum		qvalues[1] = {ObjectIdGetDatum(owner)};
+/*
+ * The owner's quota and the database's share of the server's pipeline
+ * slots, with room for `workers` more; each under its lock, which this
+ * transaction keeps until it ends (creates of one role, and of one
+ * database, are serialized).  Each worker of a pipeline takes a
+ * shared-memory slot and a background worker, so they count workers; a
+ * 0.1 catalog (reached through the 0.1 signature) has no workers column,
+ * and counts pipelines.  As the data owner.
+ */
+static void
+sg_check_pipeline_quota(Oid owner, int32 workers, bool catalog_0_1)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(owner)};
+	bool		isnull;
 
-		/*
-		 * Each worker of a pipeline takes a shared-memory slot and a
-		 * background worker, so the quota counts workers (under a 0.1
-		 * catalog, reached through the 0.1 signature, pipelines).
-		 */
-		if (SPI_execute_with_args(PG_NARGS() >= 19 ?
-								  "SELECT coalesce(pg_catalog.sum(workers), 0)::int8 FROM streamguard.pipeline "
-								  "WHERE owner OPERATOR(pg_catalog.=) $1" :
-								  "SELECT pg_catalog.count(*) FROM streamguard.pipeline "
-								  "WHERE owner OPERATOR(pg_catalog.=) $1",
-								  1, qtypes, qvalues, NULL, true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "pipeline quota lookup failed");
-		SgCheckRoleQuota("pipeline workers", owner,
-						 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
-						 workers, sg_role_max_pipelines, "streamguard.role_max_pipelines");
-	}
+	if (SPI_execute_with_args(!catalog_0_1 ?
+							  "SELECT coalesce(pg_catalog.sum(workers), 0)::int8 AS n FROM streamguard.pipeline "
+							  "WHERE owner OPERATOR(pg_catalog.=) $1" :
+							  "SELECT pg_catalog.count(*) AS n FROM streamguard.pipeline "
+							  "WHERE owner OPERATOR(pg_catalog.=) $1",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pipeline quota lookup failed");
+	SgCheckRoleQuota("pipeline workers", owner,
+					 DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												 SgColumn(SPI_tuptable->tupdesc, "n"), &isnull)),
+					 workers, sg_role_max_pipelines, "streamguard.role_max_pipelines");
 	/* the database's share of the server's pipeline slots, every role's pipelines */
 	SgLockDatabaseForCreate();
-	if (SPI_execute(PG_NARGS() >= 19 ?
-					"SELECT coalesce(pg_catalog.sum(workers), 0)::int8 FROM streamguard.pipeline" :
-					"SELECT pg_catalog.count(*) FROM streamguard.pipeline", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute(!catalog_0_1 ?
+					"SELECT coalesce(pg_catalog.sum(workers), 0)::int8 AS n FROM streamguard.pipeline" :
+					"SELECT pg_catalog.count(*) AS n FROM streamguard.pipeline", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pipeline count failed");
 	SgCheckDatabaseCap("pipeline workers",
-					   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
+					   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												   SgColumn(SPI_tuptable->tupdesc, "n"), &isnull)),
 					   workers, SgDatabaseCap(sg_database_max_pipelines, sg_max_pipelines),
 					   "streamguard.database_max_pipelines");
-	{
-		Oid			types[15] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
-		BOOLOID, INTERVALOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-		Datum		values[15];
-		char		nulls[15];
+}
 
-		memset(nulls, ' ', sizeof(nulls));
-		values[0] = CStringGetTextDatum(name);
-		/* a remote source: no stream here (NULL; 0 in a 0.1 or 0.2 catalog) */
-		values[1] = Int32GetDatum(meta ? meta->stream_id : 0);
-		nulls[1] = meta == NULL && SgPipelineStatsCatalog() ? 'n' : ' ';
-		values[2] = CStringGetTextDatum(sql);
-		values[3] = SgWordParam("guarantee", guarantee, &types[3]);
-		values[4] = Int32GetDatum(batch_size < 0 ? SG_BATCH_SIZE : batch_size);
-		values[5] = SgWordParam("error_policy", policy, &types[5]);
-		values[6] = BoolGetDatum(dedup);
-		values[7] = IntervalPGetDatum(dedup_window);
-		values[8] = ObjectIdGetDatum(owner);
-		values[9] = CStringGetTextDatum(search_path);
-		values[10] = source_server ? CStringGetTextDatum(source_server) : (Datum) 0;
-		nulls[10] = source_server ? ' ' : 'n';
-		values[11] = source_server ? CStringGetTextDatum(source) : (Datum) 0;
-		nulls[11] = source_server ? ' ' : 'n';
-		values[12] = sink_server ? CStringGetTextDatum(sink_server) : (Datum) 0;
-		nulls[12] = sink_server ? ' ' : 'n';
-		values[13] = sink_table ? CStringGetTextDatum(sink_table) : (Datum) 0;
-		nulls[13] = sink_table ? ' ' : 'n';
-		values[14] = SgWordParam("sink_mode", sink_server ? sink_mode : NULL, &types[14]);
-		nulls[14] = sink_server ? ' ' : 'n';
-		ret = SPI_execute_with_args("INSERT INTO streamguard.pipeline "
-									"(name, stream_id, sql, guarantee, batch_size, error_policy, dedup, "
-									" dedup_window, owner, search_path, source_server, remote_stream, "
-									" sink_server, sink_table, sink_mode) "
-									"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
-									"ON CONFLICT (name) DO NOTHING RETURNING id",
-									15, types, values, nulls, false, 0);
-		if (ret != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "could not insert pipeline: %s", SPI_result_code_string(ret));
-		if (SPI_processed == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_DUPLICATE_OBJECT),
-					 errmsg("pipeline \"%s\" already exists", name)));
-		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	}
-	if (SgPipelineStatsCatalog())
-	{
-		/* its counters start at 0 (a 0.2 catalog has them in its row) */
-		Oid			types[1] = {INT4OID};
-		Datum		values[1] = {Int32GetDatum(id)};
+/*
+ * Where the new pipeline starts reading.  A remote stream's positions (the
+ * last seq read) and a topic's (the next offset) are rows of ours, "end"
+ * settled at the first run; a local stream's are the pipeline's consumer
+ * rows.
+ */
+static void
+sg_set_start(const SgPipelineSpec *spec, int32 id, bool kafka_source, int remote_nparts,
+			 SgStreamMeta *meta)
+{
+	bool		at_end = spec->start_from == SG_START_END;
 
-		PipelineExec("INSERT INTO streamguard.pipeline_stats (pipeline_id) VALUES ($1)",
-					 1, types, values, SPI_OK_INSERT);
-	}
-	/*
-	 * A slot with this id can only be left by an earlier incarnation of the
-	 * extension (DROP + CREATE EXTENSION reuse ids): its backoff and armed
-	 * faults are not this pipeline's.
-	 */
-	PipelineFreeSlot(MyDatabaseId, id);
-	if (new_settings)
+	if (kafka_source)
+		KafkaPositionsAdd(id, remote_nparts, at_end ? -1 : -2);
+	else if (spec->source_server)
 	{
-		/* through the 0.1 signature the catalog is 0.1's, without these columns */
-		Oid			types[6] = {INT4OID, INTERVALOID, BOOLOID, INT4OID, INTERVALOID, INTERVALOID};
-		Datum		values[6] = {Int32GetDatum(id), PG_GETARG_DATUM(13), PG_GETARG_DATUM(14),
-		PG_GETARG_DATUM(15), PG_GETARG_DATUM(16), PG_GETARG_DATUM(17)};
-
-		PipelineExec("UPDATE streamguard.pipeline SET batch_timeout = $2, allow_source_append = $3, "
-						 "max_attempts = $4, retry_backoff = $5, max_backoff = $6 WHERE id = $1",
-						 6, types, values, SPI_OK_UPDATE);
-	}
-	if (sink_on_conflict)
-	{
-		Oid			types[2] = {INT4OID, TEXTARRAYOID};
-		Datum		values[2] = {Int32GetDatum(id), PointerGetDatum(sink_on_conflict)};
-
-		PipelineExec("UPDATE streamguard.pipeline SET sink_on_conflict = $2 WHERE id = $1",
-					 2, types, values, SPI_OK_UPDATE);
-	}
-	if (workers > 1)
-	{
-		Oid			types[2] = {INT4OID, INT4OID};
-		Datum		values[2] = {Int32GetDatum(id), Int32GetDatum(workers)};
-
-		PipelineExec("UPDATE streamguard.pipeline SET workers = $2 WHERE id = $1",
-					 2, types, values, SPI_OK_UPDATE);
-	}
-	if (kafka)
-	{
-		/* offsets in the topic live here; "end" is settled at first run */
 		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
 		Datum		values[3] = {Int32GetDatum(id), Int32GetDatum(remote_nparts),
-		Int64GetDatum(strcmp(start_from, "end") == 0 ? -1 : -2)};
+		Int64GetDatum(at_end ? -1 : 0)};
 
-		PipelineExec("UPDATE streamguard.pipeline SET source_kafka = true WHERE id = $1",
-					 1, types, values, SPI_OK_UPDATE);
-		PipelineExec("INSERT INTO streamguard.kafka_position (pipeline_id, partition, next_offset) "
-					 "SELECT $1, g, $3 FROM pg_catalog.generate_series(0, $2 - 1) g",
-					 3, types, values, SPI_OK_INSERT);
-	}
-	else if (source_server)
-	{
-		/* positions on a remote stream live here; "end" is settled at first run */
-		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
-		Datum		values[3] = {Int32GetDatum(id), Int32GetDatum(remote_nparts),
-		Int64GetDatum(strcmp(start_from, "end") == 0 ? -1 : 0)};
-
-		PipelineExec("INSERT INTO streamguard.remote_position (pipeline_id, partition, position) "
-						 "SELECT $1, g, $3 FROM pg_catalog.generate_series(0, $2 - 1) g",
-						 3, types, values, SPI_OK_INSERT);
+		SgExec("INSERT INTO streamguard.remote_position (pipeline_id, partition, position) "
+			   "SELECT $1, g, $3 FROM pg_catalog.generate_series(0, $2 - 1) g",
+			   3, types, values, NULL, SPI_OK_INSERT);
 	}
 	else
 	{
-		char	   *cname = PipelineConsumerName(name);
+		char	   *cname = PipelineConsumerName(spec->name);
 
-		if (strcmp(start_from, "end") == 0)
+		if (at_end)
 		{
 			int			p;
 
@@ -603,8 +525,86 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 		else
 			ConsumerSeekSeq(meta, cname, -1, 0);
 	}
+}
+
+/*
+ * Create a pipeline from what create_pipeline (or create_window_pipeline)
+ * was given, checked on its own (sg_create_args): the checks of the whole,
+ * the row, where it starts.  The caller's user is the owner.
+ */
+void
+PipelineCreate(SgPipelineSpec *spec)
+{
+	SgStreamMeta *meta;
+	SgUserSave	save;
+	Oid			owner = GetUserId();
+	char	   *search_path;
+	int			remote_nparts;
+	bool		kafka_source;
+	bool		kafka_sink;
+	int32		id;
+
+	sg_check_ends(spec, &kafka_source, &kafka_sink);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	sg_check_access(spec, kafka_source, kafka_sink, &meta, &remote_nparts);
+	search_path = GetConfigOptionByName("search_path", NULL, false);
+
+	WorkerUnitsCheckCouldRun(owner, spec->workers);
+	SgLockRoleForCreate(owner);
+	SgBecomeDataOwner(&save, true);
+	sg_check_pipeline_quota(owner, spec->workers, spec->catalog_0_1);
+	if (spec->batch_size < 0)
+		spec->batch_size = SG_BATCH_SIZE;
+	id = PipelineInsert(spec, meta ? meta->stream_id : 0, owner, search_path, kafka_source);
+
+	/*
+	 * A slot with this id can only be left by an earlier incarnation of the
+	 * extension (DROP + CREATE EXTENSION reuse ids): its backoff and armed
+	 * faults are not this pipeline's.
+	 */
+	PipelineFreeSlot(MyDatabaseId, id);
+	sg_set_start(spec, id, kafka_source, remote_nparts, meta);
 	SgLeaveCatalog(&save);
 	PipelineNotifyChange(id);
+}
+
+/* ------------------------------------------------------- SQL functions */
+
+/*
+ * create_pipeline(name, source, sql, guarantee, batch_size, error_policy,
+ *				   dedup, dedup_window, start_from, source_server,
+ *				   sink_server, sink_table, sink_mode, batch_timeout,
+ *				   allow_source_append, max_attempts, retry_backoff,
+ *				   max_backoff, workers, sink_on_conflict)
+ *
+ * One C symbol per SQL signature, each a thin entry over PipelineCreate:
+ * sg_create_pipeline_0_3 is what the 0.3 scripts bind.  sg_create_pipeline
+ * is the symbol of the older scripts, kept for a database that still has
+ * their objects (until ALTER EXTENSION UPDATE): 0.1's thirteen arguments,
+ * and 0.2's twenty (the same as 0.3's).
+ */
+Datum
+sg_create_pipeline_0_3(PG_FUNCTION_ARGS)
+{
+	SgPipelineSpec spec;
+
+	StreamguardCheckLoaded();
+	sg_create_args(fcinfo, false, &spec);
+	PipelineCreate(&spec);
+	PG_RETURN_VOID();
+}
+
+Datum
+sg_create_pipeline(PG_FUNCTION_ARGS)
+{
+	SgPipelineSpec spec;
+	bool		signature_0_1;
+
+	StreamguardCheckLoaded();
+	signature_0_1 = SgCalledAs01(fcinfo, "create_pipeline", 13, 20);
+	sg_create_args(fcinfo, signature_0_1, &spec);
+	PipelineCreate(&spec);
 	PG_RETURN_VOID();
 }
 
@@ -638,15 +638,7 @@ sg_resume_pipeline(PG_FUNCTION_ARGS)
 	name = SgTextArg(fcinfo, 0, "pipeline name");
 	SgEnterCatalog(&save);
 	row = PipelineLock(name, caller, true);
-	{
-		Oid			types[1] = {INT4OID};
-		Datum		values[1] = {Int32GetDatum(row.id)};
-
-		PipelineExec("UPDATE streamguard.pipeline SET state = 'running', epoch = epoch + 1, "
-					 "generation = generation + 1, "
-						 "started_once = false WHERE id = $1",
-						 1, types, values, SPI_OK_UPDATE);
-	}
+	PipelineResumeRow(row.id);
 	SgLeaveCatalog(&save);
 	/* a resumed pipeline starts at once, without the crash backoff */
 	PipelineResetBackoff(MyDatabaseId, row.id);
@@ -683,21 +675,23 @@ sg_drop_one(const char *name, Oid caller, bool missing_ok)
 							  1, types, values, NULL, false, 0) == SPI_OK_SELECT && SPI_processed == 1)
 	{
 		SgRemote	r;
-		char	   *server = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		HeapTuple	t = SPI_tuptable->vals[0];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		char	   *server = SPI_getvalue(t, d, SgColumn(d, "sink_server"));
 		bool		isnull;
-		Oid			owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		Oid			owner = DatumGetObjectId(SPI_getbinval(t, d, SgColumn(d, "owner"), &isnull));
 
 		memset(&r, 0, sizeof(r));
 		RemoteConnect(&r, server, owner);
 		(void) PipelineResolveInDoubt(&r, row.id, name, -1, row.workers);
 		RemoteDisconnect(&r);
 	}
-	PipelineExec("DELETE FROM streamguard.consumer c USING streamguard.pipeline p "
-					 "WHERE p.id = $1 AND c.stream_id = p.stream_id AND c.name = $2",
-					 2, types, values, SPI_OK_DELETE);
-	PipelineExec("DELETE FROM streamguard.pipeline_dedup WHERE pipeline_id = $1", 1, types, values, SPI_OK_DELETE);
+	SgExec("DELETE FROM streamguard.consumer c USING streamguard.pipeline p "
+		   "WHERE p.id = $1 AND c.stream_id = p.stream_id AND c.name = $2",
+		   2, types, values, NULL, SPI_OK_DELETE);
+	SgExec("DELETE FROM streamguard.pipeline_dedup WHERE pipeline_id = $1", 1, types, values, NULL, SPI_OK_DELETE);
 	/* remote positions, prepared records, dead letters, skips, the log cascade */
-	PipelineExec("DELETE FROM streamguard.pipeline WHERE id = $1", 1, types, values, SPI_OK_DELETE);
+	SgExec("DELETE FROM streamguard.pipeline WHERE id = $1", 1, types, values, NULL, SPI_OK_DELETE);
 	SgLeaveCatalog(&save);
 	PipelineNotifyChange(row.id);
 }
@@ -725,6 +719,7 @@ PipelineDropForStream(int32 stream_id)
 	List	   *names = NIL;
 	ListCell   *lc;
 	uint64		i;
+	int			col;
 	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	SgEnterCatalog(&save);
@@ -736,12 +731,13 @@ PipelineDropForStream(int32 stream_id)
 	if (SPI_execute_with_args("SELECT name FROM streamguard.pipeline WHERE stream_id = $1 ORDER BY name",
 							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pipeline list failed");
+	col = SgColumn(SPI_tuptable->tupdesc, "name");
 	for (i = 0; i < SPI_processed; i++)
 	{
 		MemoryContext spi_cxt = MemoryContextSwitchTo(caller_cxt);
 
 		/* the list and the names outlive SPI_finish */
-		names = lappend(names, pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)));
+		names = lappend(names, pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col)));
 		MemoryContextSwitchTo(spi_cxt);
 	}
 	SgLeaveCatalog(&save);
@@ -759,7 +755,8 @@ sg_is_kafka_source(int32 id)
 	if (SPI_execute_with_args("SELECT source_kafka FROM streamguard.pipeline WHERE id = $1",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "pipeline %d vanished", id);
-	return strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0;
+	return strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+							   SgColumn(SPI_tuptable->tupdesc, "source_kafka")), "t") == 0;
 }
 
 /* is the pipeline a window pipeline?  SPI connected, in the catalog */
@@ -880,130 +877,169 @@ sg_reset_pipeline(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/*
- * alter_pipeline(name, sql, batch_size, error_policy): NULL keeps a setting.
- */
-Datum
-sg_alter_pipeline(PG_FUNCTION_ARGS)
-{
-	char	   *name;
-	SgUserSave	save;
-	Oid			caller = GetUserId();
-	SgPipeRow	row;
-	Oid			types[9] = {INT4OID, TEXTOID, INT4OID, TEXTOID, INTERVALOID, INT4OID, INTERVALOID,
-	INTERVALOID, INT4OID};
-	Datum		values[9];
-	char		nulls[9] = {' ', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n'};
-	char	   *search_path = NULL;
-	int			a;
+/* ------------------------------------------------------- alter_pipeline */
 
-	StreamguardCheckLoaded();
-	name = SgTextArg(fcinfo, 0, "pipeline name");
-	if (!PG_ARGISNULL(2))
-		PipelineCheckBatchSize(PG_GETARG_INT32(2));
-	if (!PG_ARGISNULL(3))
-		(void) SgParseWord(&SgErrorPolicyWords, text_to_cstring(PG_GETARG_TEXT_PP(3)));
-	/* arguments 4 and on are absent from the 0.1 signature */
-	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
-		PipelineCheckBatchTimeout(PG_GETARG_INTERVAL_P(4));
-	if (PG_NARGS() > 8 && !PG_ARGISNULL(8))
-		PipelineCheckWorkers(PG_GETARG_INT32(8));
-	if (PG_NARGS() > 5)
+/*
+ * alter_pipeline's arguments, each checked on its own, in the order of
+ * the signature: sql (checked in sg_alter), batch_size,
+ * error_policy, then (0.2) batch_timeout, max_attempts, retry_backoff,
+ * max_backoff, workers.  NULL keeps a setting.
+ */
+static void
+sg_alter_args(FunctionCallInfo fcinfo, bool signature_0_1, SgPipelineChange *change)
+{
+	memset(change, 0, sizeof(*change));
+	change->catalog_0_1 = signature_0_1;
+	if (!PG_ARGISNULL(1))
+		change->sql = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	change->set_batch_size = !PG_ARGISNULL(2);
+	if (change->set_batch_size)
 	{
-		/*
-		 * The retry settings given, before the row's constraints see them
-		 * (an absent one as a valid extreme); with the old ones after the
-		 * change.
-		 */
+		change->batch_size = PG_GETARG_INT32(2);
+		PipelineCheckBatchSize(change->batch_size);
+	}
+	change->set_policy = !PG_ARGISNULL(3);
+	if (change->set_policy)
+		change->policy = (SgErrorPolicy) SgParseWord(&SgErrorPolicyWords, text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	if (signature_0_1)
+		return;
+	if (!PG_ARGISNULL(4))
+	{
+		change->batch_timeout = PG_GETARG_INTERVAL_P(4);
+		PipelineCheckBatchTimeout(change->batch_timeout);
+	}
+	change->set_max_attempts = !PG_ARGISNULL(5);
+	if (change->set_max_attempts)
+		change->max_attempts = PG_GETARG_INT32(5);
+	if (!PG_ARGISNULL(6))
+		change->retry_backoff = PG_GETARG_INTERVAL_P(6);
+	if (!PG_ARGISNULL(7))
+		change->max_backoff = PG_GETARG_INTERVAL_P(7);
+	change->set_workers = !PG_ARGISNULL(8);
+	if (change->set_workers)
+	{
+		change->workers = PG_GETARG_INT32(8);
+		PipelineCheckWorkers(change->workers);
+	}
+
+	/*
+	 * The retry settings given, before the row's constraints see them (an
+	 * absent one as a valid extreme); with the old ones after the change
+	 * (sg_alter).
+	 */
+	{
 		Interval   *shortest = palloc0(sizeof(Interval));
 		Interval   *longest = palloc0(sizeof(Interval));
 
 		shortest->time = 10 * 1000;
 		longest->time = 3600 * USECS_PER_SEC;
-		PipelineCheckRetry(PG_ARGISNULL(5) ? 1 : PG_GETARG_INT32(5),
-						   PG_ARGISNULL(6) ? shortest : PG_GETARG_INTERVAL_P(6),
-						   PG_ARGISNULL(7) ? longest : PG_GETARG_INTERVAL_P(7));
+		PipelineCheckRetry(change->set_max_attempts ? change->max_attempts : 1,
+						   change->retry_backoff ? change->retry_backoff : shortest,
+						   change->max_backoff ? change->max_backoff : longest);
 	}
+}
+
+/*
+ * A new SQL for pipeline `name`, checked as the caller, like
+ * create_pipeline's: for the batch's columns (a Kafka source has two
+ * more) and, with a Kafka sink, for the shape of its messages.  SPI
+ * connected.
+ */
+static void
+sg_check_new_sql(const char *name, const char *sql)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(name)};
+	SgUserSave	save;
+	bool		kafka;
+	char	   *sink = NULL;
+
+	SgBecomeDataOwner(&save, true);
+	if (SPI_execute_with_args("SELECT source_kafka, sink_server FROM streamguard.pipeline WHERE name = $1",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pipeline lookup failed");
+	kafka = SPI_processed == 1 &&
+		strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+							SgColumn(SPI_tuptable->tupdesc, "source_kafka")), "t") == 0;
+	if (SPI_processed == 1)
+		sink = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+							SgColumn(SPI_tuptable->tupdesc, "sink_server"));
+	SgRestoreUser(&save);
+	PipelineValidateSqlFor(sql, kafka);
+	if (sink && KafkaIsKafkaServer(sink))
+		KafkaSinkCheckShape(sql);
+}
+
+/*
+ * Change pipeline `name` as alter_pipeline was asked (checked on its own
+ * by sg_alter_args): the new SQL checked as the caller, the row changed
+ * under its lock, the settings checked together, old ones included, and
+ * more workers against the quotas.
+ */
+static void
+sg_alter(const char *name, const SgPipelineChange *change)
+{
+	SgUserSave	save;
+	Oid			caller = GetUserId();
+	SgPipeRow	row;
+	SgPipelineSettings after;
+	char	   *search_path = NULL;
+
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (!PG_ARGISNULL(1))
+	if (change->sql)
 	{
-		Oid			ktypes[1] = {TEXTOID};
-		Datum		kvalues[1] = {CStringGetTextDatum(name)};
-		bool		kafka;
-		char	   *sink = NULL;
-
-		/* the batch's columns: a Kafka source has two more */
-		SgBecomeDataOwner(&save, true);
-		if (SPI_execute_with_args("SELECT source_kafka, sink_server FROM streamguard.pipeline WHERE name = $1",
-								  1, ktypes, kvalues, NULL, true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "pipeline lookup failed");
-		kafka = SPI_processed == 1 &&
-			strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0;
-		if (SPI_processed == 1)
-			sink = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		SgRestoreUser(&save);
-		/* validated as the caller, like create_pipeline */
-		PipelineValidateSqlFor(text_to_cstring(PG_GETARG_TEXT_PP(1)), kafka);
-		/* a Kafka sink's messages are the SELECT's rows */
-		if (sink && KafkaIsKafkaServer(sink))
-			KafkaSinkCheckShape(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+		sg_check_new_sql(name, change->sql);
 		search_path = GetConfigOptionByName("search_path", NULL, false);
 	}
 	SgBecomeDataOwner(&save, true);
 	row = PipelineLock(name, caller, true);
-	values[0] = Int32GetDatum(row.id);
-	for (a = 1; a < 9 && a < PG_NARGS(); a++)
-		if (!PG_ARGISNULL(a))
-		{
-			values[a] = PG_GETARG_DATUM(a);
-			nulls[a] = ' ';
-		}
-	values[3] = SgWordParam("error_policy",
-							PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3)), &types[3]);
-	if (SPI_execute_with_args(PG_NARGS() > 5 ?
-							  "UPDATE streamguard.pipeline SET "
-							  "sql = coalesce($2, sql), batch_size = coalesce($3, batch_size), "
-							  "error_policy = coalesce($4, error_policy), "
-							  "batch_timeout = coalesce($5, batch_timeout), "
-							  "max_attempts = coalesce($6, max_attempts), "
-							  "retry_backoff = coalesce($7, retry_backoff), "
-							  "max_backoff = coalesce($8, max_backoff), workers = coalesce($9, workers), "
-							  "epoch = epoch + 1, generation = generation + 1 "
-							  "WHERE id = $1 RETURNING max_attempts, retry_backoff, max_backoff, "
-							  "workers, source_server, sink_server" :
-							  "UPDATE streamguard.pipeline SET "
-							  "sql = coalesce($2, sql), batch_size = coalesce($3, batch_size), "
-							  "error_policy = coalesce($4, error_policy), epoch = epoch + 1 "
-							  "WHERE id = $1",
-							  PG_NARGS() > 5 ? 9 : 4, types, values, nulls, false, 0) < 0)
-		elog(ERROR, "alter_pipeline failed");
-	if (PG_NARGS() > 5)
+	PipelineAlterRow(row.id, change, &after);
+	if (!change->catalog_0_1)
 	{
-		bool		isnull;
-
-		/* the combination, old settings included */
-		PipelineCheckRetry(DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)),
-					   DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)),
-					   DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)));
-		PipelineCheckWorkersRemote(DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull)),
-								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5),
-								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6));
-		if (PG_NARGS() > 8 && !PG_ARGISNULL(8) && PG_GETARG_INT32(8) > row.workers)
+		PipelineCheckRetry(after.max_attempts, after.retry_backoff, after.max_backoff);
+		PipelineCheckWorkersRemote(after.workers, after.source_server, after.sink_server);
+		if (change->set_workers && change->workers > row.workers)
 		{
-			WorkerUnitsCheckCouldRun(row.owner, PG_GETARG_INT32(8));
-			sg_check_more_workers(row.owner, PG_GETARG_INT32(8) - row.workers);
+			WorkerUnitsCheckCouldRun(row.owner, change->workers);
+			sg_check_more_workers(row.owner, change->workers - row.workers);
 		}
 	}
 	if (search_path)
-	{
-		Oid			t2[2] = {INT4OID, TEXTOID};
-		Datum		v2[2] = {Int32GetDatum(row.id), CStringGetTextDatum(search_path)};
-
-		PipelineExec("UPDATE streamguard.pipeline SET search_path = $2 WHERE id = $1",
-						 2, t2, v2, SPI_OK_UPDATE);
-	}
+		PipelineSetSearchPath(row.id, search_path);
 	SgLeaveCatalog(&save);
 	PipelineNotifyChange(row.id);
+}
+
+/*
+ * alter_pipeline(name, sql, batch_size, error_policy, batch_timeout,
+ *				  max_attempts, retry_backoff, max_backoff, workers)
+ *
+ * As create_pipeline: sg_alter_pipeline_0_3 for the 0.3 scripts,
+ * sg_alter_pipeline for the older ones (0.1's four arguments, 0.2's nine).
+ */
+Datum
+sg_alter_pipeline_0_3(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgPipelineChange change;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	sg_alter_args(fcinfo, false, &change);
+	sg_alter(name, &change);
+	PG_RETURN_VOID();
+}
+
+Datum
+sg_alter_pipeline(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	SgPipelineChange change;
+
+	StreamguardCheckLoaded();
+	name = SgTextArg(fcinfo, 0, "pipeline name");
+	sg_alter_args(fcinfo, SgCalledAs01(fcinfo, "alter_pipeline", 4, 9), &change);
+	sg_alter(name, &change);
 	PG_RETURN_VOID();
 }

@@ -33,14 +33,14 @@ typedef struct SgPipeRow
 
 extern SgPipeRow PipelineLockExt(const char *name, Oid caller, bool fence, bool missing_ok);
 extern SgPipeRow PipelineLock(const char *name, Oid caller, bool fence);
-extern void PipelineExec(const char *sql, int nargs, Oid *types, Datum *values, int expect);
-extern void PipelineSetState(int32 id, const char *state, bool bump_epoch);
 extern void PipelineNotifyChange(int32 pipeline_id);
-extern char *PipelineConsumerName(const char *pipeline);
 extern void PipelineDropForStream(int32 stream_id);
 
-/* SQL functions other files call directly (window_api.c, ownership.c) */
-extern Datum sg_create_pipeline(PG_FUNCTION_ARGS);
+/* create_pipeline's implementation, over what it was given (window_api.c) */
+struct SgPipelineSpec;
+extern void PipelineCreate(struct SgPipelineSpec *spec);
+
+/* SQL functions other files call directly (ownership.c) */
 extern Datum sg_drop_pipeline(PG_FUNCTION_ARGS);
 
 #endif							/* SG_API_PIPELINE_H */

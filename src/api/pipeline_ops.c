@@ -19,10 +19,12 @@
 #include "utils/builtins.h"
 
 #include "api/pipeline.h"
+#include "catalog/pipeline_catalog.h"
 #include "catalog/sg_catalog.h"
 #include "core/bounds.h"
 #include "core/util.h"
 #include "pipeline/batchexec.h"
+#include "pipeline/pipeline.h"
 #include "shmem/horizon.h"
 #include "shmem/pipeline_slots.h"
 
@@ -144,9 +146,9 @@ sg_skip_event(PG_FUNCTION_ARGS)
 					 errmsg("pipeline \"%s\" already has %lld events to skip, the most allowed is %d",
 							name, (long long) pending, SG_MAX_PENDING_SKIPS),
 					 errhint("Let the pipeline pass them, or use reset_pipeline to move past a range of events.")));
-		PipelineExec("INSERT INTO streamguard.pipeline_skip (pipeline_id, partition, seq) "
-					 "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-					 3, types, values, SPI_OK_INSERT);
+		SgExec("INSERT INTO streamguard.pipeline_skip (pipeline_id, partition, seq) "
+			   "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+			   3, types, values, NULL, SPI_OK_INSERT);
 	}
 	/* a new epoch: the worker restarts and loads the request */
 	PipelineSetState(row.id, row.state, true);
@@ -280,8 +282,8 @@ sg_redrive_dead_letters(PG_FUNCTION_ARGS)
 
 			values[0] = PointerGetDatum(construct_array(ctids, (int) n, TIDOID, sizeof(ItemPointerData),
 														false, TYPALIGN_SHORT));
-			PipelineExec("DELETE FROM streamguard.dead_letter WHERE ctid = ANY ($1)",
-							 1, types, values, SPI_OK_DELETE);
+			SgExec("DELETE FROM streamguard.dead_letter WHERE ctid = ANY ($1)",
+				   1, types, values, NULL, SPI_OK_DELETE);
 			if (SPI_processed != n)
 				elog(ERROR, "redriven dead letters changed under us");
 		}

@@ -255,7 +255,7 @@ PipelineQuoteTable(const char *name)
  * with the columns the SQL produces, and 2PC available if asked for.
  */
 static void sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table,
-									const char *cols, const char *mode, const char *conflict);
+									const char *cols, SgSinkMode mode, const char *conflict);
 
 /*
  * A bookkeeping table of ours on the sink: created now if the remote role
@@ -288,7 +288,7 @@ sg_ensure_remote_table(SgRemote *rp, const char *server, const char *relname, co
 }
 
 void
-PipelineCheckRemoteSink(const char *server, const char *table, const char *cols, const char *mode,
+PipelineCheckRemoteSink(const char *server, const char *table, const char *cols, SgSinkMode mode,
 						const char *conflict)
 {
 	SgRemote	r;
@@ -308,7 +308,7 @@ PipelineCheckRemoteSink(const char *server, const char *table, const char *cols,
 
 static void
 sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table, const char *cols,
-						const char *mode, const char *conflict)
+						SgSinkMode mode, const char *conflict)
 {
 	SgRemoteResult *res;
 
@@ -332,7 +332,7 @@ sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table, con
 		}
 		RemoteClear(res);
 	}
-	if (strcmp(mode, "two_phase") == 0)
+	if (mode == SG_SINK_TWO_PHASE)
 	{
 		res = RemoteExec(rp, "SELECT pg_catalog.current_setting('max_prepared_transactions')::int", 0, NULL);
 		if (atoi(RemoteGetValue(res, 0, 0)) <= 0)

@@ -14,13 +14,15 @@
 #include "datatype/timestamp.h"
 #include "utils/array.h"
 
+#include "pipeline/pipeline.h"
+
 extern void PipelineValidateSql(const char *sql);
 extern void PipelineValidateSqlFor(const char *sql, bool kafka);
 extern int	PipelineCheckKafkaSource(const char *server, const char *topic);
 extern char *PipelineValidateSelect(const char *sql);
 extern char *PipelineOutputColumns(const char *sql);
 extern char *PipelineQuoteTable(const char *name);
-extern void PipelineCheckRemoteSink(const char *server, const char *table, const char *cols, const char *mode,
+extern void PipelineCheckRemoteSink(const char *server, const char *table, const char *cols, SgSinkMode mode,
 									const char *conflict);
 extern char *PipelineCheckSinkConflict(const char *sql, ArrayType *arr);
 extern int	PipelineCheckRemoteSource(const char *server, const char *stream);

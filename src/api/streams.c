@@ -176,16 +176,7 @@ sg_create_stream(PG_FUNCTION_ARGS)
 		/* a slot attached before this transaction ends must not outlive an abort */
 		HorizonFreeOnAbort(stream_id);
 	}
-	{
-		Oid			types[2] = {INT4OID, INT4OID};
-		Datum		values[2] = {Int32GetDatum(stream_id), Int32GetDatum(nparts)};
-
-		ret = SPI_execute_with_args("INSERT INTO streamguard.stream_partition (stream_id, partition) "
-									"SELECT $1, g FROM pg_catalog.generate_series(0, $2 - 1) g",
-									2, types, values, NULL, false, 0);
-		if (ret != SPI_OK_INSERT)
-			elog(ERROR, "could not insert partitions: %s", SPI_result_code_string(ret));
-	}
+	StreamPartitionsAdd(stream_id, 0, nparts);
 	SgCreateSegment(stream_id, 0);
 	SgLeaveCatalog(&save);
 

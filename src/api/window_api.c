@@ -8,10 +8,11 @@
  * time (append time, or an expression over the event), the key and the
  * aggregates.  The user's expressions become one SELECT over "batch" that
  * is stored as the pipeline's SQL and runs, like any pipeline's SQL, as the
- * owner (window.c keeps its rows); create_pipeline creates the pipeline
- * itself, with every check it makes, in the same transaction as the
- * window's definition.  The expressions are pasted into that SELECT, so
- * they are checked to leave it one SELECT with one output column each.
+ * owner (window.c keeps its rows); create_pipeline's implementation
+ * (PipelineCreate, pipeline.c) creates the pipeline itself, with every
+ * check it makes, in the same transaction as the window's definition.
+ * The expressions are pasted into that SELECT, so they are checked to
+ * leave it one SELECT with one output column each.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,12 +40,15 @@
 #include "utils/timestamp.h"
 
 #include "api/pipeline.h"
+#include "api/pipeline_validate.h"
 #include "api/window_api.h"
+#include "catalog/pipeline_catalog.h"
 #include "catalog/sg_catalog.h"
 #include "core/bounds.h"
 #include "core/compat.h"
 #include "core/util.h"
 #include "pipeline/batchexec.h"
+#include "pipeline/pipeline.h"
 #include "pipeline/window.h"
 
 PG_FUNCTION_INFO_V1(sg_create_window_pipeline);
@@ -336,72 +340,74 @@ sg_interval_datum(const char *s)
 }
 
 /*
- * create_window_pipeline(name, source, target, size, aggregates, kind,
- *						  slide, time, key, emit, allowed_lateness,
- *						  idle_timeout, late, batch_size, error_policy,
- *						  start_from)
+ * create_window_pipeline's arguments, checked, and what they make: the
+ * SELECT over "batch" that evaluates the window's columns, the names and
+ * functions of its aggregates, the checked target.
  */
-Datum
-sg_create_window_pipeline(PG_FUNCTION_ARGS)
+typedef struct SgWindowArgs
 {
-	char	   *name,
-			   *source,
-			   *target,
-			   *target_stream,
-			   *time_expr,
-			   *key_expr,
-			   *policy,
-			   *start_from;
+	char	   *name;
+	char	   *source;
+	char	   *target;			/* a table, or NULL ... */
+	char	   *target_stream;	/* ... and a stream instead */
 	SgWindowKind kind;
+	int64		size_us;
+	int64		slide_us;		/* hopping windows; -1 otherwise */
+	bool		append_time;	/* no time expression: the append time */
+	char	   *time_expr;
+	char	   *key_expr;
 	SgWindowEmit emit;
+	int64		lateness_us;
+	int64		idle_us;		/* -1: no idle_timeout */
 	SgWindowLate late;
-	int64		size_us,
-				slide_us = -1,
-				lateness_us,
-				idle_us = -1;
-	bool		append_time;
-	Jsonb	   *aggs;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	int			naggs = 0,
-				maxaggs;
-	Datum	   *names,
-			   *funcs;
-	StringInfoData sql;
-	char	   *qual_target;
-	Oid			owner = GetUserId();
+	char	   *policy;			/* parsed where create_pipeline parses it */
+	char	   *start_from;		/* ... and this */
+	StringInfoData sql;			/* the evaluation over "batch" */
+	int			naggs;
+	Datum	   *names;			/* the aggregates' columns (text) */
+	Datum	   *funcs;			/* ... and functions (text) */
+	char	   *qual_target;	/* the target table, qualified */
+} SgWindowArgs;
 
-	StreamguardCheckLoaded();
-	SgCheckPrimary("create_window_pipeline");
-	name = SgTextArg(fcinfo, WA_NAME, "pipeline name");
-	source = SgTextArg(fcinfo, WA_SOURCE, "source");
-	target = PG_ARGISNULL(WA_TARGET) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(WA_TARGET));
-	target_stream = PG_ARGISNULL(WA_TARGET_STREAM) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(WA_TARGET_STREAM));
-	if ((target == NULL) == (target_stream == NULL))
+/*
+ * The arguments but the aggregates, each checked, in the order of the
+ * signature: the window (kind, size, slide), its time and key, what it
+ * emits and how it treats late events, then the pipeline's settings.
+ */
+static void
+sg_window_args(FunctionCallInfo fcinfo, SgWindowArgs *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->slide_us = -1;
+	a->idle_us = -1;
+	a->name = SgTextArg(fcinfo, WA_NAME, "pipeline name");
+	a->source = SgTextArg(fcinfo, WA_SOURCE, "source");
+	a->target = PG_ARGISNULL(WA_TARGET) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(WA_TARGET));
+	a->target_stream = PG_ARGISNULL(WA_TARGET_STREAM) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(WA_TARGET_STREAM));
+	if ((a->target == NULL) == (a->target_stream == NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("give a window pipeline either a target table or a target_stream")));
-	kind = (SgWindowKind) SgParseWord(&SgWindowKindWords, SgTextArg(fcinfo, WA_KIND, "kind"));
-	size_us = sg_window_interval(fcinfo, WA_SIZE, kind == SG_WINDOW_SESSION ? "gap" : "size", false,
-								 SG_MAX_WINDOW_LENGTH_US);
-	if (kind == SG_WINDOW_HOPPING)
+	a->kind = (SgWindowKind) SgParseWord(&SgWindowKindWords, SgTextArg(fcinfo, WA_KIND, "kind"));
+	a->size_us = sg_window_interval(fcinfo, WA_SIZE, a->kind == SG_WINDOW_SESSION ? "gap" : "size", false,
+									SG_MAX_WINDOW_LENGTH_US);
+	if (a->kind == SG_WINDOW_HOPPING)
 	{
 		int64		per_event;
 
-		slide_us = sg_window_interval(fcinfo, WA_SLIDE, "slide", false, SG_MAX_WINDOW_LENGTH_US);
-		if (slide_us > size_us)
+		a->slide_us = sg_window_interval(fcinfo, WA_SLIDE, "slide", false, SG_MAX_WINDOW_LENGTH_US);
+		if (a->slide_us > a->size_us)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("slide must not be longer than size"),
 					 errdetail("Events between two hopping windows would belong to none.")));
 		/* each event goes into this many windows (window.c) */
-		per_event = (size_us + slide_us - 1) / slide_us;
+		per_event = (a->size_us + a->slide_us - 1) / a->slide_us;
 		if (per_event > sg_max_windows_per_event)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("a hopping window of size %s and slide %s puts each event into %lld windows, more than the %d allowed",
-							sg_usecs_text(size_us), sg_usecs_text(slide_us), (long long) per_event,
+							sg_usecs_text(a->size_us), sg_usecs_text(a->slide_us), (long long) per_event,
 							sg_max_windows_per_event),
 					 errhint("Use a longer slide, or ask a superuser to raise streamguard.max_windows_per_event.")));
 	}
@@ -409,34 +415,49 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("slide is for hopping windows only")));
-	append_time = PG_ARGISNULL(WA_TIME);
-	time_expr = append_time ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(WA_TIME));
-	key_expr = SgTextArg(fcinfo, WA_KEY, "key");
-	emit = (SgWindowEmit) SgParseWord(&SgWindowEmitWords, SgTextArg(fcinfo, WA_EMIT, "emit"));
-	lateness_us = sg_window_interval(fcinfo, WA_LATENESS, "allowed_lateness", true, SG_MAX_WINDOW_HORIZON_US);
+	a->append_time = PG_ARGISNULL(WA_TIME);
+	a->time_expr = a->append_time ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(WA_TIME));
+	a->key_expr = SgTextArg(fcinfo, WA_KEY, "key");
+	a->emit = (SgWindowEmit) SgParseWord(&SgWindowEmitWords, SgTextArg(fcinfo, WA_EMIT, "emit"));
+	a->lateness_us = sg_window_interval(fcinfo, WA_LATENESS, "allowed_lateness", true, SG_MAX_WINDOW_HORIZON_US);
 	if (!PG_ARGISNULL(WA_IDLE))
-		idle_us = sg_window_interval(fcinfo, WA_IDLE, "idle_timeout", true, SG_MAX_WINDOW_HORIZON_US);
-	late = (SgWindowLate) SgParseWord(&SgWindowLateWords, SgTextArg(fcinfo, WA_LATE, "late"));
-	if (append_time && (lateness_us != 0 || idle_us >= 0 || late != SG_LATE_DROP))
+		a->idle_us = sg_window_interval(fcinfo, WA_IDLE, "idle_timeout", true, SG_MAX_WINDOW_HORIZON_US);
+	a->late = (SgWindowLate) SgParseWord(&SgWindowLateWords, SgTextArg(fcinfo, WA_LATE, "late"));
+	if (a->append_time && (a->lateness_us != 0 || a->idle_us >= 0 || a->late != SG_LATE_DROP))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("allowed_lateness, idle_timeout and late are for event time"),
 				 errdetail("An append-time window closes when the readable horizon of every partition has passed its end: no event is ever late.")));
-	if ((late == SG_LATE_UPDATE) != !PG_ARGISNULL(WA_KEEP_CLOSED))
+	if ((a->late == SG_LATE_UPDATE) != !PG_ARGISNULL(WA_KEEP_CLOSED))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("keep_closed goes with late => 'update', and only with it"),
 				 errdetail("It says how long a closed window's state is kept for late events to correct it.")));
-	if (late == SG_LATE_UPDATE)
+	if (a->late == SG_LATE_UPDATE)
 		(void) sg_window_interval(fcinfo, WA_KEEP_CLOSED, "keep_closed", false, SG_MAX_WINDOW_HORIZON_US);
 	if (PG_ARGISNULL(WA_BATCH_SIZE))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("batch_size must not be NULL")));
-	policy = SgTextArg(fcinfo, WA_POLICY, "error_policy");
-	start_from = SgTextArg(fcinfo, WA_START, "start_from");
+	a->policy = SgTextArg(fcinfo, WA_POLICY, "error_policy");
+	a->start_from = SgTextArg(fcinfo, WA_START, "start_from");
+}
 
-	/* aggregates: {"column": "func(expr)", ...} */
+/*
+ * The aggregates, {"column": "func(expr)", ...}: each checked, and the
+ * SELECT over "batch" that evaluates the window's columns (partition,
+ * seq, time, key, then one per aggregate), checked to be one SELECT with
+ * that many columns.
+ */
+static void
+sg_window_aggregates(FunctionCallInfo fcinfo, SgWindowArgs *a)
+{
+	Jsonb	   *aggs;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			maxaggs;
+
 	if (PG_ARGISNULL(WA_AGGREGATES))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -448,12 +469,12 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 				 errmsg("aggregates must be a non-empty JSON object"),
 				 errhint("For example '{\"orders\": \"count(*)\", \"total\": \"sum((payload->>''amount'')::numeric)\"}'.")));
 	maxaggs = JB_ROOT_COUNT(aggs);
-	names = palloc(sizeof(Datum) * maxaggs);
-	funcs = palloc(sizeof(Datum) * maxaggs);
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT partition, seq, streamguard._window_time((%s)::pg_catalog.timestamptz), "
+	a->names = palloc(sizeof(Datum) * maxaggs);
+	a->funcs = palloc(sizeof(Datum) * maxaggs);
+	initStringInfo(&a->sql);
+	appendStringInfo(&a->sql, "SELECT partition, seq, streamguard._window_time((%s)::pg_catalog.timestamptz), "
 					 "(%s)::pg_catalog.text",
-					 append_time ? "appended_at" : time_expr, key_expr);
+					 a->append_time ? "appended_at" : a->time_expr, a->key_expr);
 	it = JsonbIteratorInit(&aggs->root);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
@@ -473,119 +494,151 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 					 errmsg("aggregate \"%s\" must be given as a string", aname)));
 		def = pnstrdup(v.val.string.val, v.val.string.len);
 		agg = sg_parse_aggregate(aname, def, &expr);
-		names[naggs] = CStringGetTextDatum(aname);
-		funcs[naggs] = CStringGetTextDatum(SgWordName(&SgWindowAggWords, agg));
-		naggs++;
+		a->names[a->naggs] = CStringGetTextDatum(aname);
+		a->funcs[a->naggs] = CStringGetTextDatum(SgWordName(&SgWindowAggWords, agg));
+		a->naggs++;
 		if (expr == NULL)
-			appendStringInfoString(&sql, ", 1::pg_catalog.numeric");
+			appendStringInfoString(&a->sql, ", 1::pg_catalog.numeric");
 		else
-			appendStringInfo(&sql, ", (%s)::pg_catalog.numeric", expr);
+			appendStringInfo(&a->sql, ", (%s)::pg_catalog.numeric", expr);
 	}
-	appendStringInfoString(&sql, " FROM batch");
-	sg_check_eval_shape(sql.data, SG_WEVAL_FIRST_AGG + naggs);
+	appendStringInfoString(&a->sql, " FROM batch");
+	sg_check_eval_shape(a->sql.data, SG_WEVAL_FIRST_AGG + a->naggs);
+}
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (target)
-		qual_target = sg_check_target(target, owner, emit, kind == SG_WINDOW_SESSION,
-									  late == SG_LATE_UPDATE && emit == SG_EMIT_ON_CLOSE, naggs, names);
+/*
+ * Where the windows go, checked for the owner: a table that fits them
+ * (a->qual_target), or a stream the owner may append to that is not the
+ * source.  SPI connected.
+ */
+static void
+sg_window_check_target(SgWindowArgs *a, Oid owner)
+{
+	if (a->target)
+		a->qual_target = sg_check_target(a->target, owner, a->emit, a->kind == SG_WINDOW_SESSION,
+										 a->late == SG_LATE_UPDATE && a->emit == SG_EMIT_ON_CLOSE,
+										 a->naggs, a->names);
 	else
 	{
 		/* the owner appends the windows: it must be allowed to, now and at run time */
-		int32		out_id = StreamLookup(target_stream, SG_PRIV_APPEND)->stream_id;
+		int32		out_id = StreamLookup(a->target_stream, SG_PRIV_APPEND)->stream_id;
 
-		if (StreamLookup(source, SG_PRIV_NONE)->stream_id == out_id)
+		if (StreamLookup(a->source, SG_PRIV_NONE)->stream_id == out_id)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("a window pipeline cannot append its windows to its own source stream")));
-		qual_target = NULL;
+		a->qual_target = NULL;
 	}
+}
 
-	/* the pipeline, with every check create_pipeline makes */
-	{
-		LOCAL_FCINFO(cp, 19);
-		Datum		args[19];
-		int			a;
+/*
+ * The pipeline, with every check create_pipeline makes, in its order (its
+ * own checks of the settings fixed here cannot fail).
+ */
+static void
+sg_window_create_pipeline(const SgWindowArgs *a, int32 batch_size)
+{
+	SgPipelineSpec spec;
 
-		InitFunctionCallInfoData(*cp, NULL, 19, InvalidOid, NULL, NULL);
-		args[0] = CStringGetTextDatum(name);
-		args[1] = CStringGetTextDatum(source);
-		args[2] = CStringGetTextDatum(sql.data);
-		args[3] = CStringGetTextDatum("exactly_once");
-		args[4] = PG_GETARG_DATUM(WA_BATCH_SIZE);
-		args[5] = CStringGetTextDatum(policy);
-		args[6] = BoolGetDatum(false);
-		args[7] = sg_interval_datum("1 hour");
-		args[8] = CStringGetTextDatum(start_from);
-		args[12] = CStringGetTextDatum("two_phase");
-		args[13] = sg_interval_datum("5 min");
-		args[14] = BoolGetDatum(false);
-		args[15] = Int32GetDatum(3);
-		args[16] = sg_interval_datum("100 ms");
-		args[17] = sg_interval_datum("5 s");
-		args[18] = Int32GetDatum(1);
-		for (a = 0; a < 19; a++)
-		{
-			cp->args[a].isnull = (a >= 9 && a <= 11);
-			cp->args[a].value = cp->args[a].isnull ? (Datum) 0 : args[a];
-		}
-		(void) sg_create_pipeline(cp);
-	}
+	memset(&spec, 0, sizeof(spec));
+	spec.name = a->name;
+	SgCheckName("pipeline", a->name);
+	spec.source = a->source;
+	spec.sql = a->sql.data;
+	spec.guarantee = SG_EXACTLY_ONCE;
+	spec.batch_size = batch_size;
+	PipelineCheckBatchSize(spec.batch_size);
+	spec.policy = (SgErrorPolicy) SgParseWord(&SgErrorPolicyWords, a->policy);
+	spec.dedup = false;
+	spec.dedup_window = DatumGetIntervalP(sg_interval_datum("1 hour"));
+	spec.batch_timeout = DatumGetIntervalP(sg_interval_datum("5 min"));
+	spec.allow_source_append = false;
+	spec.max_attempts = 3;
+	spec.retry_backoff = DatumGetIntervalP(sg_interval_datum("100 ms"));
+	spec.max_backoff = DatumGetIntervalP(sg_interval_datum("5 s"));
+	spec.workers = 1;
+	spec.start_from = (SgStartFrom) SgParseWord(&SgStartFromWords, a->start_from);
+	spec.sink_mode = SG_SINK_TWO_PHASE;
+	PipelineCreate(&spec);
+}
 
-	/* the window's definition, in the same transaction */
-	{
-		Oid			types[15];
-		Datum		values[15];
-		char		nulls[15];
-		SgUserSave	save;
-		int			ret;
+/* the window's definition, in the transaction that creates its pipeline */
+static void
+sg_window_def_insert(FunctionCallInfo fcinfo, const SgWindowArgs *a)
+{
+	Oid			types[15];
+	Datum		values[15];
+	char		nulls[15];
+	SgUserSave	save;
+	int			ret;
 
-		memset(nulls, ' ', sizeof(nulls));
-		values[0] = CStringGetTextDatum(name);
-		types[0] = TEXTOID;
-		values[1] = SgWordParam("window_kind", SgWordName(&SgWindowKindWords, kind), &types[1]);
-		values[2] = PG_GETARG_DATUM(WA_SIZE);
-		types[2] = INTERVALOID;
-		values[3] = PG_ARGISNULL(WA_SLIDE) ? (Datum) 0 : PG_GETARG_DATUM(WA_SLIDE);
-		nulls[3] = PG_ARGISNULL(WA_SLIDE) ? 'n' : ' ';
-		types[3] = INTERVALOID;
-		values[4] = append_time ? (Datum) 0 : CStringGetTextDatum(time_expr);
-		nulls[4] = append_time ? 'n' : ' ';
-		types[4] = TEXTOID;
-		values[5] = CStringGetTextDatum(key_expr);
-		types[5] = TEXTOID;
-		values[6] = PointerGetDatum(construct_array(names, naggs, TEXTOID, -1, false, TYPALIGN_INT));
-		types[6] = TEXTARRAYOID;
-		values[7] = PointerGetDatum(construct_array(funcs, naggs, TEXTOID, -1, false, TYPALIGN_INT));
-		types[7] = TEXTARRAYOID;
-		values[8] = qual_target ? CStringGetTextDatum(qual_target) : (Datum) 0;
-		nulls[8] = qual_target ? ' ' : 'n';
-		types[8] = TEXTOID;
-		values[13] = target_stream ? CStringGetTextDatum(target_stream) : (Datum) 0;
-		nulls[13] = target_stream ? ' ' : 'n';
-		types[13] = TEXTOID;
-		values[14] = PG_ARGISNULL(WA_KEEP_CLOSED) ? (Datum) 0 : PG_GETARG_DATUM(WA_KEEP_CLOSED);
-		nulls[14] = PG_ARGISNULL(WA_KEEP_CLOSED) ? 'n' : ' ';
-		types[14] = INTERVALOID;
-		values[9] = SgWordParam("window_emit", SgWordName(&SgWindowEmitWords, emit), &types[9]);
-		values[10] = PG_GETARG_DATUM(WA_LATENESS);
-		types[10] = INTERVALOID;
-		values[11] = PG_ARGISNULL(WA_IDLE) ? (Datum) 0 : PG_GETARG_DATUM(WA_IDLE);
-		nulls[11] = PG_ARGISNULL(WA_IDLE) ? 'n' : ' ';
-		types[11] = INTERVALOID;
-		values[12] = SgWordParam("window_late", SgWordName(&SgWindowLateWords, late), &types[12]);
-		SgBecomeDataOwner(&save, true);
-		ret = SPI_execute_with_args("INSERT INTO streamguard.window_def (pipeline_id, kind, size, slide, "
-									"time_expr, key_expr, agg_names, agg_funcs, target, emit, "
-									"allowed_lateness, idle_timeout, late, target_stream, keep_closed) "
-									"SELECT p.id, $2, $3, $4, $5, $6, $7, "
-									"$8::text[]::streamguard.window_agg[], $9, $10, $11, $12, $13, $14, $15 "
-									"FROM streamguard.pipeline p WHERE p.name OPERATOR(pg_catalog.=) $1",
-									15, types, values, nulls, false, 0);
-		if (ret != SPI_OK_INSERT || SPI_processed != 1)
-			elog(ERROR, "could not record the window of pipeline \"%s\"", name);
-		SgRestoreUser(&save);
-	}
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = CStringGetTextDatum(a->name);
+	types[0] = TEXTOID;
+	values[1] = SgWordParam("window_kind", SgWordName(&SgWindowKindWords, a->kind), &types[1]);
+	values[2] = PG_GETARG_DATUM(WA_SIZE);
+	types[2] = INTERVALOID;
+	values[3] = PG_ARGISNULL(WA_SLIDE) ? (Datum) 0 : PG_GETARG_DATUM(WA_SLIDE);
+	nulls[3] = PG_ARGISNULL(WA_SLIDE) ? 'n' : ' ';
+	types[3] = INTERVALOID;
+	values[4] = a->append_time ? (Datum) 0 : CStringGetTextDatum(a->time_expr);
+	nulls[4] = a->append_time ? 'n' : ' ';
+	types[4] = TEXTOID;
+	values[5] = CStringGetTextDatum(a->key_expr);
+	types[5] = TEXTOID;
+	values[6] = PointerGetDatum(construct_array(a->names, a->naggs, TEXTOID, -1, false, TYPALIGN_INT));
+	types[6] = TEXTARRAYOID;
+	values[7] = PointerGetDatum(construct_array(a->funcs, a->naggs, TEXTOID, -1, false, TYPALIGN_INT));
+	types[7] = TEXTARRAYOID;
+	values[8] = a->qual_target ? CStringGetTextDatum(a->qual_target) : (Datum) 0;
+	nulls[8] = a->qual_target ? ' ' : 'n';
+	types[8] = TEXTOID;
+	values[13] = a->target_stream ? CStringGetTextDatum(a->target_stream) : (Datum) 0;
+	nulls[13] = a->target_stream ? ' ' : 'n';
+	types[13] = TEXTOID;
+	values[14] = PG_ARGISNULL(WA_KEEP_CLOSED) ? (Datum) 0 : PG_GETARG_DATUM(WA_KEEP_CLOSED);
+	nulls[14] = PG_ARGISNULL(WA_KEEP_CLOSED) ? 'n' : ' ';
+	types[14] = INTERVALOID;
+	values[9] = SgWordParam("window_emit", SgWordName(&SgWindowEmitWords, a->emit), &types[9]);
+	values[10] = PG_GETARG_DATUM(WA_LATENESS);
+	types[10] = INTERVALOID;
+	values[11] = PG_ARGISNULL(WA_IDLE) ? (Datum) 0 : PG_GETARG_DATUM(WA_IDLE);
+	nulls[11] = PG_ARGISNULL(WA_IDLE) ? 'n' : ' ';
+	types[11] = INTERVALOID;
+	values[12] = SgWordParam("window_late", SgWordName(&SgWindowLateWords, a->late), &types[12]);
+	SgBecomeDataOwner(&save, true);
+	ret = SPI_execute_with_args("INSERT INTO streamguard.window_def (pipeline_id, kind, size, slide, "
+								"time_expr, key_expr, agg_names, agg_funcs, target, emit, "
+								"allowed_lateness, idle_timeout, late, target_stream, keep_closed) "
+								"SELECT p.id, $2, $3, $4, $5, $6, $7, "
+								"$8::text[]::streamguard.window_agg[], $9, $10, $11, $12, $13, $14, $15 "
+								"FROM streamguard.pipeline p WHERE p.name OPERATOR(pg_catalog.=) $1",
+								15, types, values, nulls, false, 0);
+	if (ret != SPI_OK_INSERT || SPI_processed != 1)
+		elog(ERROR, "could not record the window of pipeline \"%s\"", a->name);
+	SgRestoreUser(&save);
+}
+
+/*
+ * create_window_pipeline(name, source, target, size, aggregates, kind,
+ *						  slide, time, key, emit, allowed_lateness,
+ *						  idle_timeout, late, batch_size, error_policy,
+ *						  start_from)
+ */
+Datum
+sg_create_window_pipeline(PG_FUNCTION_ARGS)
+{
+	SgWindowArgs a;
+
+	StreamguardCheckLoaded();
+	SgCheckPrimary("create_window_pipeline");
+	sg_window_args(fcinfo, &a);
+	sg_window_aggregates(fcinfo, &a);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	sg_window_check_target(&a, GetUserId());
+	sg_window_create_pipeline(&a, PG_GETARG_INT32(WA_BATCH_SIZE));
+	sg_window_def_insert(fcinfo, &a);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

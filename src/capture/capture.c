@@ -88,16 +88,6 @@ sg_qualified_name(Oid relid)
 									  get_rel_name(relid));
 }
 
-/* run a statement of ours (the caller switched user and pinned search_path) */
-static void
-sg_capture_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect)
-{
-	int			ret = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-
-	if (ret != expect)
-		elog(ERROR, "capture statement failed (%s): %s", SPI_result_code_string(ret), sql);
-}
-
 /*
  * The columns of a text[] argument as attribute numbers of rel: no NULL,
  * not empty, every column exists, none twice.
@@ -356,9 +346,9 @@ sg_check_tree(Relation rel, int32 stream_id, const char *stream)
 
 		if (other == RelationGetRelid(rel))
 			continue;
-		sg_capture_exec("SELECT 1 FROM streamguard.capture WHERE relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 "
-				"AND stream_id OPERATOR(pg_catalog.=) $2",
-				2, types, values, NULL, SPI_OK_SELECT);
+		SgExec("SELECT 1 FROM streamguard.capture WHERE relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 "
+			   "AND stream_id OPERATOR(pg_catalog.=) $2",
+			   2, types, values, NULL, SPI_OK_SELECT);
 		if (SPI_processed > 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -385,21 +375,21 @@ sg_create_triggers(int32 id, Oid relid, uint32 ops)
 
 	/* ENABLE ALWAYS: session_replication_role = replica does not skip it */
 	snprintf(name, sizeof(name), SG_CAPTURE_TRIGGER_FMT, id);
-	sg_capture_exec(psprintf("CREATE TRIGGER %s AFTER %s ON %s FOR EACH ROW "
-					 "EXECUTE FUNCTION streamguard._capture_trigger('%d')",
-					 quote_identifier(name), events.data, tbl, id),
-			0, NULL, NULL, NULL, SPI_OK_UTILITY);
-	sg_capture_exec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tbl, quote_identifier(name)),
-			0, NULL, NULL, NULL, SPI_OK_UTILITY);
+	SgExec(psprintf("CREATE TRIGGER %s AFTER %s ON %s FOR EACH ROW "
+					"EXECUTE FUNCTION streamguard._capture_trigger('%d')",
+					quote_identifier(name), events.data, tbl, id),
+		   0, NULL, NULL, NULL, SPI_OK_UTILITY);
+	SgExec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tbl, quote_identifier(name)),
+		   0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	if (ops & SG_CAPTURE_OP_BIT(SG_CAPTURE_DELETE))
 	{
 		snprintf(name, sizeof(name), SG_CAPTURE_TRUNCATE_FMT, id);
-		sg_capture_exec(psprintf("CREATE TRIGGER %s BEFORE TRUNCATE ON %s FOR EACH STATEMENT "
-						 "EXECUTE FUNCTION streamguard._capture_trigger('%d')",
-						 quote_identifier(name), tbl, id),
-				0, NULL, NULL, NULL, SPI_OK_UTILITY);
-		sg_capture_exec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tbl, quote_identifier(name)),
-				0, NULL, NULL, NULL, SPI_OK_UTILITY);
+		SgExec(psprintf("CREATE TRIGGER %s BEFORE TRUNCATE ON %s FOR EACH STATEMENT "
+						"EXECUTE FUNCTION streamguard._capture_trigger('%d')",
+						quote_identifier(name), tbl, id),
+			   0, NULL, NULL, NULL, SPI_OK_UTILITY);
+		SgExec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tbl, quote_identifier(name)),
+			   0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	}
 }
 
@@ -414,21 +404,21 @@ sg_remove_capture(int32 id, Oid relid)
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(id)};
 
-	sg_capture_exec("DELETE FROM streamguard.capture_claim WHERE capture_id OPERATOR(pg_catalog.=) $1",
-			1, types, values, NULL, SPI_OK_DELETE);
-	sg_capture_exec("DELETE FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1",
-			1, types, values, NULL, SPI_OK_DELETE);
+	SgExec("DELETE FROM streamguard.capture_claim WHERE capture_id OPERATOR(pg_catalog.=) $1",
+		   1, types, values, NULL, SPI_OK_DELETE);
+	SgExec("DELETE FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1",
+		   1, types, values, NULL, SPI_OK_DELETE);
 	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 	{
 		char	   *tbl = sg_qualified_name(relid);
 		char		name[NAMEDATALEN];
 
 		snprintf(name, sizeof(name), SG_CAPTURE_TRIGGER_FMT, id);
-		sg_capture_exec(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(name), tbl),
-				0, NULL, NULL, NULL, SPI_OK_UTILITY);
+		SgExec(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(name), tbl),
+			   0, NULL, NULL, NULL, SPI_OK_UTILITY);
 		snprintf(name, sizeof(name), SG_CAPTURE_TRUNCATE_FMT, id);
-		sg_capture_exec(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(name), tbl),
-				0, NULL, NULL, NULL, SPI_OK_UTILITY);
+		SgExec(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(name), tbl),
+			   0, NULL, NULL, NULL, SPI_OK_UTILITY);
 		CaptureInvalidate(relid);
 	}
 }
@@ -447,7 +437,7 @@ sg_remove_listed(const char *sql, int nargs, Oid *types, Datum *values, const ch
 				i;
 	int			removed = 0;
 
-	sg_capture_exec(sql, nargs, types, values, nulls, SPI_OK_SELECT);
+	SgExec(sql, nargs, types, values, nulls, SPI_OK_SELECT);
 	tt = SPI_tuptable;
 	n = SPI_processed;
 	for (i = 0; i < n; i++)
@@ -459,8 +449,8 @@ sg_remove_listed(const char *sql, int nargs, Oid *types, Datum *values, const ch
 		Datum		lvalues[1] = {Int32GetDatum(id)};
 
 		LockRelationOid(relid, AccessExclusiveLock);
-		sg_capture_exec("SELECT 1 FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-				1, ltypes, lvalues, NULL, SPI_OK_SELECT);
+		SgExec("SELECT 1 FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+			   1, ltypes, lvalues, NULL, SPI_OK_SELECT);
 		if (SPI_processed == 0)
 			continue;
 		sg_remove_capture(id, relid);
@@ -549,11 +539,11 @@ sg_capture_table(PG_FUNCTION_ARGS)
 		types[4] = get_array_type(ARR_ELEMTYPE(DatumGetArrayTypeP(ops_datum)));
 		values[5] = ObjectIdGetDatum(save.userid);
 		values[6] = SgWordParam("backfill_state", backfill ? "pending" : "none", &types[6]);
-		sg_capture_exec("INSERT INTO streamguard.capture "
-				"(relid, stream_id, key_attnums, column_attnums, operations, owner, backfill_state) "
-				"VALUES ($1, $2, $3, $4, $5, $6, $7) "
-				"ON CONFLICT (relid, stream_id) DO NOTHING RETURNING id",
-				7, types, values, nulls, SPI_OK_INSERT_RETURNING);
+		SgExec("INSERT INTO streamguard.capture "
+			   "(relid, stream_id, key_attnums, column_attnums, operations, owner, backfill_state) "
+			   "VALUES ($1, $2, $3, $4, $5, $6, $7) "
+			   "ON CONFLICT (relid, stream_id) DO NOTHING RETURNING id",
+			   7, types, values, nulls, SPI_OK_INSERT_RETURNING);
 		if (SPI_processed == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -609,8 +599,8 @@ sg_uncapture_table(PG_FUNCTION_ARGS)
 	SgEnterCatalog(&save);
 	if (stream)
 	{
-		sg_capture_exec("SELECT 1 FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1",
-				1, &types[1], &values[1], NULL, SPI_OK_SELECT);
+		SgExec("SELECT 1 FROM streamguard.stream WHERE name OPERATOR(pg_catalog.=) $1",
+			   1, &types[1], &values[1], NULL, SPI_OK_SELECT);
 		if (SPI_processed == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -618,7 +608,7 @@ sg_uncapture_table(PG_FUNCTION_ARGS)
 	}
 
 	/* who may: checked before any lock or side effect */
-	sg_capture_exec(lookup, 2, types, values, stream ? NULL : " n", SPI_OK_SELECT);
+	SgExec(lookup, 2, types, values, stream ? NULL : " n", SPI_OK_SELECT);
 	tt = SPI_tuptable;
 	n = SPI_processed;
 	if (n == 0)
@@ -667,9 +657,9 @@ CaptureCountForStream(int32 stream_id)
 	Datum		values[1] = {Int32GetDatum(stream_id)};
 	bool		isnull;
 
-	sg_capture_exec("SELECT pg_catalog.count(*) FROM streamguard.capture "
-					"WHERE stream_id OPERATOR(pg_catalog.=) $1",
-					1, types, values, NULL, SPI_OK_SELECT);
+	SgExec("SELECT pg_catalog.count(*) FROM streamguard.capture "
+		   "WHERE stream_id OPERATOR(pg_catalog.=) $1",
+		   1, types, values, NULL, SPI_OK_SELECT);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -729,11 +719,11 @@ CaptureCheckTruncate(List *relations)
 			elems[n++] = ObjectIdGetDatum(lfirst_oid(a));
 		values[0] = PointerGetDatum(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
 		SgEnterCatalog(&save);
-		sg_capture_exec("SELECT c.relid::pg_catalog.text, s.name FROM streamguard.capture c "
-				"JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
-				"WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1) "
-				"AND 'delete' OPERATOR(pg_catalog.=) ANY (c.operations) ORDER BY c.id LIMIT 1",
-				1, types, values, NULL, SPI_OK_SELECT);
+		SgExec("SELECT c.relid::pg_catalog.text, s.name FROM streamguard.capture c "
+			   "JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
+			   "WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1) "
+			   "AND 'delete' OPERATOR(pg_catalog.=) ANY (c.operations) ORDER BY c.id LIMIT 1",
+			   1, types, values, NULL, SPI_OK_SELECT);
 		if (SPI_processed > 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -770,10 +760,10 @@ CaptureCheckRename(RenameStmt *stmt)
 	values[0] = Int32GetDatum(id);
 	values[1] = ObjectIdGetDatum(relid);
 	SgEnterCatalog(&save);
-	sg_capture_exec("SELECT s.name FROM streamguard.capture c "
-					"JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
-					"WHERE c.id OPERATOR(pg_catalog.=) $1 AND c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $2",
-					2, types, values, NULL, SPI_OK_SELECT);
+	SgExec("SELECT s.name FROM streamguard.capture c "
+		   "JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
+		   "WHERE c.id OPERATOR(pg_catalog.=) $1 AND c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $2",
+		   2, types, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
@@ -815,11 +805,11 @@ sg_capture_sql_drop(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 
 	SgEnterCatalog(&save);
-	sg_capture_exec("SELECT c.id, c.relid::pg_catalog.oid, s.name, c.key_attnums, c.column_attnums, "
-			"'delete' OPERATOR(pg_catalog.=) ANY (c.operations) "
-			"FROM streamguard.capture c JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
-			"ORDER BY c.id",
-			0, NULL, NULL, NULL, SPI_OK_SELECT);
+	SgExec("SELECT c.id, c.relid::pg_catalog.oid, s.name, c.key_attnums, c.column_attnums, "
+		   "'delete' OPERATOR(pg_catalog.=) ANY (c.operations) "
+		   "FROM streamguard.capture c JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
+		   "ORDER BY c.id",
+		   0, NULL, NULL, NULL, SPI_OK_SELECT);
 	tt = SPI_tuptable;
 	n = SPI_processed;
 	for (i = 0; i < n; i++)
@@ -894,8 +884,8 @@ sg_capture_sql_drop(PG_FUNCTION_ARGS)
 				Oid			types[2] = {INT4OID, INT2ARRAYOID};
 				Datum		values[2] = {Int32GetDatum(id), sg_attnum_array(live, m)};
 
-				sg_capture_exec("UPDATE streamguard.capture SET column_attnums = $2 WHERE id OPERATOR(pg_catalog.=) $1",
-						2, types, values, NULL, SPI_OK_UPDATE);
+				SgExec("UPDATE streamguard.capture SET column_attnums = $2 WHERE id OPERATOR(pg_catalog.=) $1",
+					   2, types, values, NULL, SPI_OK_UPDATE);
 				CaptureInvalidate(relid);
 			}
 		}
@@ -939,16 +929,16 @@ sg_capture_table_rewrite(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 
 	SgEnterCatalog(&save);
-	sg_capture_exec("SELECT pg_catalog.pg_event_trigger_table_rewrite_oid(), s.name, "
-			"c.backfill_state::pg_catalog.text, c.relid::pg_catalog.oid "
-			"FROM streamguard.capture c JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
-			"WHERE c.backfill_state OPERATOR(pg_catalog.=) ANY ('{pending,running}') "
-			"AND (c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) pg_catalog.pg_event_trigger_table_rewrite_oid() "
-			"OR c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (ARRAY("
-			"SELECT a.relid::pg_catalog.oid FROM pg_catalog.pg_partition_ancestors("
-			"pg_catalog.pg_event_trigger_table_rewrite_oid()) a))) "
-			"ORDER BY c.id LIMIT 1",
-			0, NULL, NULL, NULL, SPI_OK_SELECT);
+	SgExec("SELECT pg_catalog.pg_event_trigger_table_rewrite_oid(), s.name, "
+		   "c.backfill_state::pg_catalog.text, c.relid::pg_catalog.oid "
+		   "FROM streamguard.capture c JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
+		   "WHERE c.backfill_state OPERATOR(pg_catalog.=) ANY ('{pending,running}') "
+		   "AND (c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) pg_catalog.pg_event_trigger_table_rewrite_oid() "
+		   "OR c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (ARRAY("
+		   "SELECT a.relid::pg_catalog.oid FROM pg_catalog.pg_partition_ancestors("
+		   "pg_catalog.pg_event_trigger_table_rewrite_oid()) a))) "
+		   "ORDER BY c.id LIMIT 1",
+		   0, NULL, NULL, NULL, SPI_OK_SELECT);
 	if (SPI_processed > 0)
 	{
 		HeapTuple	t = SPI_tuptable->vals[0];
@@ -991,11 +981,11 @@ sg_capture_ddl_end(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 
 	SgEnterCatalog(&save);
-	sg_capture_exec("SELECT c.relid::pg_catalog.oid, s.name, c.key_attnums, c.backfill_key "
-			"FROM streamguard.capture c JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
-			"WHERE c.backfill_state OPERATOR(pg_catalog.=) ANY ('{pending,running}') "
-			"AND c.backfill_key IS NOT NULL ORDER BY c.id",
-			0, NULL, NULL, NULL, SPI_OK_SELECT);
+	SgExec("SELECT c.relid::pg_catalog.oid, s.name, c.key_attnums, c.backfill_key "
+		   "FROM streamguard.capture c JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
+		   "WHERE c.backfill_state OPERATOR(pg_catalog.=) ANY ('{pending,running}') "
+		   "AND c.backfill_key IS NOT NULL ORDER BY c.id",
+		   0, NULL, NULL, NULL, SPI_OK_SELECT);
 	tt = SPI_tuptable;
 	n = SPI_processed;
 	for (i = 0; i < n; i++)

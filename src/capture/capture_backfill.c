@@ -482,16 +482,6 @@ sg_version_sent(HTAB *claims, int64 key_hash, uint64 xid)
 	return false;
 }
 
-/* run a statement of the capture's own that must succeed */
-static void
-sg_exec_args(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect)
-{
-	int			ret = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-
-	if (ret != expect)
-		elog(ERROR, "backfill statement failed (%s): %s", SPI_result_code_string(ret), sql);
-}
-
 /* the estimated rows of the table (of its partitions), or NULL */
 static Datum
 sg_estimate(Oid relid, bool *isnull)
@@ -499,12 +489,371 @@ sg_estimate(Oid relid, bool *isnull)
 	Oid			types[1] = {REGCLASSOID};
 	Datum		values[1] = {ObjectIdGetDatum(relid)};
 
-	sg_exec_args("SELECT NULLIF(pg_catalog.sum(GREATEST(c.reltuples, 0)), 0)::pg_catalog.int8 "
-				 "FROM pg_catalog.pg_class c WHERE c.relkind OPERATOR(pg_catalog.=) 'r' "
-				 "AND (c.oid OPERATOR(pg_catalog.=) $1 OR c.oid OPERATOR(pg_catalog.=) ANY "
-				 "(ARRAY(SELECT p.relid FROM pg_catalog.pg_partition_tree($1) p)))",
-				 1, types, values, NULL, SPI_OK_SELECT);
+	SgExec("SELECT NULLIF(pg_catalog.sum(GREATEST(c.reltuples, 0)), 0)::pg_catalog.int8 "
+		   "FROM pg_catalog.pg_class c WHERE c.relkind OPERATOR(pg_catalog.=) 'r' "
+		   "AND (c.oid OPERATOR(pg_catalog.=) $1 OR c.oid OPERATOR(pg_catalog.=) ANY "
+		   "(ARRAY(SELECT p.relid FROM pg_catalog.pg_partition_tree($1) p)))",
+		   1, types, values, NULL, SPI_OK_SELECT);
 	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
+}
+
+/* where a backfill stands, as its capture's row says */
+typedef struct SgBackfillPos
+{
+	bool		pending;		/* no chunk ran yet */
+	char	  **after;			/* last key done, or NULL: from the start */
+	char	  **until;			/* last key when the backfill began */
+	int64		rows_done;
+	Datum		stored_key;		/* backfill_key, or 0 before the first chunk */
+	bool		key_column;		/* the catalog has backfill_key */
+} SgBackfillPos;
+
+/* one chunk's rows */
+typedef struct SgBackfillRows
+{
+	char	  **hi;				/* last key of this chunk */
+	bool		last;			/* this chunk ends the backfill */
+	int			nrows;			/* rows of the chunk ... */
+	int			nemit;			/* ... of which no live change carried */
+	HeapTuple  *rows;			/* the rows to emit (nemit of them) */
+	TransactionId *xmins;
+} SgBackfillRows;
+
+/*
+ * The capture's row, locked: SG_CHUNK_MORE with *pos filled if its
+ * backfill is pending or running, else SG_CHUNK_GONE or SG_CHUNK_DONE.
+ * As the data owner.
+ */
+static SgChunkResult
+sg_backfill_position(int32 capture_id, SgBackfillPos *pos)
+{
+	Oid			t[1] = {INT4OID};
+	Datum		v[1] = {Int32GetDatum(capture_id)};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	SgBackfillState state;
+	Datum		a;
+
+	memset(pos, 0, sizeof(*pos));
+	/* a 0.2 catalog (served until ALTER EXTENSION UPDATE) has no backfill_key */
+	pos->key_column = get_attnum(get_relname_relid("capture", get_namespace_oid("streamguard", false)),
+								 "backfill_key") != InvalidAttrNumber;
+	SgExec(pos->key_column ?
+		   "SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until, "
+		   "backfill_key FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE" :
+		   "SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until, "
+		   "NULL::pg_catalog.text[] AS backfill_key FROM streamguard.capture "
+		   "WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+		   1, t, v, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return SG_CHUNK_GONE;
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	state = (SgBackfillState) SgParseWord(&SgBackfillStateWords,
+										  SPI_getvalue(tup, desc, SgColumn(desc, "backfill_state")));
+	if (state != SG_BACKFILL_PENDING && state != SG_BACKFILL_RUNNING)
+		return SG_CHUNK_DONE;
+	pos->pending = (state == SG_BACKFILL_PENDING);
+	a = SPI_getbinval(tup, desc, SgColumn(desc, "backfill_after"), &isnull);
+	pos->after = sg_text_array(a, isnull);
+	pos->rows_done = DatumGetInt64(SPI_getbinval(tup, desc, SgColumn(desc, "backfill_rows"), &isnull));
+	a = SPI_getbinval(tup, desc, SgColumn(desc, "backfill_until"), &isnull);
+	pos->until = sg_text_array(a, isnull);
+	a = SPI_getbinval(tup, desc, SgColumn(desc, "backfill_key"), &isnull);
+	pos->stored_key = isnull ? (Datum) 0 : datumCopy(a, false, -1);
+	return SG_CHUNK_MORE;
+}
+
+/*
+ * The key the backfill walks the table by: a unique index on the key
+ * columns, NOT NULL, in the order the backfill began with (*key_now: the
+ * order now).
+ */
+static SgKeySql *
+sg_backfill_key(SgCaptureDef *def, Relation rel, const SgBackfillPos *pos, Datum *key_now)
+{
+	Oid			indexoid;
+	bool		nullable;
+	SgKeySql   *k;
+
+	indexoid = CaptureFindKeyIndex(rel, def->nkeys, def->key_attnums, &nullable);
+	if (!OidIsValid(indexoid) || nullable)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the key of captured table \"%s\" is no longer unique and NOT NULL",
+						RelationGetRelationName(rel)),
+				 errdetail("The backfill walks the table in the order of a unique index on the key columns."),
+				 errhint("Restore the unique index and NOT NULL constraints, or run streamguard.uncapture_table.")));
+
+	/*
+	 * The position is a key in the order the backfill began with; DDL that
+	 * changes that order is refused while the backfill runs (capture.c).
+	 * Should one get through anyway (event triggers off), fail rather than
+	 * skip or repeat rows.
+	 */
+	*key_now = CaptureBackfillKey(rel, indexoid);
+	if (pos->stored_key != (Datum) 0 && !CaptureBackfillKeySame(pos->stored_key, *key_now))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the key of captured table \"%s\" changed while its backfill ran",
+						RelationGetRelationName(rel)),
+				 errdetail("The backfill's position is a key in the order it began with (%s), not in the key's order now (%s).",
+						   CaptureBackfillKeyText(pos->stored_key), CaptureBackfillKeyText(*key_now)),
+				 errhint("Run streamguard.uncapture_table and capture the table again.")));
+	k = sg_key_sql(rel, indexoid);
+	if (pos->after != NULL && def->nkeys != k->n)
+		elog(ERROR, "backfill position has the wrong number of columns");
+	return k;
+}
+
+/*
+ * The chunk's rows, as the table's owner: the end of the backfill fixed by
+ * the first chunk (pos->until), the chunk's last key (c->hi), then the
+ * rows of (after, hi], locked, left in SPI_tuptable (xmin, row).
+ */
+static void
+sg_backfill_select(Relation rel, SgKeySql *k, SgBackfillPos *pos, int chunk, SgBackfillRows *c)
+{
+	StringInfoData keys;
+	StringInfoData sql;
+	char	   *from = psprintf(" FROM %s%s t",
+								rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ? "" : "ONLY ",
+								quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+														   RelationGetRelationName(rel)));
+	int			nafter = pos->after ? k->n : 0;
+	Datum	   *values = palloc(sizeof(Datum) * 2 * k->n);
+	Oid		   *types = palloc(sizeof(Oid) * 2 * k->n);
+	int			i;
+
+	initStringInfo(&keys);
+	appendStringInfoString(&keys, "SELECT ");
+	for (i = 0; i < k->n; i++)
+		appendStringInfo(&keys, "%st.%s", i ? ", " : "",
+						 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), k->attnum[i] - 1)->attname)));
+	appendStringInfoString(&keys, from);
+	if (pos->after != NULL)
+		sg_key_params(k, pos->after, values, types);
+
+	/*
+	 * The first chunk fixes the end: the last key now.  Every row that was
+	 * written before the capture committed and still exists has a key up
+	 * to it (this snapshot sees them all); a row above it was written
+	 * since, by a writer that sent and claimed it.  So the backfill ends,
+	 * however fast writers add rows at the end.
+	 */
+	if (pos->pending)
+	{
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, keys.data);
+		sg_key_order(&sql, k, true);
+		appendStringInfoString(&sql, " LIMIT 1");
+		SgExec(sql.data, 0, NULL, NULL, NULL, SPI_OK_SELECT);
+		pos->until = SPI_processed > 0 ? sg_result_key(k, 0) : NULL;
+	}
+	if (pos->until == NULL)
+	{
+		/* nothing to send: the table was empty when the backfill began */
+		c->last = true;
+		c->nrows = 0;
+		return;
+	}
+
+	/* step 2: the chunk's last key: the chunk-th after `after`, or the end */
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, keys.data);
+	appendStringInfoString(&sql, " WHERE ");
+	if (pos->after != NULL)
+	{
+		sg_key_predicate(&sql, k, 1, true);
+		appendStringInfoString(&sql, " AND ");
+	}
+	sg_key_predicate(&sql, k, nafter + 1, false);
+	sg_key_params(k, pos->until, values + nafter, types + nafter);
+	sg_key_order(&sql, k, false);
+	appendStringInfo(&sql, " LIMIT %d", chunk);
+	SgExec(sql.data, nafter + k->n, types, values, NULL, SPI_OK_SELECT);
+	c->hi = (int) SPI_processed == chunk ? sg_result_key(k, chunk - 1) : pos->until;
+	c->last = true;
+	for (i = 0; i < k->n; i++)
+		if (strcmp(c->hi[i], pos->until[i]) != 0)
+			c->last = false;
+
+	/* step 3: the rows of (after, hi], locked */
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT t.xmin, t%s WHERE ", from);
+	if (pos->after != NULL)
+	{
+		sg_key_predicate(&sql, k, 1, true);
+		appendStringInfoString(&sql, " AND ");
+	}
+	sg_key_predicate(&sql, k, nafter + 1, false);
+	sg_key_params(k, c->hi, values + nafter, types + nafter);
+	sg_key_order(&sql, k, false);
+	appendStringInfoString(&sql, " FOR SHARE OF t");
+	SgExec(sql.data, nafter + k->n, types, values, NULL, SPI_OK_SELECT);
+	c->nrows = (int) SPI_processed;
+}
+
+/* the rows sg_backfill_select left in SPI_tuptable, with their keys' text */
+static char **
+sg_backfill_collect(Relation rel, SgCaptureRel *cr, SgBackfillRows *c)
+{
+	char	  **keys = palloc(sizeof(char *) * Max(c->nrows, 1));
+	int			col_xmin = c->nrows > 0 ? SgColumn(SPI_tuptable->tupdesc, "xmin") : 0;
+	int			col_row = c->nrows > 0 ? SgColumn(SPI_tuptable->tupdesc, "t") : 0;
+	int			i;
+
+	c->rows = palloc(sizeof(HeapTuple) * Max(c->nrows, 1));
+	c->xmins = palloc(sizeof(TransactionId) * Max(c->nrows, 1));
+	for (i = 0; i < c->nrows; i++)
+	{
+		bool		isnull;
+		HeapTupleHeader th;
+
+		CHECK_FOR_INTERRUPTS();
+
+		c->xmins[i] = DatumGetTransactionId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+														  col_xmin, &isnull));
+		th = DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+												   col_row, &isnull));
+		c->rows[i] = palloc(sizeof(HeapTupleData));
+		c->rows[i]->t_len = HeapTupleHeaderGetDatumLength(th);
+		ItemPointerSetInvalid(&c->rows[i]->t_self);
+		c->rows[i]->t_tableOid = RelationGetRelid(rel);
+		c->rows[i]->t_data = th;
+		keys[i] = CaptureKeyText(cr, RelationGetDescr(rel), c->rows[i]);
+	}
+	c->nemit = c->nrows;
+	return keys;
+}
+
+/*
+ * Step 4: leave out the versions a live change claimed (its event carried
+ * them); a statement of its own, after the locks.
+ */
+static void
+sg_backfill_unclaimed(int32 capture_id, SgBackfillRows *c, char **keys)
+{
+	Datum	   *hashes = palloc(sizeof(Datum) * c->nrows);
+	Oid			t[2] = {INT4OID, INT8ARRAYOID};
+	Datum		v[2];
+	SgUserSave	dsave;
+	HTAB	   *claims;
+	HASHCTL		ctl;
+	uint64		n;
+	int			col_hash,
+				col_xid,
+				col_prev;
+	int			i;
+	int			m = 0;
+
+	for (i = 0; i < c->nrows; i++)
+		hashes[i] = Int64GetDatum((int64) CaptureKeyHash(keys[i]));
+	v[0] = Int32GetDatum(capture_id);
+	v[1] = PointerGetDatum(construct_array(hashes, c->nrows, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	SgBecomeDataOwner(&dsave, false);
+	SgExec("SELECT key_hash, xid, prev_xid FROM streamguard.capture_claim "
+		   "WHERE capture_id OPERATOR(pg_catalog.=) $1 AND key_hash OPERATOR(pg_catalog.=) ANY ($2)",
+		   2, t, v, NULL, SPI_OK_SELECT);
+	SgRestoreUser(&dsave);
+
+	ctl.keysize = sizeof(SgClaimKey);
+	ctl.entrysize = sizeof(SgClaim);
+	ctl.hcxt = CurrentMemoryContext;
+	claims = hash_create("streamguard backfill claims", Max(SPI_processed, 16), &ctl,
+						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	col_hash = SgColumn(SPI_tuptable->tupdesc, "key_hash");
+	col_xid = SgColumn(SPI_tuptable->tupdesc, "xid");
+	col_prev = SgColumn(SPI_tuptable->tupdesc, "prev_xid");
+	for (n = 0; n < SPI_processed; n++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[n];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		SgClaimKey	key;
+		SgClaim    *claim;
+		bool		isnull;
+		Datum		prev;
+
+		memset(&key, 0, sizeof(key));
+		key.key_hash = DatumGetInt64(SPI_getbinval(tup, desc, col_hash, &isnull));
+		key.xid = U64FromFullTransactionId(DatumGetFullTransactionId(SPI_getbinval(tup, desc, col_xid,
+																				   &isnull)));
+		claim = hash_search(claims, &key, HASH_ENTER, NULL);
+		prev = SPI_getbinval(tup, desc, col_prev, &isnull);
+		claim->sent = isnull;
+		claim->prev = isnull ? 0 : U64FromFullTransactionId(DatumGetFullTransactionId(prev));
+	}
+	for (i = 0; i < c->nrows; i++)
+		if (sg_version_sent(claims, (int64) CaptureKeyHash(keys[i]),
+							U64FromFullTransactionId(CaptureWidenXid(c->xmins[i]))))
+		{
+			c->rows[i] = NULL;
+			c->nemit--;
+		}
+	/* close the gaps */
+	for (i = 0; i < c->nrows; i++)
+		if (c->rows[i] != NULL)
+		{
+			c->rows[m] = c->rows[i];
+			c->xmins[m] = c->xmins[i];
+			m++;
+		}
+}
+
+/*
+ * The backfill's progress, in the chunk's transaction: the new position,
+ * the counts, done after the last chunk (the claims then go: writers stop
+ * claiming once they see the state, at their next lock of the table).  As
+ * the data owner.
+ */
+static void
+sg_backfill_progress(int32 capture_id, SgCaptureDef *def, SgKeySql *k, const SgBackfillPos *pos,
+					 const SgBackfillRows *c, Datum key_now)
+{
+	Oid			t[9] = {INT4OID, TEXTARRAYOID, INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID, TEXTARRAYOID,
+	TEXTARRAYOID};
+	Datum		v[9];
+	char		n[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	bool		isnull = true;
+
+	v[0] = Int32GetDatum(capture_id);
+	if (c->hi != NULL)
+		v[1] = sg_text_array_datum(c->hi, k->n);
+	else
+		n[1] = 'n';
+	v[2] = Int64GetDatum(c->nemit);
+	v[3] = Int64GetDatum(c->nrows - c->nemit);
+	v[4] = BoolGetDatum(c->last);
+	v[5] = BoolGetDatum(pos->pending);
+	v[6] = pos->pending ? sg_estimate(def->relid, &isnull) : (Datum) 0;
+	if (isnull)
+		n[6] = 'n';
+	if (pos->until != NULL)
+		v[7] = sg_text_array_datum(pos->until, k->n);
+	else
+		n[7] = 'n';
+	v[8] = key_now;
+	SgExec(psprintf("UPDATE streamguard.capture SET %s"
+					"backfill_after = $2, "
+					"backfill_until = $8, "
+					"backfill_rows = backfill_rows OPERATOR(pg_catalog.+) $3, "
+					"backfill_skipped = backfill_skipped OPERATOR(pg_catalog.+) $4, "
+					"backfill_state = CASE WHEN $5 THEN 'done'::streamguard.backfill_state "
+					"ELSE 'running'::streamguard.backfill_state END, "
+					"backfill_started_at = CASE WHEN $6 THEN pg_catalog.now() ELSE backfill_started_at END, "
+					"backfill_total = CASE WHEN $6 THEN $7 ELSE backfill_total END, "
+					"backfill_done_at = CASE WHEN $5 THEN pg_catalog.now() END, "
+					"backfill_error = NULL "
+					"WHERE id OPERATOR(pg_catalog.=) $1",
+					pos->key_column ? "backfill_key = $9, " : ""),
+		   pos->key_column ? 9 : 8, t, v, n, SPI_OK_UPDATE);
+	if (c->last)
+	{
+		SgExec("DELETE FROM streamguard.capture_claim WHERE capture_id OPERATOR(pg_catalog.=) $1",
+			   1, t, v, NULL, SPI_OK_DELETE);
+		CaptureInvalidate(def->relid);
+	}
 }
 
 /*
@@ -518,25 +867,10 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 	SgCaptureRel *cr;
 	SgUserSave	save;
 	SgKeySql   *k;
-	Oid			indexoid;
-	bool		nullable;
-	StringInfoData sql;
-	char	  **after = NULL;	/* last key done, or NULL: from the start */
-	char	  **until = NULL;	/* last key when the backfill began */
-	char	  **hi = NULL;		/* last key of this chunk */
-	bool		last;			/* this chunk ends the backfill */
-	bool		pending;
-	int64		rows_done;
-	HeapTuple  *rows;
-	TransactionId *xmins;
+	SgBackfillPos pos;
+	SgBackfillRows c;
+	SgChunkResult result;
 	char	  **keys;
-	int			nrows,
-				nemit,
-				i;
-	Datum	   *values;
-	Oid		   *types;
-	Datum		stored_key = (Datum) 0; /* backfill_key, or 0 before the first chunk */
-	bool		key_column = true;	/* the catalog has backfill_key */
 	Datum		key_now;
 
 	*covered = 0;
@@ -551,302 +885,38 @@ sg_backfill_chunk(int32 capture_id, int chunk, int *covered)
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(def->relid)))
 		return SG_CHUNK_GONE;
 	SgBecomeDataOwner(&save, true);
-	{
-		Oid			t[1] = {INT4OID};
-		Datum		v[1] = {Int32GetDatum(capture_id)};
-		bool		isnull;
-
-		/* a 0.2 catalog (served until ALTER EXTENSION UPDATE) has no backfill_key */
-		key_column = get_attnum(get_relname_relid("capture", get_namespace_oid("streamguard", false)),
-								"backfill_key") != InvalidAttrNumber;
-		sg_exec_args(key_column ?
-					 "SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until, "
-					 "backfill_key FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE" :
-					 "SELECT backfill_state::pg_catalog.text, backfill_after, backfill_rows, backfill_until, "
-					 "NULL::pg_catalog.text[] FROM streamguard.capture WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-					 1, t, v, NULL, SPI_OK_SELECT);
-		if (SPI_processed == 0)
-		{
-			SgRestoreUser(&save);
-			return SG_CHUNK_GONE;
-		}
-		{
-			char	   *state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-			Datum		a = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-
-			if (strcmp(state, "pending") != 0 && strcmp(state, "running") != 0)
-			{
-				SgRestoreUser(&save);
-				return SG_CHUNK_DONE;
-			}
-			pending = (strcmp(state, "pending") == 0);
-			after = sg_text_array(a, isnull);
-			rows_done = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-			a = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull);
-			until = sg_text_array(a, isnull);
-			a = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull);
-			stored_key = isnull ? (Datum) 0 : datumCopy(a, false, -1);
-		}
-	}
+	result = sg_backfill_position(capture_id, &pos);
 	SgRestoreUser(&save);
+	if (result != SG_CHUNK_MORE)
+		return result;
 
 	rel = table_open(def->relid, NoLock);
-	indexoid = CaptureFindKeyIndex(rel, def->nkeys, def->key_attnums, &nullable);
-	if (!OidIsValid(indexoid) || nullable)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the key of captured table \"%s\" is no longer unique and NOT NULL",
-						RelationGetRelationName(rel)),
-				 errdetail("The backfill walks the table in the order of a unique index on the key columns."),
-				 errhint("Restore the unique index and NOT NULL constraints, or run streamguard.uncapture_table.")));
-	/*
-	 * The position is a key in the order the backfill began with; DDL that
-	 * changes that order is refused while the backfill runs (capture.c).
-	 * Should one get through anyway (event triggers off), fail rather than
-	 * skip or repeat rows.
-	 */
-	key_now = CaptureBackfillKey(rel, indexoid);
-	if (stored_key != (Datum) 0 && !CaptureBackfillKeySame(stored_key, key_now))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the key of captured table \"%s\" changed while its backfill ran",
-						RelationGetRelationName(rel)),
-				 errdetail("The backfill's position is a key in the order it began with (%s), not in the key's order now (%s).",
-						   CaptureBackfillKeyText(stored_key), CaptureBackfillKeyText(key_now)),
-				 errhint("Run streamguard.uncapture_table and capture the table again.")));
-	k = sg_key_sql(rel, indexoid);
-	if (after != NULL && def->nkeys != k->n)
-		elog(ERROR, "backfill position has the wrong number of columns");
+	k = sg_backfill_key(def, rel, &pos, &key_now);
 	cr = CaptureRelGet(capture_id, rel);
-	values = palloc(sizeof(Datum) * 2 * k->n);
-	types = palloc(sizeof(Oid) * 2 * k->n);
 
 	CaptureEnterTableOwner(CaptureRelTableOwner(cr), &save);
 	/* a policy that hid rows from the owner would make the backfill incomplete: fail instead */
 	(void) set_config_option("row_security", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-
-	{
-		StringInfoData keys;
-		char	   *from = psprintf(" FROM %s%s t",
-									rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ? "" : "ONLY ",
-									quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-															   RelationGetRelationName(rel)));
-		int			nafter = after ? k->n : 0;
-
-		initStringInfo(&keys);
-		appendStringInfoString(&keys, "SELECT ");
-		for (i = 0; i < k->n; i++)
-			appendStringInfo(&keys, "%st.%s", i ? ", " : "",
-							 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), k->attnum[i] - 1)->attname)));
-		appendStringInfoString(&keys, from);
-		if (after != NULL)
-			sg_key_params(k, after, values, types);
-
-		/*
-		 * The first chunk fixes the end: the last key now.  Every row that
-		 * was written before the capture committed and still exists has a
-		 * key up to it (this snapshot sees them all); a row above it was
-		 * written since, by a writer that sent and claimed it.  So the
-		 * backfill ends, however fast writers add rows at the end.
-		 */
-		if (pending)
-		{
-			initStringInfo(&sql);
-			appendStringInfoString(&sql, keys.data);
-			sg_key_order(&sql, k, true);
-			appendStringInfoString(&sql, " LIMIT 1");
-			sg_exec_args(sql.data, 0, NULL, NULL, NULL, SPI_OK_SELECT);
-			until = SPI_processed > 0 ? sg_result_key(k, 0) : NULL;
-		}
-
-		/* step 2: the chunk's last key: the chunk-th after `after`, or the end */
-		if (until != NULL)
-		{
-			initStringInfo(&sql);
-			appendStringInfoString(&sql, keys.data);
-			appendStringInfoString(&sql, " WHERE ");
-			if (after != NULL)
-			{
-				sg_key_predicate(&sql, k, 1, true);
-				appendStringInfoString(&sql, " AND ");
-			}
-			sg_key_predicate(&sql, k, nafter + 1, false);
-			sg_key_params(k, until, values + nafter, types + nafter);
-			sg_key_order(&sql, k, false);
-			appendStringInfo(&sql, " LIMIT %d", chunk);
-			sg_exec_args(sql.data, nafter + k->n, types, values, NULL, SPI_OK_SELECT);
-			hi = (int) SPI_processed == chunk ? sg_result_key(k, chunk - 1) : until;
-			last = true;
-			for (i = 0; i < k->n; i++)
-				if (strcmp(hi[i], until[i]) != 0)
-					last = false;
-
-			/* step 3: the rows of (after, hi], locked */
-			initStringInfo(&sql);
-			appendStringInfo(&sql, "SELECT t.xmin, t%s WHERE ", from);
-			if (after != NULL)
-			{
-				sg_key_predicate(&sql, k, 1, true);
-				appendStringInfoString(&sql, " AND ");
-			}
-			sg_key_predicate(&sql, k, nafter + 1, false);
-			sg_key_params(k, hi, values + nafter, types + nafter);
-			sg_key_order(&sql, k, false);
-			appendStringInfoString(&sql, " FOR SHARE OF t");
-			sg_exec_args(sql.data, nafter + k->n, types, values, NULL, SPI_OK_SELECT);
-			nrows = (int) SPI_processed;
-		}
-		else
-		{
-			/* nothing to send: the table was empty when the backfill began */
-			last = true;
-			nrows = 0;
-		}
-	}
-	rows = palloc(sizeof(HeapTuple) * Max(nrows, 1));
-	xmins = palloc(sizeof(TransactionId) * Max(nrows, 1));
-	keys = palloc(sizeof(char *) * Max(nrows, 1));
-	for (i = 0; i < nrows; i++)
-	{
-		bool		isnull;
-		HeapTupleHeader th;
-
-		CHECK_FOR_INTERRUPTS();
-
-		xmins[i] = DatumGetTransactionId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		th = DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-		rows[i] = palloc(sizeof(HeapTupleData));
-		rows[i]->t_len = HeapTupleHeaderGetDatumLength(th);
-		ItemPointerSetInvalid(&rows[i]->t_self);
-		rows[i]->t_tableOid = RelationGetRelid(rel);
-		rows[i]->t_data = th;
-		keys[i] = CaptureKeyText(cr, RelationGetDescr(rel), rows[i]);
-	}
-
-	/* step 4: versions a live change claimed; a statement of its own, after the locks */
-	nemit = nrows;
-	if (nrows > 0)
-	{
-		Datum	   *hashes = palloc(sizeof(Datum) * nrows);
-		Oid			t[2] = {INT4OID, INT8ARRAYOID};
-		Datum		v[2];
-		SgUserSave	dsave;
-		HTAB	   *claims;
-		HASHCTL		ctl;
-		uint64		c;
-
-		for (i = 0; i < nrows; i++)
-			hashes[i] = Int64GetDatum((int64) CaptureKeyHash(keys[i]));
-		v[0] = Int32GetDatum(capture_id);
-		v[1] = PointerGetDatum(construct_array(hashes, nrows, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		SgBecomeDataOwner(&dsave, false);
-		sg_exec_args("SELECT key_hash, xid, prev_xid FROM streamguard.capture_claim "
-					 "WHERE capture_id OPERATOR(pg_catalog.=) $1 AND key_hash OPERATOR(pg_catalog.=) ANY ($2)",
-					 2, t, v, NULL, SPI_OK_SELECT);
-		SgRestoreUser(&dsave);
-
-		ctl.keysize = sizeof(SgClaimKey);
-		ctl.entrysize = sizeof(SgClaim);
-		ctl.hcxt = CurrentMemoryContext;
-		claims = hash_create("streamguard backfill claims", Max(SPI_processed, 16), &ctl,
-							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		for (c = 0; c < SPI_processed; c++)
-		{
-			HeapTuple	tup = SPI_tuptable->vals[c];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			SgClaimKey	key;
-			SgClaim    *claim;
-			bool		isnull;
-			Datum		prev;
-
-			memset(&key, 0, sizeof(key));
-			key.key_hash = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-			key.xid = U64FromFullTransactionId(DatumGetFullTransactionId(SPI_getbinval(tup, desc, 2, &isnull)));
-			claim = hash_search(claims, &key, HASH_ENTER, NULL);
-			prev = SPI_getbinval(tup, desc, 3, &isnull);
-			claim->sent = isnull;
-			claim->prev = isnull ? 0 : U64FromFullTransactionId(DatumGetFullTransactionId(prev));
-		}
-		for (i = 0; i < nrows; i++)
-			if (sg_version_sent(claims, (int64) CaptureKeyHash(keys[i]),
-								U64FromFullTransactionId(CaptureWidenXid(xmins[i]))))
-			{
-				rows[i] = NULL;
-				nemit--;
-			}
-		/* close the gaps */
-		{
-			int			m = 0;
-
-			for (i = 0; i < nrows; i++)
-				if (rows[i] != NULL)
-				{
-					rows[m] = rows[i];
-					xmins[m] = xmins[i];
-					m++;
-				}
-		}
-	}
+	memset(&c, 0, sizeof(c));
+	sg_backfill_select(rel, k, &pos, chunk, &c);
+	keys = sg_backfill_collect(rel, cr, &c);
+	if (c.nrows > 0)
+		sg_backfill_unclaimed(capture_id, &c, keys);
 
 	/* step 5: the events */
-	CaptureEmitBackfill(cr, RelationGetDescr(rel), rows, xmins, nemit);
+	CaptureEmitBackfill(cr, RelationGetDescr(rel), c.rows, c.xmins, c.nemit);
 	CaptureLeaveTableOwner(&save);
 
 	/* ... and the progress, in the same transaction */
 	SgBecomeDataOwner(&save, true);
-	{
-		Oid			t[9] = {INT4OID, TEXTARRAYOID, INT8OID, INT8OID, BOOLOID, BOOLOID, INT8OID, TEXTARRAYOID,
-		TEXTARRAYOID};
-		Datum		v[9];
-		char		n[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-		bool		isnull = true;
-
-		v[0] = Int32GetDatum(capture_id);
-		if (hi != NULL)
-			v[1] = sg_text_array_datum(hi, k->n);
-		else
-			n[1] = 'n';
-		v[2] = Int64GetDatum(nemit);
-		v[3] = Int64GetDatum(nrows - nemit);
-		v[4] = BoolGetDatum(last);
-		v[5] = BoolGetDatum(pending);
-		v[6] = pending ? sg_estimate(def->relid, &isnull) : (Datum) 0;
-		if (isnull)
-			n[6] = 'n';
-		if (until != NULL)
-			v[7] = sg_text_array_datum(until, k->n);
-		else
-			n[7] = 'n';
-		v[8] = key_now;
-		sg_exec_args(psprintf("UPDATE streamguard.capture SET %s"
-					 "backfill_after = $2, "
-					 "backfill_until = $8, "
-					 "backfill_rows = backfill_rows OPERATOR(pg_catalog.+) $3, "
-					 "backfill_skipped = backfill_skipped OPERATOR(pg_catalog.+) $4, "
-					 "backfill_state = CASE WHEN $5 THEN 'done'::streamguard.backfill_state "
-					 "ELSE 'running'::streamguard.backfill_state END, "
-					 "backfill_started_at = CASE WHEN $6 THEN pg_catalog.now() ELSE backfill_started_at END, "
-					 "backfill_total = CASE WHEN $6 THEN $7 ELSE backfill_total END, "
-					 "backfill_done_at = CASE WHEN $5 THEN pg_catalog.now() END, "
-					 "backfill_error = NULL "
-					 "WHERE id OPERATOR(pg_catalog.=) $1",
-					 key_column ? "backfill_key = $9, " : ""),
-					 key_column ? 9 : 8, t, v, n, SPI_OK_UPDATE);
-		if (last)
-		{
-			/* writers stop claiming once they see the state (at their next lock of the table) */
-			sg_exec_args("DELETE FROM streamguard.capture_claim WHERE capture_id OPERATOR(pg_catalog.=) $1",
-						 1, t, v, NULL, SPI_OK_DELETE);
-			CaptureInvalidate(def->relid);
-		}
-	}
+	sg_backfill_progress(capture_id, def, k, &pos, &c, key_now);
 	SgRestoreUser(&save);
 	table_close(rel, NoLock);
-	*covered = nrows;
+	*covered = c.nrows;
 	elog(DEBUG1, "streamguard backfill of capture %d: %d rows, %d emitted, %lld before",
-		 capture_id, nrows, nemit, (long long) rows_done);
-	return last ? SG_CHUNK_DONE : SG_CHUNK_MORE;
+		 capture_id, c.nrows, c.nemit, (long long) pos.rows_done);
+	return c.last ? SG_CHUNK_DONE : SG_CHUNK_MORE;
 }
 
 /* record a failed chunk's error where streamguard.captures shows it */
@@ -863,8 +933,8 @@ sg_record_error(int32 capture_id, const char *message)
 		StartTransactionCommand();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		sg_exec_args("UPDATE streamguard.capture SET backfill_error = $2 WHERE id OPERATOR(pg_catalog.=) $1",
-					 2, t, v, NULL, SPI_OK_UPDATE);
+		SgExec("UPDATE streamguard.capture SET backfill_error = $2 WHERE id OPERATOR(pg_catalog.=) $1",
+			   2, t, v, NULL, SPI_OK_UPDATE);
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
@@ -1204,10 +1274,10 @@ sg_run_backfill_chunk(PG_FUNCTION_ARGS)
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(stream);
 	SgEnterCatalog(&save);
-	sg_exec_args("SELECT c.id, c.owner FROM streamguard.capture c "
-				 "JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
-				 "WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2",
-				 2, types, values, NULL, SPI_OK_SELECT);
+	SgExec("SELECT c.id, c.owner FROM streamguard.capture c "
+		   "JOIN streamguard.stream s ON s.id OPERATOR(pg_catalog.=) c.stream_id "
+		   "WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 AND s.name OPERATOR(pg_catalog.=) $2",
+		   2, types, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

@@ -2,8 +2,13 @@
  *
  * catalog.c
  *		Stream metadata: the per-backend metadata cache, privileges, the
- *		storage segments, the switch to the data owner and the plan cache.
- *		The stream SQL API (create/drop/grant/alter) is in streams.c.
+ *		storage segments (their one name, StreamSegmentName, and their
+ *		partitions' rows, StreamPartitionsAdd), the switch to the data
+ *		owner, the plan cache, and the helpers every statement of ours
+ *		goes through: SgExec / SgExecCached (run it or raise an internal
+ *		error) and SgColumn (a result's column by name).  The stream SQL
+ *		API (create/drop/grant/alter) is in streams.c; the pipeline rows
+ *		several modules share are in pipeline_catalog.c.
  *
  * Metadata lives in ordinary tables of schema streamguard (stream,
  * stream_partition, stream_grant, segment, consumer, append_dedup).
@@ -149,10 +154,27 @@ SgLeaveCatalog(SgUserSave *save)
 	SPI_finish();
 }
 
+/*
+ * The one spelling of a segment table's name: s<stream id>_<segment> in
+ * schema streamguard_data.  StreamSegmentRelname writes the bare name into
+ * a NAMEDATALEN buffer (no allocation: the append path opens segments by
+ * it); StreamSegmentName gives the qualified name for SQL text, quoted as
+ * an identifier (the name never needs quotes: the quoting is there so
+ * that no caller has to know that).
+ */
+void
+StreamSegmentRelname(int32 stream_id, int32 seg, char *relname)
+{
+	snprintf(relname, NAMEDATALEN, "s%d_%d", stream_id, seg);
+}
+
 char *
 StreamSegmentName(int32 stream_id, int32 seg)
 {
-	return psprintf("%s.s%d_%d", SG_DATA_SCHEMA, stream_id, seg);
+	char		relname[NAMEDATALEN];
+
+	StreamSegmentRelname(stream_id, seg, relname);
+	return quote_qualified_identifier(SG_DATA_SCHEMA, relname);
 }
 
 /*
@@ -250,6 +272,47 @@ StreamSegmentProbe(int32 stream_id, int32 first, int32 last, const char *fmt,
 		}
 	}
 	return false;
+}
+
+/*
+ * Run a statement of ours that must succeed: `expect` is the SPI result it
+ * gives when it does (SPI_OK_UPDATE, ...); anything else is an internal
+ * error naming the statement.  `nulls` as SPI_execute_with_args takes it
+ * (NULL: no argument is NULL).  The caller is connected to SPI and chose
+ * the user and search_path; every statement names its objects fully.
+ */
+void
+SgExec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect)
+{
+	int			ret = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+
+	if (ret != expect)
+		elog(ERROR, "streamguard statement failed (%s): %s", SPI_result_code_string(ret), sql);
+}
+
+/* the same, through a plan kept for the backend (SgPlanCached) */
+void
+SgExecCached(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect)
+{
+	int			ret = SPI_execute_plan(SgPlanCached(NULL, sql, nargs, types), values, nulls, false, 0);
+
+	if (ret != expect)
+		elog(ERROR, "streamguard statement failed (%s): %s", SPI_result_code_string(ret), sql);
+}
+
+/*
+ * The attribute number of `column` in a result: our statements' results
+ * are read by column name, looked up once per result (a missing column is
+ * our bug).
+ */
+int
+SgColumn(TupleDesc desc, const char *column)
+{
+	int			attno = SPI_fnumber(desc, column);
+
+	if (attno <= 0)
+		elog(ERROR, "column \"%s\" is not in the result", column);
+	return attno;
 }
 
 /*
@@ -846,6 +909,22 @@ StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg)
 	UnregisterSnapshot(snap);
 	SgRestoreUser(&save);
 	return result;
+}
+
+/*
+ * Partitions from..to-1 of a stream: their rows in stream_partition (a new
+ * stream's from 0, alter_stream's more from the old count).  SPI
+ * connected, as the data owner.
+ */
+void
+StreamPartitionsAdd(int32 stream_id, int from, int to)
+{
+	Oid			types[3] = {INT4OID, INT4OID, INT4OID};
+	Datum		values[3] = {Int32GetDatum(stream_id), Int32GetDatum(from), Int32GetDatum(to)};
+
+	SgExec("INSERT INTO streamguard.stream_partition (stream_id, partition) "
+		   "SELECT $1, g FROM pg_catalog.generate_series($2, $3 OPERATOR(pg_catalog.-) 1) g",
+		   3, types, values, NULL, SPI_OK_INSERT);
 }
 
 /*

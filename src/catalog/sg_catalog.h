@@ -3,7 +3,8 @@
  * sg_catalog.h
  *		Stream metadata (catalog.c): the backend's metadata and plan
  *		caches, privileges, the data-owner switch, segment tables and the
- *		segment iterator, the append lock.
+ *		segment iterator, the append lock; the helpers every statement of
+ *		ours goes through (SgExec, SgExecCached, SgColumn).
  *
  * Named sg_catalog.h, not catalog.h: PostgreSQL has a catalog/catalog.h of
  * its own, which its headers include and which src/ on the include path
@@ -94,6 +95,12 @@ extern void SgLeaveCatalog(SgUserSave *save);
 extern SPIPlanPtr SgPlanCached(const char *key, const char *sql, int nargs, Oid *argtypes);
 extern Snapshot SgFreshSnapshot(void);
 
+/* statements of ours: run or raise an internal error; results by column name */
+extern void SgExec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect);
+extern void SgExecCached(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls,
+						 int expect);
+extern int	SgColumn(TupleDesc desc, const char *column);
+
 /* locks */
 extern void StreamLockShare(SgStreamMeta *meta);
 extern bool StreamLockAppend(SgStreamMeta *meta);
@@ -109,6 +116,7 @@ typedef struct SgSegmentScan
 	int			step;			/* +1 oldest first, -1 newest first */
 } SgSegmentScan;
 
+extern void StreamSegmentRelname(int32 stream_id, int32 seg, char *relname);
 extern char *StreamSegmentName(int32 stream_id, int32 seg);
 extern bool StreamSegmentLock(int32 stream_id, int32 seg);
 extern void StreamSegmentRange(SgStreamMeta *meta, int32 *min_seg, int32 *cur_seg);
@@ -118,6 +126,7 @@ extern SPIPlanPtr StreamSegmentScanPlan(SgSegmentScan *scan, const char *fmt, in
 extern bool StreamSegmentProbe(int32 stream_id, int32 first, int32 last, const char *fmt,
 							   int nargs, Oid *types, Datum *values, Snapshot snap, Datum *result);
 extern Oid	SgCreateSegment(int32 stream_id, int32 seg);
+extern void StreamPartitionsAdd(int32 stream_id, int from, int to);
 extern int64 StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg);
 
 #endif							/* SG_CATALOG_H */

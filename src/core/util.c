@@ -150,6 +150,30 @@ SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
 }
 
 /*
+ * The signature a C symbol that both the 0.1 and the 0.2 scripts bind
+ * (create_pipeline, alter_pipeline, poll) is called with: true for 0.1's,
+ * false for 0.2's, an internal error for any other.  The symbol's SQL
+ * declaration is the only thing that tells the two apart, and it shows
+ * only in the number of arguments (pg_stat_statements tells its 1.0 and
+ * 1.1, which share a symbol too, apart the same way: by the number of
+ * columns the declaration returns).  The 0.3 scripts bind a symbol of
+ * their own to each function, which knows its signature: this is the one
+ * place that counts a call's arguments.
+ */
+bool
+SgCalledAs01(FunctionCallInfo fcinfo, const char *function, int nargs_0_1, int nargs_0_2)
+{
+	int			nargs = PG_NARGS();
+
+	if (nargs == nargs_0_1)
+		return true;
+	if (nargs != nargs_0_2)
+		elog(ERROR, "%s called with %d arguments, expected %d (0.1) or %d (0.2)",
+			 function, nargs, nargs_0_1, nargs_0_2);
+	return false;
+}
+
+/*
  * Add a valid OID to a set kept as an array of at most `max` (no repeats);
  * returns the new count.
  */

@@ -55,6 +55,7 @@ extern bool SgPipelineStatsCatalog(void);
 /* names and arguments */
 extern void SgCheckName(const char *what, const char *name);
 extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern bool SgCalledAs01(FunctionCallInfo fcinfo, const char *function, int nargs_0_1, int nargs_0_2);
 extern void SgTableStreamArgs(FunctionCallInfo fcinfo, const char *function, bool stream_required,
 							  Oid *relid, char **stream);
 extern void SgConsumerArgs(FunctionCallInfo fcinfo, const char *function, char **stream,

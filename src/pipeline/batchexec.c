@@ -37,6 +37,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "catalog/pipeline_catalog.h"
 #include "catalog/sg_catalog.h"
 #include "core/compat.h"
 #include "core/util.h"
@@ -274,35 +275,10 @@ BatchDeadLetter(SgWorker *w, TupleTableSlot *ev, const char *message, const char
 static void
 sg_dead_letter(SgWorker *w, TupleTableSlot *ev, ErrorData *edata)
 {
-	Oid			types[9] = {INT4OID, TEXTOID, INT4OID, INT8OID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
-	Datum		values[10];
-	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	Oid			types10[10];
-	bool		isnull;
-	int			i;
-	SgUserSave	save;
-
-	values[0] = Int32GetDatum(w->def.id);
-	values[1] = CStringGetTextDatum(w->def.name);
-	for (i = 0; i < 6; i++)
-	{
-		values[2 + i] = slot_getattr(ev, i + 1, &isnull);
-		if (isnull)
-			nulls[2 + i] = 'n';
-	}
-	values[8] = CStringGetTextDatum(edata->message ? edata->message : "unknown error");
-	values[9] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
-	memcpy(types10, types, sizeof(types));
-	types10[9] = TEXTOID;
-	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_plan(SgPlanCached(NULL,
-									  "INSERT INTO streamguard.dead_letter (pipeline_id, pipeline, partition, seq, key, "
-									  "payload, dedup_key, appended_at, error, sqlstate) "
-									  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-									  10, types10),
-						 values, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record a dead letter");
-	SgRestoreUser(&save);
+	/* the event's six columns, as the slot holds them (pipeline_catalog.c) */
+	slot_getsomeattrs(ev, 6);
+	DeadLetterInsert(w->def.id, w->def.name, ev->tts_values, ev->tts_isnull,
+					 edata->message ? edata->message : "unknown error", unpack_sql_state(edata->sqlerrcode));
 }
 
 /*

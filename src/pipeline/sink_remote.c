@@ -27,6 +27,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "catalog/pipeline_catalog.h"
 #include "pipeline/sink_remote.h"
 
 /*
@@ -190,10 +191,8 @@ sg_sink_import_dead_letters(SgWorker *w, SgRemote *r, const int64 *here, int npa
 	SgBecomeDataOwner(&save, false);
 	for (i = 0; i < RemoteNTuples(res); i++)
 	{
-		Oid			types[10] = {INT4OID, TEXTOID, INT4OID, INT8OID, TEXTOID, TEXTOID, TEXTOID,
-		TEXTOID, TEXTOID, TEXTOID};
-		Datum		values[10];
-		char		nulls[10];
+		Datum		ev[6];
+		bool		isnull[6];
 		int			p = atoi(RemoteGetValue(res, i, 0));
 		int64		seq = strtoll(RemoteGetValue(res, i, 1), NULL, 10);
 		int			c;
@@ -202,24 +201,21 @@ sg_sink_import_dead_letters(SgWorker *w, SgRemote *r, const int64 *here, int npa
 
 		if (p < 0 || p >= nparts || seq <= here[p] || !SinkRemoteOwns(w, p))
 			continue;			/* recorded here with its batch */
-		memset(nulls, ' ', sizeof(nulls));
-		values[0] = Int32GetDatum(w->def.id);
-		values[1] = CStringGetTextDatum(w->def.name);
-		values[2] = Int32GetDatum(p);
-		values[3] = Int64GetDatum(seq);
-		for (c = 2; c < 8; c++)
-		{
-			if (RemoteGetIsNull(res, i, c))
-				nulls[c + 2] = 'n';
-			else
-				values[c + 2] = CStringGetTextDatum(RemoteGetValue(res, i, c));
-		}
-		if (SPI_execute_with_args("INSERT INTO streamguard.dead_letter (pipeline_id, pipeline, partition, seq, "
-								  "key, payload, dedup_key, appended_at, error, sqlstate) "
-								  "VALUES ($1, $2, $3, $4, $5, $6::pg_catalog.jsonb, $7, $8::pg_catalog.timestamptz, "
-								  "COALESCE($9, 'unknown error'), COALESCE($10, 'XX000'))",
-								  10, types, values, nulls, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not record a dead letter");
+		/* the sink's text, as the event's columns (pipeline_catalog.c) */
+		ev[0] = Int32GetDatum(p);
+		ev[1] = Int64GetDatum(seq);
+		for (c = 2; c < 6; c++)
+			isnull[c] = RemoteGetIsNull(res, i, c);
+		ev[2] = isnull[2] ? (Datum) 0 : CStringGetTextDatum(RemoteGetValue(res, i, 2));
+		ev[3] = isnull[3] ? (Datum) 0 : DirectFunctionCall1(jsonb_in, CStringGetDatum(RemoteGetValue(res, i, 3)));
+		ev[4] = isnull[4] ? (Datum) 0 : CStringGetTextDatum(RemoteGetValue(res, i, 4));
+		ev[5] = isnull[5] ? (Datum) 0 :
+			DirectFunctionCall3(timestamptz_in, CStringGetDatum(RemoteGetValue(res, i, 5)),
+								ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+		isnull[0] = isnull[1] = false;
+		DeadLetterInsert(w->def.id, w->def.name, ev, isnull,
+						 RemoteGetIsNull(res, i, 6) ? "unknown error" : RemoteGetValue(res, i, 6),
+						 RemoteGetIsNull(res, i, 7) ? "XX000" : RemoteGetValue(res, i, 7));
 		n++;
 	}
 	RemoteClear(res);

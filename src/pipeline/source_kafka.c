@@ -53,6 +53,7 @@
 #include "utils/timestamp.h"
 
 #include "core/compat.h"
+#include "catalog/pipeline_catalog.h"
 #include "io/kafka.h"
 #include "pipeline/source_kafka.h"
 #include "pipeline/worker.h"
@@ -205,13 +206,8 @@ sg_kafka_partitions(SgWorker *w)
 		if (n > stored)
 		{
 			/* new partitions: everything in them is new */
-			values[1] = Int32GetDatum(n);
 			SgBecomeDataOwner(&save, false);
-			if (SPI_execute_with_args("INSERT INTO streamguard.kafka_position (pipeline_id, partition, next_offset) "
-									  "SELECT $1, g, -2 FROM pg_catalog.generate_series(0, $2 OPERATOR(pg_catalog.-) 1) g "
-									  "ON CONFLICT DO NOTHING",
-									  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "could not add kafka positions");
+			KafkaPositionsAdd(w->def.id, n, -2);
 			SgRestoreUser(&save);
 			if (stored > 0)
 				ereport(LOG,

@@ -25,6 +25,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "catalog/pipeline_catalog.h"
 #include "core/compat.h"
 #include "io/kafka.h"
 #include "pipeline/source_kafka.h"
@@ -107,34 +108,32 @@ sg_timestamp(rd_kafka_message_t *m, bool *isnull)
 							   ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC));
 }
 
+/* a text as a jsonb string, as to_jsonb(text) makes it */
+static Datum
+sg_json_string(const char *s)
+{
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) s;
+	v.val.string.len = strlen(s);
+	return JsonbPGetDatum(JsonbValueToJsonb(&v));
+}
+
 static void
 sg_kafka_dead_letter(SgWorker *w, rd_kafka_message_t *m, const char *key, const char *raw, const char *error)
 {
-	Oid			types[8] = {INT4OID, TEXTOID, INT4OID, INT8OID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
-	Datum		values[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	bool		isnull;
-	SgUserSave	save;
+	Datum		ev[6];
+	bool		isnull[6] = {false, false, key == NULL, raw == NULL, true, false};
 
-	values[0] = Int32GetDatum(w->def.id);
-	values[1] = CStringGetTextDatum(w->def.name);
-	values[2] = Int32GetDatum(m->partition);
-	values[3] = Int64GetDatum(m->offset);
-	values[4] = key ? CStringGetTextDatum(key) : (Datum) 0;
-	nulls[4] = key ? ' ' : 'n';
-	values[5] = raw ? CStringGetTextDatum(raw) : (Datum) 0;
-	nulls[5] = raw ? ' ' : 'n';
-	values[6] = sg_timestamp(m, &isnull);
-	nulls[6] = isnull ? 'n' : ' ';
-	values[7] = CStringGetTextDatum(error);
-	SgBecomeDataOwner(&save, false);
-	/* the value as a JSON string: the SQL never saw it as JSON */
-	if (SPI_execute_with_args("INSERT INTO streamguard.dead_letter (pipeline_id, pipeline, partition, seq, key, "
-							  "payload, dedup_key, appended_at, error, sqlstate) "
-							  "VALUES ($1, $2, $3, $4, $5, pg_catalog.to_jsonb($6), NULL, $7, $8, '22P02')",
-							  8, types, values, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record a dead letter");
-	SgRestoreUser(&save);
+	ev[0] = Int32GetDatum(m->partition);
+	ev[1] = Int64GetDatum(m->offset);
+	ev[2] = key ? CStringGetTextDatum(key) : (Datum) 0;
+	/* the value as a JSON string (what to_jsonb makes of a text): the SQL never saw it as JSON */
+	ev[3] = raw ? sg_json_string(raw) : (Datum) 0;
+	ev[4] = (Datum) 0;
+	ev[5] = sg_timestamp(m, &isnull[5]);
+	DeadLetterInsert(w->def.id, w->def.name, ev, isnull, error, "22P02");
 }
 
 /*

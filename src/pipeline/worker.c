@@ -43,6 +43,7 @@
 #include "utils/memutils.h"
 #include "utils/timeout.h"
 
+#include "catalog/pipeline_catalog.h"
 #include "core/compat.h"
 #include "io/kafka.h"
 #include "pipeline/window.h"
@@ -76,110 +77,24 @@ sg_note_error(SgWorker *w, const char *message, bool fail)
 static bool
 sg_load_definition(SgWorker *w)
 {
-	Oid			types[3] = {INT4OID, INT4OID, BOOLOID};
-	Datum		values[3] = {Int32GetDatum(w->def.id), Int32GetDatum(w->def.worker),
-	BoolGetDatum(PipelineCleanStart())};
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(w->def.id)};
 	SgUserSave	save;
-	HeapTuple	t;
-	TupleDesc	d;
 	bool		isnull;
 	MemoryContext old;
-	bool		ok = true;
+	int32		stream_id;
+	bool		ok;
 
 	WorkerBegin("start");
 	SgBecomeDataOwner(&save, true);
-
-	/*
-	 * A restart counts when the worker had started before, unless this is
-	 * its first start since a clean server restart ($3: the server shut
-	 * down cleanly, and the last incarnation started before this
-	 * postmaster did): a planned restart of the server is no failure, and
-	 * an alert on restarts must not fire during maintenance.  A crash, an
-	 * immediate shutdown or a worker that stopped or was terminated within
-	 * a server's life count.
-	 */
-	if (SPI_execute_with_args("UPDATE streamguard.pipeline p SET epoch = p.epoch OPERATOR(pg_catalog.+) 1, "
-							  "restarts = p.restarts OPERATOR(pg_catalog.+) CASE WHEN p.started_once AND EXISTS "
-							  "(SELECT 1 FROM streamguard.pipeline_worker w WHERE w.pipeline_id OPERATOR(pg_catalog.=) p.id "
-							  "AND w.worker OPERATOR(pg_catalog.=) $2 AND NOT ($3 AND w.started_at "
-							  "OPERATOR(pg_catalog.<) pg_catalog.pg_postmaster_start_time())) THEN 1 ELSE 0 END, "
-							  "started_once = true "
-							  "WHERE p.id OPERATOR(pg_catalog.=) $1 AND p.state OPERATOR(pg_catalog.=) 'running' "
-							  "RETURNING p.name, (SELECT s.name FROM streamguard.stream s "
-							  "WHERE s.id OPERATOR(pg_catalog.=) p.stream_id), "
-							  "p.sql, p.guarantee, p.batch_size, p.error_policy, p.dedup, "
-							  "pg_catalog.date_part('epoch', p.dedup_window)::float8, p.owner, p.search_path, "
-							  "p.epoch, p.stream_id, "
-							  "p.source_server, p.remote_stream, p.sink_server, p.sink_table, p.sink_mode, "
-							  "(SELECT pg_catalog.count(*) FROM streamguard.remote_position rp "
-							  "WHERE rp.pipeline_id OPERATOR(pg_catalog.=) p.id)::int, "
-							  "(pg_catalog.date_part('epoch', p.batch_timeout) OPERATOR(pg_catalog.*) 1000)::float8, "
-							  "p.allow_source_append, p.max_attempts, "
-							  "(pg_catalog.date_part('epoch', p.retry_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
-							  "(pg_catalog.date_part('epoch', p.max_backoff) OPERATOR(pg_catalog.*) 1000)::float8, "
-							  "p.generation, p.workers, p.sink_on_conflict, p.source_kafka",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
-		elog(ERROR, "could not load pipeline %d", w->def.id);
-	if (SPI_processed != 1)
-		ok = false;
-	else
+	/* a new epoch, a restart counted, the definition (pipeline_catalog.c) */
+	ok = PipelineDefLoad(&w->def, PipelineCleanStart(), TopMemoryContext, &stream_id);
+	if (ok)
 	{
-		char	   *g;
-
-		t = SPI_tuptable->vals[0];
-		d = SPI_tuptable->tupdesc;
 		old = MemoryContextSwitchTo(TopMemoryContext);
-		w->def.name = pstrdup(SPI_getvalue(t, d, 1));
-		w->def.stream = SPI_getvalue(t, d, 2) ? pstrdup(SPI_getvalue(t, d, 2)) : NULL;
-		w->def.sql = pstrdup(SPI_getvalue(t, d, 3));
-		g = SPI_getvalue(t, d, 4);
-		w->def.guarantee = (SgGuarantee) SgParseWord(&SgGuaranteeWords, g);
-		w->def.batch_size = DatumGetInt32(SPI_getbinval(t, d, 5, &isnull));
-		w->def.policy = (SgErrorPolicy) SgParseWord(&SgErrorPolicyWords, SPI_getvalue(t, d, 6));
-		w->def.dedup = DatumGetBool(SPI_getbinval(t, d, 7, &isnull));
-		w->def.dedup_window_us = (int64) (DatumGetFloat8(SPI_getbinval(t, d, 8, &isnull)) * 1e6);
-		w->def.owner = DatumGetObjectId(SPI_getbinval(t, d, 9, &isnull));
-		w->def.search_path = pstrdup(SPI_getvalue(t, d, 10));
-		w->def.epoch = DatumGetInt64(SPI_getbinval(t, d, 11, &isnull));
 		/* a remote source: NULL, which reads as 0 (0 in a 0.2 catalog) */
-		PipelineSlotSetStream(w->slot, DatumGetInt32(SPI_getbinval(t, d, 12, &isnull)));
-		w->consumer_name = psprintf("pipeline:%s", w->def.name);
-		if (SPI_getvalue(t, d, 13))
-		{
-			w->def.source_server = pstrdup(SPI_getvalue(t, d, 13));
-			w->def.remote_stream = pstrdup(SPI_getvalue(t, d, 14));
-			w->def.remote_nparts = DatumGetInt32(SPI_getbinval(t, d, 18, &isnull));
-		}
-		if (SPI_getvalue(t, d, 15))
-		{
-			w->def.sink_server = pstrdup(SPI_getvalue(t, d, 15));
-			w->def.sink_table = pstrdup(SPI_getvalue(t, d, 16));
-			w->def.two_phase = SgParseWord(&SgSinkModeWords, SPI_getvalue(t, d, 17)) == SG_SINK_TWO_PHASE;
-			w->def.sink_kafka = KafkaIsKafkaServer(w->def.sink_server);
-		}
-		w->def.batch_timeout_ms = (int) Min(DatumGetFloat8(SPI_getbinval(t, d, 19, &isnull)), (double) INT_MAX);
-		w->def.allow_source_append = DatumGetBool(SPI_getbinval(t, d, 20, &isnull));
-		w->def.max_attempts = DatumGetInt32(SPI_getbinval(t, d, 21, &isnull));
-		w->def.retry_backoff_ms = (long) DatumGetFloat8(SPI_getbinval(t, d, 22, &isnull));
-		w->def.max_backoff_ms = (long) DatumGetFloat8(SPI_getbinval(t, d, 23, &isnull));
-		w->def.generation = DatumGetInt64(SPI_getbinval(t, d, 24, &isnull));
-		w->def.nworkers = DatumGetInt32(SPI_getbinval(t, d, 25, &isnull));
-		{
-			Datum		conf = SPI_getbinval(t, d, 26, &isnull);
-
-			if (!isnull)
-			{
-				Datum	   *elems;
-				int			i;
-
-				deconstruct_array(DatumGetArrayTypePCopy(conf), TEXTOID, -1, false, TYPALIGN_INT,
-								  &elems, NULL, &w->def.sink_nconflict);
-				w->def.sink_conflict = palloc(sizeof(char *) * w->def.sink_nconflict);
-				for (i = 0; i < w->def.sink_nconflict; i++)
-					w->def.sink_conflict[i] = TextDatumGetCString(elems[i]);
-			}
-		}
-		w->def.source_kafka = w->def.source_server && DatumGetBool(SPI_getbinval(t, d, 27, &isnull));
+		PipelineSlotSetStream(w->slot, stream_id);
+		w->consumer_name = PipelineConsumerName(w->def.name);
 		SgRunningPipelineSet(w->def.id, PipelineSlotStream(w->slot), w->def.allow_source_append);
 		MemoryContextSwitchTo(old);
 	}

@@ -19,6 +19,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "catalog/pipeline_catalog.h"
 #include "catalog/sg_catalog.h"
 #include "core/compat.h"
 #include "core/util.h"
@@ -149,35 +150,7 @@ WorkerRemote(SgWorker *w, SgRemote *r, int side)
 void
 WorkerRecordError(SgWorker *w, const char *message, bool fail)
 {
-	Oid			types[4] = {INT4OID, TEXTOID, INT8OID, BOOLOID};
-	Datum		values[4];
-	SgUserSave	save;
-
-	values[0] = Int32GetDatum(w->def.id);
-	values[1] = CStringGetTextDatum(message);
-	values[2] = Int64GetDatum(w->def.generation);
-	values[3] = BoolGetDatum(fail);
-	SgBecomeDataOwner(&save, true);
-	/*
-	 * Only while the generation is ours: the pipeline row is locked for
-	 * that (a control call that raised it has committed, or waits for us).
-	 */
-	if (SPI_execute_with_args(SgPipelineStatsCatalog() ?
-							  "WITH p AS (SELECT id FROM streamguard.pipeline WHERE id OPERATOR(pg_catalog.=) $1 "
-							  "AND generation OPERATOR(pg_catalog.=) $3 FOR NO KEY UPDATE), "
-							  "f AS (UPDATE streamguard.pipeline q SET state = 'failed', "
-							  "epoch = q.epoch OPERATOR(pg_catalog.+) 1, generation = q.generation OPERATOR(pg_catalog.+) 1 "
-							  "FROM p WHERE $4 AND q.id OPERATOR(pg_catalog.=) p.id) "
-							  "UPDATE streamguard.pipeline_stats s SET last_error = $2, last_error_at = pg_catalog.now() "
-							  "FROM p WHERE s.pipeline_id OPERATOR(pg_catalog.=) p.id" :
-							  "UPDATE streamguard.pipeline SET last_error = $2, last_error_at = pg_catalog.now(), "
-							  "state = CASE WHEN $4 THEN 'failed' ELSE state END, "
-							  "epoch = CASE WHEN $4 THEN epoch OPERATOR(pg_catalog.+) 1 ELSE epoch END, "
-							  "generation = CASE WHEN $4 THEN generation OPERATOR(pg_catalog.+) 1 ELSE generation END "
-							  "WHERE id OPERATOR(pg_catalog.=) $1 AND generation OPERATOR(pg_catalog.=) $3",
-							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record the pipeline error");
-	SgRestoreUser(&save);
+	PipelineRecordError(w->def.id, w->def.generation, message, fail);
 }
 
 /*

@@ -544,7 +544,7 @@ LANGUAGE C VOLATILE ROWS 1000;
 CREATE FUNCTION streamguard.poll(stream text, consumer text, max_events int DEFAULT 100,
 	wait interval DEFAULT NULL, member text DEFAULT NULL)
 RETURNS SETOF streamguard.event
-AS 'MODULE_PATHNAME', 'sg_poll'
+AS 'MODULE_PATHNAME', 'sg_poll_0_3'
 LANGUAGE C VOLATILE ROWS 100;
 
 CREATE FUNCTION streamguard.seek(stream text, consumer text, partition int, seq bigint)
@@ -598,7 +598,7 @@ CREATE FUNCTION streamguard.create_pipeline(
 	workers int DEFAULT 1,
 	sink_on_conflict text[] DEFAULT NULL)
 RETURNS void
-AS 'MODULE_PATHNAME', 'sg_create_pipeline'
+AS 'MODULE_PATHNAME', 'sg_create_pipeline_0_3'
 LANGUAGE C VOLATILE;
 
 CREATE FUNCTION streamguard.pause_pipeline(name text)
@@ -636,7 +636,7 @@ CREATE FUNCTION streamguard.alter_pipeline(
 	max_backoff interval DEFAULT NULL,
 	workers int DEFAULT NULL)
 RETURNS void
-AS 'MODULE_PATHNAME', 'sg_alter_pipeline'
+AS 'MODULE_PATHNAME', 'sg_alter_pipeline_0_3'
 LANGUAGE C VOLATILE;
 
 CREATE FUNCTION streamguard.purge_dead_letters(pipeline text, older_than interval DEFAULT NULL)

@@ -484,3 +484,51 @@ CREATE EVENT TRIGGER streamguard_capture_ddl ON ddl_command_end
 	EXECUTE FUNCTION streamguard._capture_ddl_end();
 ALTER EVENT TRIGGER streamguard_capture_ddl ENABLE ALWAYS;
 
+-- ---------------------------------------------- one C symbol per signature
+-- poll, create_pipeline and alter_pipeline keep 0.2's signatures; their C
+-- symbols are new (the symbols of 0.2 serve 0.1's signatures too, told apart
+-- by the number of arguments).
+CREATE OR REPLACE FUNCTION streamguard.poll(stream text, consumer text, max_events int DEFAULT 100,
+	wait interval DEFAULT NULL, member text DEFAULT NULL)
+RETURNS SETOF streamguard.event
+AS 'MODULE_PATHNAME', 'sg_poll_0_3'
+LANGUAGE C VOLATILE ROWS 100;
+
+CREATE OR REPLACE FUNCTION streamguard.create_pipeline(
+	name text,
+	source text,
+	sql text,
+	guarantee text DEFAULT 'exactly_once',
+	batch_size int DEFAULT NULL,
+	error_policy text DEFAULT 'stop',
+	dedup boolean DEFAULT false,
+	dedup_window interval DEFAULT '1 hour',
+	start_from text DEFAULT 'beginning',
+	source_server text DEFAULT NULL,
+	sink_server text DEFAULT NULL,
+	sink_table text DEFAULT NULL,
+	sink_mode text DEFAULT 'two_phase',
+	batch_timeout interval DEFAULT '5 min',
+	allow_source_append boolean DEFAULT false,
+	max_attempts int DEFAULT 3,
+	retry_backoff interval DEFAULT '100 ms',
+	max_backoff interval DEFAULT '5 s',
+	workers int DEFAULT 1,
+	sink_on_conflict text[] DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_create_pipeline_0_3'
+LANGUAGE C VOLATILE;
+
+CREATE OR REPLACE FUNCTION streamguard.alter_pipeline(
+	name text,
+	sql text DEFAULT NULL,
+	batch_size int DEFAULT NULL,
+	error_policy text DEFAULT NULL,
+	batch_timeout interval DEFAULT NULL,
+	max_attempts int DEFAULT NULL,
+	retry_backoff interval DEFAULT NULL,
+	max_backoff interval DEFAULT NULL,
+	workers int DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'sg_alter_pipeline_0_3'
+LANGUAGE C VOLATILE;

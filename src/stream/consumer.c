@@ -28,6 +28,10 @@
  * transaction already out of the proc array when the horizon was read, so
  * that snapshot sees all committed events below it (horizon.c).
  *
+ * poll has a C symbol per SQL signature: sg_poll_0_3 for the 0.3 scripts,
+ * sg_poll for 0.1's (stream, consumer, max_events) and 0.2's (with wait
+ * and member), both over sg_poll_run.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -57,6 +61,7 @@
 #include "stream/repartition.h"
 
 PG_FUNCTION_INFO_V1(sg_poll);
+PG_FUNCTION_INFO_V1(sg_poll_0_3);
 PG_FUNCTION_INFO_V1(sg_read);
 
 #define SG_LOCKTAG_CONSUMER 0x5347	/* advisory lock space of ours */
@@ -663,36 +668,29 @@ ConsumerAdvance(SgStreamMeta *meta, const char *consumer, const int64 *last_seq)
 }
 
 /*
- * poll(stream, consumer, max_events, wait, member) -> setof event
- *
- * With a member name, the caller polls as a member of the consumer group
- * and reads only the partitions assigned to it (group.c).
+ * poll's arguments of every signature: stream, consumer, max_events; and
+ * the result set started.
  */
-Datum
-sg_poll(PG_FUNCTION_ARGS)
+static void
+sg_poll_args(FunctionCallInfo fcinfo, char **name, char **consumer, int32 *max_events)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *name;
-	char	   *consumer;
-	int32		max_events;
-	SgStreamMeta *meta;
-	SgUserSave	save;
-	int64	   *first,
-			   *last;
-	long		wait_ms = 0;
-	TimestampTz deadline;
-	char	   *member = NULL;
-
-	SgConsumerArgs(fcinfo, "poll", &name, &consumer);
+	SgConsumerArgs(fcinfo, "poll", name, consumer);
 	InitMaterializedSRF(fcinfo, 0);
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("max_events must not be NULL")));
-	max_events = PG_GETARG_INT32(2);
-	sg_check_max_events(max_events);
-	/* wait: absent in the 0.1 signature */
-	if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
+	*max_events = PG_GETARG_INT32(2);
+	sg_check_max_events(*max_events);
+}
+
+/* the arguments 0.2 added: wait (milliseconds, rounded up) and member */
+static void
+sg_poll_args_0_2(FunctionCallInfo fcinfo, long *wait_ms, char **member)
+{
+	*wait_ms = 0;
+	*member = NULL;
+	if (!PG_ARGISNULL(3))
 	{
 		int64		us = SgIntervalUsecs(PG_GETARG_INTERVAL_P(3));
 
@@ -701,14 +699,30 @@ sg_poll(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("wait must be between 0 and 1 hour, got \"%s\"",
 							DatumGetCString(DirectFunctionCall1(interval_out, PG_GETARG_DATUM(3))))));
-		wait_ms = (long) ((us + 999) / 1000);
+		*wait_ms = (long) ((us + 999) / 1000);
 	}
-	/* member: absent before 0.2's consumer groups */
-	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
+	if (!PG_ARGISNULL(4))
 	{
-		member = text_to_cstring(PG_GETARG_TEXT_PP(4));
-		GroupCheckMember(member);
+		*member = text_to_cstring(PG_GETARG_TEXT_PP(4));
+		GroupCheckMember(*member);
 	}
+}
+
+/*
+ * poll: up to max_events events for `consumer`, waiting up to wait_ms for
+ * the first; with a member name, as a member of the consumer group, from
+ * the partitions assigned to it (group.c).  Into fcinfo's result set.
+ */
+static void
+sg_poll_run(FunctionCallInfo fcinfo, const char *name, const char *consumer, int32 max_events,
+			long wait_ms, const char *member)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SgStreamMeta *meta;
+	SgUserSave	save;
+	int64	   *first,
+			   *last;
+	TimestampTz deadline;
 
 	deadline = GetCurrentTimestamp() + (TimestampTz) wait_ms * 1000;
 	for (;;)
@@ -763,6 +777,44 @@ sg_poll(PG_FUNCTION_ARGS)
 		(void) HorizonWaitReadable(ref, remaining_ms);
 	}
 	ConditionVariableCancelSleep();
+}
+
+/*
+ * poll(stream, consumer, max_events, wait, member) -> setof event
+ *
+ * One C symbol per SQL signature: sg_poll_0_3 is what the 0.3 scripts
+ * bind; sg_poll, the symbol of the older ones, serves 0.1's three
+ * arguments (no wait, no member) and 0.2's five.
+ */
+Datum
+sg_poll_0_3(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *consumer;
+	int32		max_events;
+	long		wait_ms;
+	char	   *member;
+
+	sg_poll_args(fcinfo, &name, &consumer, &max_events);
+	sg_poll_args_0_2(fcinfo, &wait_ms, &member);
+	sg_poll_run(fcinfo, name, consumer, max_events, wait_ms, member);
+	return (Datum) 0;
+}
+
+Datum
+sg_poll(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *consumer;
+	int32		max_events;
+	long		wait_ms = 0;
+	char	   *member = NULL;
+	bool		signature_0_1 = SgCalledAs01(fcinfo, "poll", 3, 5);
+
+	sg_poll_args(fcinfo, &name, &consumer, &max_events);
+	if (!signature_0_1)
+		sg_poll_args_0_2(fcinfo, &wait_ms, &member);
+	sg_poll_run(fcinfo, name, consumer, max_events, wait_ms, member);
 	return (Datum) 0;
 }
 

@@ -143,11 +143,10 @@ RepartitionGrow(const char *name, int32 stream_id, int old_n, int new_n)
 								  "(stream_id, epoch, old_partitions, new_partitions, switch_seqs) "
 								  "SELECT $1, COALESCE(pg_catalog.max(epoch), 0) OPERATOR(pg_catalog.+) 1, $2, $3, $4 "
 								  "FROM streamguard.stream_repartition WHERE stream_id OPERATOR(pg_catalog.=) $1",
-								  4, types, values, NULL, false, 0) != SPI_OK_INSERT ||
-			SPI_execute_with_args("INSERT INTO streamguard.stream_partition (stream_id, partition) "
-								  "SELECT $1, g FROM pg_catalog.generate_series($2, $3 OPERATOR(pg_catalog.-) 1) g",
-								  3, types, values, NULL, false, 0) != SPI_OK_INSERT ||
-			SPI_execute_with_args("UPDATE streamguard.stream SET partitions = $3 "
+								  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not record the new partitions of stream \"%s\"", name);
+		StreamPartitionsAdd(stream_id, old_n, new_n);
+		if (SPI_execute_with_args("UPDATE streamguard.stream SET partitions = $3 "
 								  "WHERE id OPERATOR(pg_catalog.=) $1",
 								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the new partitions of stream \"%s\"", name);

@@ -34,6 +34,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "catalog/sg_catalog.h"
 #include "core/util.h"
 #include "stream/store.h"
 
@@ -51,7 +52,7 @@ sg_open_segment(int32 stream_id, int32 seg, Oid *relid, bool retry)
 		char		relname[NAMEDATALEN];
 
 		/* no ACL check on the schema: the caller's privilege was checked */
-		snprintf(relname, sizeof(relname), "s%d_%d", stream_id, seg);
+		StreamSegmentRelname(stream_id, seg, relname);
 		*relid = get_relname_relid(relname, get_namespace_oid(SG_DATA_SCHEMA, false));
 		if (!OidIsValid(*relid))
 			ereport(ERROR,
@@ -66,7 +67,7 @@ sg_open_segment(int32 stream_id, int32 seg, Oid *relid, bool retry)
 		char		expect[NAMEDATALEN];
 
 		/* the OID is still the segment we cached (OIDs can be reused) */
-		snprintf(expect, sizeof(expect), "s%d_%d", stream_id, seg);
+		StreamSegmentRelname(stream_id, seg, expect);
 		if (strcmp(RelationGetRelationName(rel), expect) == 0 &&
 			RelationGetNamespace(rel) == get_namespace_oid(SG_DATA_SCHEMA, false))
 			return rel;

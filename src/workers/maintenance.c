@@ -26,6 +26,10 @@
  *	  claims a worker unit (worker_units.c), so that one database or one
  *	  role cannot take the server's background worker slots.
  *
+ * Every value in the steps' SQL is a parameter; only the statements over
+ * a segment table name it in their text, as an identifier
+ * (StreamSegmentName, quoted).  Results are read by column name.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -47,6 +51,7 @@
 #include "utils/timestamp.h"
 
 #include "capture/capture.h"
+#include "catalog/pipeline_catalog.h"
 #include "catalog/sg_catalog.h"
 #include "core/compat.h"
 #include "core/util.h"
@@ -144,10 +149,20 @@ sg_step_list(SgStreamTask *unused)
 {
 	uint64		i;
 	MemoryContext old;
+	int			col_id,
+				col_retention,
+				col_segment,
+				col_current,
+				col_min;
 
 	if (SPI_execute("SELECT id, retention, segment_interval, current_seg, min_seg "
 					"FROM streamguard.stream ORDER BY id", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "stream list failed");
+	col_id = SgColumn(SPI_tuptable->tupdesc, "id");
+	col_retention = SgColumn(SPI_tuptable->tupdesc, "retention");
+	col_segment = SgColumn(SPI_tuptable->tupdesc, "segment_interval");
+	col_current = SgColumn(SPI_tuptable->tupdesc, "current_seg");
+	col_min = SgColumn(SPI_tuptable->tupdesc, "min_seg");
 	old = MemoryContextSwitchTo(sg_round_cxt);
 	sg_tasks = palloc0(sizeof(SgStreamTask) * Max(SPI_processed, 1));
 	MemoryContextSwitchTo(old);
@@ -159,52 +174,60 @@ sg_step_list(SgStreamTask *unused)
 		bool		isnull;
 		SgStreamTask *task = &sg_tasks[i];
 
-		task->id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
-		task->retention_us = sg_interval_us(t, d, 2);
-		task->segment_us = sg_interval_us(t, d, 3);
-		task->current_seg = DatumGetInt32(SPI_getbinval(t, d, 4, &isnull));
-		task->min_seg = DatumGetInt32(SPI_getbinval(t, d, 5, &isnull));
+		task->id = DatumGetInt32(SPI_getbinval(t, d, col_id, &isnull));
+		task->retention_us = sg_interval_us(t, d, col_retention);
+		task->segment_us = sg_interval_us(t, d, col_segment);
+		task->current_seg = DatumGetInt32(SPI_getbinval(t, d, col_current, &isnull));
+		task->min_seg = DatumGetInt32(SPI_getbinval(t, d, col_min, &isnull));
 
 		/* reconcile shared memory with the catalog (both only grow) */
 		HorizonRaiseSegments(MyDatabaseId, task->id, task->current_seg, task->min_seg);
 	}
 }
 
-static void
-sg_exec(const char *sql, int expect)
-{
-	int			ret = SPI_execute(sql, false, 0);
+/*
+ * The statements of the steps below: values are parameters; the text
+ * varies only where it names a segment table, which StreamSegmentName
+ * quotes as an identifier.  A fixed statement that finds its rows by key
+ * keeps its plan (SgExecCached, or SPI_execute_plan over SgPlanCached for
+ * a read); the bulk deletes (expired dedup keys, the checkpoint log,
+ * grants of dropped roles) are planned at each run with their values, as
+ * when the values were in the text.
+ */
 
-	if (ret != expect)
-		elog(ERROR, "maintenance statement failed (%s): %s", SPI_result_code_string(ret), sql);
-}
+/* (stream id, segment) as the parameters $1 and $2 */
+static Oid	sg_seg_types[2] = {INT4OID, INT4OID};
 
 /* start a new segment once the current one is old enough and not empty */
 static void
 sg_step_rotate(SgStreamTask *task)
 {
 	char	   *cur = StreamSegmentName(task->id, task->current_seg);
-	char	   *sql;
+	Datum		values[2] = {Int32GetDatum(task->id), Int32GetDatum(task->current_seg)};
+	HeapTuple	t;
+	TupleDesc	d;
 	bool		isnull;
 	TimestampTz created;
 
-	sql = psprintf("SELECT created_at, EXISTS (SELECT 1 FROM %s) FROM streamguard.segment "
-				   "WHERE stream_id = %d AND seg = %d", cur, task->id, task->current_seg);
-	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+	if (SPI_execute_with_args(psprintf("SELECT created_at, EXISTS (SELECT 1 FROM %s) AS filled "
+									   "FROM streamguard.segment WHERE stream_id = $1 AND seg = $2", cur),
+							  2, sg_seg_types, values, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "segment %s is not recorded", cur);
-	created = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+	t = SPI_tuptable->vals[0];
+	d = SPI_tuptable->tupdesc;
+	created = DatumGetTimestampTz(SPI_getbinval(t, d, SgColumn(d, "created_at"), &isnull));
+	if (!DatumGetBool(SPI_getbinval(t, d, SgColumn(d, "filled"), &isnull)))
 		return;
 	if (GetCurrentTimestamp() - created < task->segment_us)
 		return;
 
 	SgCreateSegment(task->id, task->current_seg + 1);
-	sg_exec(psprintf("UPDATE streamguard.segment SET sealed_at = pg_catalog.clock_timestamp() "
-					 "WHERE stream_id = %d AND seg = %d", task->id, task->current_seg),
-			SPI_OK_UPDATE);
-	sg_exec(psprintf("UPDATE streamguard.stream SET current_seg = %d WHERE id = %d",
-					 task->current_seg + 1, task->id),
-			SPI_OK_UPDATE);
+	SgExecCached("UPDATE streamguard.segment SET sealed_at = pg_catalog.clock_timestamp() "
+				 "WHERE stream_id = $1 AND seg = $2",
+				 2, sg_seg_types, values, NULL, SPI_OK_UPDATE);
+	values[1] = Int32GetDatum(task->current_seg + 1);
+	SgExecCached("UPDATE streamguard.stream SET current_seg = $2 WHERE id = $1",
+				 2, sg_seg_types, values, NULL, SPI_OK_UPDATE);
 
 	/* appenders switch once the new segment is committed */
 	SPI_finish();
@@ -232,7 +255,9 @@ sg_step_bounds(SgStreamTask *task)
 	int32		cur;
 	int64	   *bounds;
 	int			nparts;
-	StringInfoData arr;
+	Datum	   *elems;
+	Oid			types[3] = {INT4OID, INT4OID, INT8ARRAYOID};
+	Datum		values[3];
 	int			p;
 
 	if (slot < 0)
@@ -240,13 +265,17 @@ sg_step_bounds(SgStreamTask *task)
 	nparts = HorizonSealedBounds(slot, &cur, &bounds);
 	if (nparts < 0)
 		return;
-	initStringInfo(&arr);
+	elems = palloc(sizeof(Datum) * nparts);
 	for (p = 0; p < nparts; p++)
-		appendStringInfo(&arr, "%s%lld", p ? "," : "", (long long) bounds[p]);
-	sg_exec(psprintf("UPDATE streamguard.segment SET seq_bounds = '{%s}' "
-					 "WHERE stream_id OPERATOR(pg_catalog.=) %d AND seg OPERATOR(pg_catalog.<) %d "
-					 "AND seq_bounds IS NULL", arr.data, task->id, cur),
-			SPI_OK_UPDATE);
+		elems[p] = Int64GetDatum(bounds[p]);
+	values[0] = Int32GetDatum(task->id);
+	values[1] = Int32GetDatum(cur);
+	values[2] = PointerGetDatum(construct_array(elems, nparts, INT8OID, 8, FLOAT8PASSBYVAL,
+												TYPALIGN_DOUBLE));
+	SgExecCached("UPDATE streamguard.segment SET seq_bounds = $3 "
+				 "WHERE stream_id OPERATOR(pg_catalog.=) $1 AND seg OPERATOR(pg_catalog.<) $2 "
+				 "AND seq_bounds IS NULL",
+				 3, types, values, NULL, SPI_OK_UPDATE);
 }
 
 /* drop the oldest segment if retention has passed it */
@@ -255,26 +284,39 @@ sg_step_drop(SgStreamTask *task)
 {
 	int32		seg = task->min_seg;
 	char	   *rel = StreamSegmentName(task->id, seg);
+	Datum		values[2] = {Int32GetDatum(task->id), Int32GetDatum(seg)};
 	bool		isnull;
 	Datum		sealed;
 
 	if (seg >= task->current_seg)
 		return;
-	if (SPI_execute(psprintf("SELECT sealed_at FROM streamguard.segment WHERE stream_id = %d AND seg = %d",
-							 task->id, seg), true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(SgPlanCached(NULL, "SELECT sealed_at FROM streamguard.segment "
+									  "WHERE stream_id = $1 AND seg = $2", 2, sg_seg_types),
+						 values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "segment lookup failed");
 	if (SPI_processed == 1)
 	{
-		sealed = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		sealed = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+							   SgColumn(SPI_tuptable->tupdesc, "sealed_at"), &isnull);
 		if (isnull || GetCurrentTimestamp() - DatumGetTimestampTz(sealed) < task->retention_us)
 			return;
 	}
 
-	sg_exec("SET LOCAL lock_timeout = '200ms'", SPI_OK_UTILITY);
-	if (SPI_execute(psprintf("SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-							 "ON n.oid = c.relnamespace WHERE n.nspname = '%s' AND c.relname = 's%d_%d'",
-							 SG_DATA_SCHEMA, task->id, seg), true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "segment lookup failed");
+	SgExec("SET LOCAL lock_timeout = '200ms'", 0, NULL, NULL, NULL, SPI_OK_UTILITY);
+	{
+		char		relname[NAMEDATALEN];
+		Oid			ntypes[2] = {NAMEOID, NAMEOID};
+		Datum		nvalues[2];
+
+		StreamSegmentRelname(task->id, seg, relname);
+		nvalues[0] = DirectFunctionCall1(namein, CStringGetDatum(SG_DATA_SCHEMA));
+		nvalues[1] = DirectFunctionCall1(namein, CStringGetDatum(relname));
+		if (SPI_execute_plan(SgPlanCached(NULL, "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+										  "ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
+										  2, ntypes),
+							 nvalues, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "segment lookup failed");
+	}
 	if (SPI_processed == 1)
 	{
 		/*
@@ -286,42 +328,52 @@ sg_step_drop(SgStreamTask *task)
 		 * committed seek moved back where it was, and count its loss from
 		 * there.
 		 */
-		sg_exec(psprintf("SELECT 1 FROM streamguard.consumer WHERE stream_id OPERATOR(pg_catalog.=) %d "
-						 "ORDER BY name, partition FOR UPDATE", task->id),
-				SPI_OK_SELECT);
-		sg_exec(psprintf("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", rel), SPI_OK_UTILITY);
+		SgExecCached("SELECT 1 FROM streamguard.consumer WHERE stream_id OPERATOR(pg_catalog.=) $1 "
+					 "ORDER BY name, partition FOR UPDATE",
+					 1, sg_seg_types, values, NULL, SPI_OK_SELECT);
+		SgExec(psprintf("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", rel), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 
 		/*
 		 * An append that took its seq just before the rotation may have
 		 * landed after sealed_at.  Now that nobody can write here any more,
 		 * make sure the youngest event has reached the retention age.
 		 */
-		if (SPI_execute(psprintf("SELECT pg_catalog.max(appended_at) >= "
-								 "pg_catalog.clock_timestamp() - interval '%lld microseconds' FROM %s",
-								 (long long) task->retention_us, rel), true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "segment age check failed");
 		{
-			Datum		young = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+			Interval   *retention = palloc0(sizeof(Interval));
+			Oid			rtypes[1] = {INTERVALOID};
+			Datum		rvalues[1];
+
+			/* what "interval 'N microseconds'" reads as: N in the time field */
+			retention->time = task->retention_us;
+			rvalues[0] = IntervalPGetDatum(retention);
+			if (SPI_execute_with_args(psprintf("SELECT pg_catalog.max(appended_at) >= "
+											   "pg_catalog.clock_timestamp() - $1 AS young FROM %s", rel),
+									  1, rtypes, rvalues, NULL, true, 0) != SPI_OK_SELECT)
+				elog(ERROR, "segment age check failed");
+		}
+		{
+			Datum		young = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+											  SgColumn(SPI_tuptable->tupdesc, "young"), &isnull);
 
 			if (!isnull && DatumGetBool(young))
 				return;			/* not yet: a later round drops it */
 		}
 		/* consumers inside the segment: count what they lose, move them past it */
-		sg_exec(psprintf("WITH m AS (SELECT partition, max(seq) AS maxseq FROM %s GROUP BY partition), "
-						 "l AS (SELECT c.name, c.partition, m.maxseq, "
-						 "  (SELECT count(*) FROM %s e WHERE e.partition = c.partition AND e.seq > c.position) AS n "
-						 "  FROM streamguard.consumer c JOIN m ON m.partition = c.partition "
-						 "  WHERE c.stream_id = %d AND c.position < m.maxseq) "
-						 "UPDATE streamguard.consumer c SET lost = c.lost + l.n, position = l.maxseq "
-						 "FROM l WHERE c.stream_id = %d AND c.name = l.name AND c.partition = l.partition",
-						 rel, rel, task->id, task->id),
-				SPI_OK_UPDATE);
-		sg_exec(psprintf("UPDATE streamguard.stream_partition sp SET seq_floor = m.maxseq "
-						 "FROM (SELECT partition, max(seq) AS maxseq FROM %s GROUP BY partition) m "
-						 "WHERE sp.stream_id = %d AND sp.partition = m.partition AND sp.seq_floor < m.maxseq",
-						 rel, task->id),
-				SPI_OK_UPDATE);
-		sg_exec(psprintf("DROP TABLE %s", rel), SPI_OK_UTILITY);
+		SgExec(psprintf("WITH m AS (SELECT partition, max(seq) AS maxseq FROM %s GROUP BY partition), "
+						"l AS (SELECT c.name, c.partition, m.maxseq, "
+						"  (SELECT count(*) FROM %s e WHERE e.partition = c.partition AND e.seq > c.position) AS n "
+						"  FROM streamguard.consumer c JOIN m ON m.partition = c.partition "
+						"  WHERE c.stream_id = $1 AND c.position < m.maxseq) "
+						"UPDATE streamguard.consumer c SET lost = c.lost + l.n, position = l.maxseq "
+						"FROM l WHERE c.stream_id = $1 AND c.name = l.name AND c.partition = l.partition",
+						rel, rel),
+			   1, sg_seg_types, values, NULL, SPI_OK_UPDATE);
+		SgExec(psprintf("UPDATE streamguard.stream_partition sp SET seq_floor = m.maxseq "
+						"FROM (SELECT partition, max(seq) AS maxseq FROM %s GROUP BY partition) m "
+						"WHERE sp.stream_id = $1 AND sp.partition = m.partition AND sp.seq_floor < m.maxseq",
+						rel),
+			   1, sg_seg_types, values, NULL, SPI_OK_UPDATE);
+		SgExec(psprintf("DROP TABLE %s", rel), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 
 		/*
 		 * A change of the partition count whose old-mapping events are all
@@ -330,17 +382,17 @@ sg_step_drop(SgStreamTask *task)
 		 * being handed out again.
 		 */
 		if (StreamRepartitionCatalog())
-			sg_exec(psprintf("DELETE FROM streamguard.stream_repartition r WHERE r.stream_id = %d "
-							 "AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(r.switch_seqs) WITH ORDINALITY u(s, i) "
-							 " JOIN streamguard.stream_partition sp ON sp.stream_id = r.stream_id "
-							 " AND sp.partition = u.i - 1 WHERE u.s > sp.seq_floor)",
-							 task->id),
-					SPI_OK_DELETE);
+			SgExecCached("DELETE FROM streamguard.stream_repartition r WHERE r.stream_id = $1 "
+						 "AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(r.switch_seqs) WITH ORDINALITY u(s, i) "
+						 " JOIN streamguard.stream_partition sp ON sp.stream_id = r.stream_id "
+						 " AND sp.partition = u.i - 1 WHERE u.s > sp.seq_floor)",
+						 1, sg_seg_types, values, NULL, SPI_OK_DELETE);
 	}
-	sg_exec(psprintf("DELETE FROM streamguard.segment WHERE stream_id = %d AND seg = %d", task->id, seg),
-			SPI_OK_DELETE);
-	sg_exec(psprintf("UPDATE streamguard.stream SET min_seg = %d WHERE id = %d", seg + 1, task->id),
-			SPI_OK_UPDATE);
+	SgExecCached("DELETE FROM streamguard.segment WHERE stream_id = $1 AND seg = $2",
+				 2, sg_seg_types, values, NULL, SPI_OK_DELETE);
+	values[1] = Int32GetDatum(seg + 1);
+	SgExecCached("UPDATE streamguard.stream SET min_seg = $2 WHERE id = $1",
+				 2, sg_seg_types, values, NULL, SPI_OK_UPDATE);
 
 	SPI_finish();
 	PopActiveSnapshot();
@@ -355,11 +407,12 @@ sg_step_drop(SgStreamTask *task)
 static void
 sg_step_dedup(SgStreamTask *task)
 {
-	sg_exec(psprintf("DELETE FROM streamguard.append_dedup WHERE ctid = ANY (ARRAY("
-					 "SELECT d.ctid FROM streamguard.append_dedup d JOIN streamguard.stream s ON s.id = d.stream_id "
-					 "WHERE d.stream_id = %d AND d.appended_at < pg_catalog.now() - s.dedup_window LIMIT %d))",
-					 task->id, SG_DEDUP_BATCH),
-			SPI_OK_DELETE);
+	Datum		values[2] = {Int32GetDatum(task->id), Int32GetDatum(SG_DEDUP_BATCH)};
+
+	SgExec("DELETE FROM streamguard.append_dedup WHERE ctid = ANY (ARRAY("
+		   "SELECT d.ctid FROM streamguard.append_dedup d JOIN streamguard.stream s ON s.id = d.stream_id "
+		   "WHERE d.stream_id = $1 AND d.appended_at < pg_catalog.now() - s.dedup_window LIMIT $2))",
+		   2, sg_seg_types, values, NULL, SPI_OK_DELETE);
 }
 
 /* -------------------------------------------------------- supervisor */
@@ -455,10 +508,20 @@ sg_supervise(void)
 	uint64		i;
 	int			j;
 	TimestampTz now = GetCurrentTimestamp();
+	int			col_id,
+				col_state,
+				col_stream,
+				col_workers,
+				col_owner;
 
 	if (SPI_execute("SELECT id, state, stream_id, workers, owner FROM streamguard.pipeline ORDER BY id",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pipeline list failed");
+	col_id = SgColumn(SPI_tuptable->tupdesc, "id");
+	col_state = SgColumn(SPI_tuptable->tupdesc, "state");
+	col_stream = SgColumn(SPI_tuptable->tupdesc, "stream_id");
+	col_workers = SgColumn(SPI_tuptable->tupdesc, "workers");
+	col_owner = SgColumn(SPI_tuptable->tupdesc, "owner");
 	if (sg_supervised == NULL)
 		sg_supervised = MemoryContextAllocZero(TopMemoryContext, sizeof(SgSupervised) * sg_max_pipelines);
 	for (j = 0; j < sg_nsupervised; j++)
@@ -469,12 +532,12 @@ sg_supervise(void)
 		HeapTuple	t = SPI_tuptable->vals[i];
 		TupleDesc	d = SPI_tuptable->tupdesc;
 		bool		isnull;
-		int32		id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
-		bool		running = strcmp(SPI_getvalue(t, d, 2), "running") == 0;
+		int32		id = DatumGetInt32(SPI_getbinval(t, d, col_id, &isnull));
+		bool		running = strcmp(SPI_getvalue(t, d, col_state), "running") == 0;
 		/* a remote source: NULL, which reads as 0 (0 in a 0.2 catalog) */
-		int32		stream_id = DatumGetInt32(SPI_getbinval(t, d, 3, &isnull));
-		int32		nworkers = DatumGetInt32(SPI_getbinval(t, d, 4, &isnull));
-		Oid			owner = DatumGetObjectId(SPI_getbinval(t, d, 5, &isnull));
+		int32		stream_id = DatumGetInt32(SPI_getbinval(t, d, col_stream, &isnull));
+		int32		nworkers = DatumGetInt32(SPI_getbinval(t, d, col_workers, &isnull));
+		Oid			owner = DatumGetObjectId(SPI_getbinval(t, d, col_owner, &isnull));
 		int32		w;
 
 		for (w = 0; w < nworkers; w++)
@@ -554,9 +617,9 @@ sg_step_supervise(SgStreamTask *unused)
 	 * our DROP ROLE hook could not see them: a role created later with the
 	 * same OID must not inherit them.
 	 */
-	sg_exec("DELETE FROM streamguard.stream_grant g WHERE NOT EXISTS "
-			"(SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) g.grantee) "
-			"RETURNING g.stream_id", SPI_OK_DELETE_RETURNING);
+	SgExec("DELETE FROM streamguard.stream_grant g WHERE NOT EXISTS "
+		   "(SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) g.grantee) "
+		   "RETURNING g.stream_id", 0, NULL, NULL, NULL, SPI_OK_DELETE_RETURNING);
 	for (i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
@@ -567,18 +630,21 @@ sg_step_supervise(SgStreamTask *unused)
 	sg_supervise();
 	CaptureSuperviseBackfills();
 	/* the checkpoint log keeps the last streamguard.batch_history batches */
-	sg_exec(psprintf(SgPipelineStatsCatalog() ?
-					 "DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline_stats p "
-					 "WHERE p.pipeline_id OPERATOR(pg_catalog.=) b.pipeline_id "
-					 "AND b.batch_id OPERATOR(pg_catalog.<=) (p.batches OPERATOR(pg_catalog.-) %d)" :
-					 "DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline p "
-					 "WHERE p.id OPERATOR(pg_catalog.=) b.pipeline_id "
-					 "AND b.batch_id OPERATOR(pg_catalog.<=) (p.batches OPERATOR(pg_catalog.-) %d)",
-					 sg_batch_history),
-			SPI_OK_DELETE);
-	sg_exec("DELETE FROM streamguard.pipeline_dedup d USING streamguard.pipeline p "
-			"WHERE p.id = d.pipeline_id AND d.seen_at < pg_catalog.now() - p.dedup_window",
-			SPI_OK_DELETE);
+	{
+		Datum		values[1] = {Int32GetDatum(sg_batch_history)};
+
+		SgExec(SgPipelineStatsCatalog() ?
+			   "DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline_stats p "
+			   "WHERE p.pipeline_id OPERATOR(pg_catalog.=) b.pipeline_id "
+			   "AND b.batch_id OPERATOR(pg_catalog.<=) (p.batches OPERATOR(pg_catalog.-) $1)" :
+			   "DELETE FROM streamguard.pipeline_batch b USING streamguard.pipeline p "
+			   "WHERE p.id OPERATOR(pg_catalog.=) b.pipeline_id "
+			   "AND b.batch_id OPERATOR(pg_catalog.<=) (p.batches OPERATOR(pg_catalog.-) $1)",
+			   1, sg_seg_types, values, NULL, SPI_OK_DELETE);
+	}
+	SgExec("DELETE FROM streamguard.pipeline_dedup d USING streamguard.pipeline p "
+		   "WHERE p.id = d.pipeline_id AND d.seen_at < pg_catalog.now() - p.dedup_window",
+		   0, NULL, NULL, NULL, SPI_OK_DELETE);
 }
 
 static bool sg_extension_present;
@@ -614,10 +680,11 @@ sg_step_check_extension(SgStreamTask *unused)
 		char	   *hint;
 		char	   *problem;
 
-		sg_exec("SELECT extversion FROM pg_catalog.pg_extension "
-				"WHERE extname OPERATOR(pg_catalog.=) 'streamguard'", SPI_OK_SELECT);
+		SgExec("SELECT extversion FROM pg_catalog.pg_extension "
+			   "WHERE extname OPERATOR(pg_catalog.=) 'streamguard'", 0, NULL, NULL, NULL, SPI_OK_SELECT);
 		if (SPI_processed > 0)
-			version = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+			version = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+								   SgColumn(SPI_tuptable->tupdesc, "extversion"));
 		if (sg_dbname == NULL)
 			sg_dbname = MemoryContextStrdup(TopMemoryContext, get_database_name(MyDatabaseId));
 		problem = SgCatalogVersionProblem(version, sg_dbname, &hint);
@@ -643,33 +710,11 @@ sg_step_check_extension(SgStreamTask *unused)
 static void
 sg_step_flag_version(SgStreamTask *unused)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
-
-	/* a 0.1 and a 0.2 catalog have these columns in streamguard.pipeline */
 	if (sg_version_problem)
-	{
-		values[0] = CStringGetTextDatum(psprintf("%s. %s", sg_version_problem, sg_version_hint));
-		if (SPI_execute_with_args(SgPipelineStatsCatalog() ?
-								  "UPDATE streamguard.pipeline_stats SET last_error = $1, last_error_at = pg_catalog.now() "
-								  "WHERE last_error IS DISTINCT FROM $1" :
-								  "UPDATE streamguard.pipeline SET last_error = $1, last_error_at = pg_catalog.now() "
-								  "WHERE last_error IS DISTINCT FROM $1",
-								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "pipeline error update failed");
-	}
+		PipelineFlagAllErrors(psprintf("%s. %s", sg_version_problem, sg_version_hint));
 	else
-	{
-		values[0] = CStringGetTextDatum("the streamguard library % serves SQL versions % to %, but database % has version %: "
-										"its pipelines and backfills do not run%");
-		if (SPI_execute_with_args(SgPipelineStatsCatalog() ?
-								  "UPDATE streamguard.pipeline_stats SET last_error = NULL, last_error_at = NULL "
-								  "WHERE last_error OPERATOR(pg_catalog.~~) $1" :
-								  "UPDATE streamguard.pipeline SET last_error = NULL, last_error_at = NULL "
-								  "WHERE last_error OPERATOR(pg_catalog.~~) $1",
-								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "pipeline error update failed");
-	}
+		PipelineClearErrorsLike("the streamguard library % serves SQL versions % to %, but database % has version %: "
+								"its pipelines and backfills do not run%");
 	sg_version_flagged = (sg_version_problem != NULL);
 }
 
