@@ -53,7 +53,7 @@ my %HOOKS = (
 
 my $dot = grep { $_ eq '--dot' } @ARGV;
 
-my (%src, %layer, %exported, %static, %line_of, %fnptr);
+my (%src, %layer, %exported, %static, %fnptr);
 
 # the names our own sources declare as function pointers: fields and
 # variables "(*name)(", and those declared with a function-pointer typedef
@@ -162,8 +162,7 @@ if (@violations)
 print "\nno upward call, no cycle\n";
 exit 0;
 
-# comments, strings, character constants and preprocessor lines removed;
-# line breaks kept so that positions still give line numbers
+# comments, strings, character constants and preprocessor lines removed
 sub strip
 {
 	my ($s) = @_;
@@ -199,7 +198,6 @@ sub definitions
 					my $name = $1;
 					my $kind = $decl =~ /\bstatic\b/ ? \%static : \%exported;
 					$kind->{$f}{$name} = 1;
-					$line_of{"$f $name"} = 1 + (substr($s, 0, $pos) =~ tr/\n//);
 				}
 			}
 			$depth++;
@@ -267,7 +265,7 @@ sub pointer_calls
 			{
 				next unless $arg =~ /^\s*&?\s*([A-Za-z_]\w*)\s*$/;
 				my $to = resolve($f, $1);
-				next unless defined $to && defined resolve($f, $1) && ($static{$to}{$1} || $exported{$to}{$1});
+				next unless defined $to;
 				$edges{$cfile}{$to}{"pointer $1"} = 1 if $cfile ne $to;
 			}
 		}

@@ -791,7 +791,6 @@ Datum
 sg_capture_sql_drop(PG_FUNCTION_ARGS)
 {
 	SgUserSave	save;
-	Oid			nsp;
 	SPITupleTable *tt;
 	uint64		n,
 				i;
@@ -799,8 +798,7 @@ sg_capture_sql_drop(PG_FUNCTION_ARGS)
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		elog(ERROR, "streamguard._capture_sql_drop() must be called as an event trigger");
 	/* never block a DROP because of us: without our catalog there is nothing to keep */
-	nsp = get_namespace_oid("streamguard", true);
-	if (!SgLoaded || !OidIsValid(nsp) || !OidIsValid(get_relname_relid("capture", nsp)) ||
+	if (!SgLoaded || !SgCatalogHas("capture") ||
 		!OidIsValid(get_extension_oid("streamguard", true)))
 		PG_RETURN_VOID();
 

@@ -1127,10 +1127,9 @@ CaptureSuperviseBackfills(void)
 	TimestampTz now = GetCurrentTimestamp();
 	List	   *keep = NIL;
 	MemoryContext old;
-	Oid			nsp = get_namespace_oid("streamguard", true);
 
 	/* a database still on the 0.1 schema (before ALTER EXTENSION UPDATE) has no captures */
-	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("capture_claim", nsp)))
+	if (!SgCatalogHas("capture_claim"))
 		return;
 
 	/* claims of backfills that are over: writers that had not yet seen it */

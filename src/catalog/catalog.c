@@ -301,6 +301,35 @@ SgExecCached(const char *sql, int nargs, Oid *types, Datum *values, const char *
 }
 
 /*
+ * Positions kept in a table of ours, one row per partition: `sql` (run as
+ * the data owner through a kept plan) returns (partition, position); pos[p]
+ * is the position of partition p, -1 where there is no row.  Rows of
+ * partitions outside 0 .. nparts - 1 are ignored.  SPI connected.
+ */
+void
+SgLoadPositions(const char *sql, int nargs, Oid *types, Datum *values, int64 *pos, int nparts)
+{
+	SgUserSave	save;
+	uint64		i;
+	int			p;
+
+	for (p = 0; p < nparts; p++)
+		pos[p] = -1;
+	SgBecomeDataOwner(&save, false);
+	SgExecCached(sql, nargs, types, values, NULL, SPI_OK_SELECT);
+	for (i = 0; i < SPI_processed; i++)	/* bounded: a row per partition */
+	{
+		bool		isnull;
+
+		CHECK_FOR_INTERRUPTS();
+		p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		if (p >= 0 && p < nparts)
+			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	SgRestoreUser(&save);
+}
+
+/*
  * The attribute number of `column` in a result: our statements' results
  * are read by column name, looked up once per result (a missing column is
  * our bug).
@@ -465,9 +494,7 @@ SgCheckSegments(Interval *retention, Interval *segment)
 bool
 StreamRepartitionCatalog(void)
 {
-	Oid			nsp = get_namespace_oid("streamguard", true);
-
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("stream_repartition", nsp));
+	return SgCatalogHas("stream_repartition");
 }
 
 /* ------------------------------------------------------- metadata cache */

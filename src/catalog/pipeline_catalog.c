@@ -7,13 +7,14 @@
  *		start, its errors), its dead letters and its Kafka positions.
  *
  * Who writes streamguard.pipeline: this file, for everything but a
- * batch's counters (batch.c, kafka_sink.c, and sink.c's count of the dead
- * letters it imports), which are updated in the batch's own transaction
- * by the statements that fence it; the drop of a pipeline (pipeline.c)
+ * batch's counters (in streamguard.pipeline_stats on a 0.3 catalog:
+ * batch.c, sink_kafka.c, and sink_remote.c's count of the dead letters it
+ * imports), which are updated in the batch's own transaction by the
+ * statements that fence it; the drop of a pipeline (pipeline.c)
  * and the reassignment of its owner (ownership.c), one statement each.
  * streamguard.dead_letter gets its rows only from DeadLetterInsert, from
- * an isolated batch (batchexec.c), a remote sink (sink.c) and a Kafka
- * source (kafka_source.c); streamguard.kafka_position its rows from
+ * an isolated batch (batchexec.c), a remote sink (sink_remote.c) and a Kafka
+ * source (source_kafka_messages.c); streamguard.kafka_position its rows from
  * KafkaPositionsAdd, at create_pipeline and when a topic grows.
  *
  * Results are read by column name (SgColumn), never by position.  The

@@ -99,6 +99,7 @@ extern Snapshot SgFreshSnapshot(void);
 extern void SgExec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect);
 extern void SgExecCached(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls,
 						 int expect);
+extern void SgLoadPositions(const char *sql, int nargs, Oid *types, Datum *values, int64 *pos, int nparts);
 extern int	SgColumn(TupleDesc desc, const char *column);
 
 /* locks */

@@ -446,18 +446,28 @@ SgCatalogVersionProblem(const char *extversion, const char *dbname, char **hint)
 }
 
 /*
+ * Whether streamguard's catalog has table `relname`: an older catalog,
+ * which this library serves until ALTER EXTENSION ... UPDATE, may not (and
+ * none exists before CREATE EXTENSION).  Syscache look-ups only; asked at
+ * each use, since the update may commit while a worker runs.
+ */
+bool
+SgCatalogHas(const char *relname)
+{
+	Oid			nsp = get_namespace_oid("streamguard", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid(relname, nsp));
+}
+
+/*
  * Whether the catalog is 0.3's: a pipeline's counters and last error in
  * streamguard.pipeline_stats, a remote source's stream_id NULL.  A 0.2
- * catalog, which this library serves until ALTER EXTENSION ... UPDATE, has
- * them in streamguard.pipeline and 0 for that stream_id.  Asked at each
- * use: the update may commit while a worker runs.
+ * catalog has them in streamguard.pipeline and 0 for that stream_id.
  */
 bool
 SgPipelineStatsCatalog(void)
 {
-	Oid			nsp = get_namespace_oid("streamguard", true);
-
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("pipeline_stats", nsp));
+	return SgCatalogHas("pipeline_stats");
 }
 
 /*

@@ -50,6 +50,7 @@ extern bool SgRunningForbidsAppendTo(int32 stream_id);
 extern void StreamguardCheckLoaded(void);
 extern void SgCheckPrimary(const char *function);
 extern char *SgCatalogVersionProblem(const char *extversion, const char *dbname, char **hint);
+extern bool SgCatalogHas(const char *relname);
 extern bool SgPipelineStatsCatalog(void);
 
 /* names and arguments */

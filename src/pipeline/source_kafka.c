@@ -664,28 +664,10 @@ sg_kafka_source_positions(SgWorker *w, SgBatch *b, int64 *pos, int nparts)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(w->def.id)};
-	SgUserSave	save;
-	uint64		i;
-	int			p;
 
-	for (p = 0; p < nparts; p++)
-		pos[p] = -1;
-	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_with_args("SELECT partition, next_offset FROM streamguard.kafka_position "
-							  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
-							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "kafka position lookup failed");
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		int			part = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-
-		CHECK_FOR_INTERRUPTS();
-
-		if (part >= 0 && part < nparts)
-			pos[part] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-	}
-	SgRestoreUser(&save);
+	SgLoadPositions("SELECT partition, next_offset FROM streamguard.kafka_position "
+					"WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+					1, types, values, pos, nparts);
 }
 
 /* move the positions past `to` (at_least_once, after the effects committed) */

@@ -89,30 +89,12 @@ sg_local_source_positions(SgWorker *w, SgBatch *b, int64 *pos, int nparts)
 {
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		values[2];
-	SgUserSave	save;
-	uint64		i;
 
-	for (i = 0; i < (uint64) nparts; i++)
-		pos[i] = -1;
 	values[0] = Int32GetDatum(b->stream->stream_id);
 	values[1] = CStringGetTextDatum(w->consumer_name);
-	SgBecomeDataOwner(&save, false);
-	if (SPI_execute_plan(SgPlanCached(NULL, "SELECT partition, position FROM streamguard.consumer "
-									  "WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
-									  2, types),
-						 values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "position lookup failed");
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-
-		CHECK_FOR_INTERRUPTS();
-
-		if (p >= 0 && p < nparts)
-			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-	}
-	SgRestoreUser(&save);
+	SgLoadPositions("SELECT partition, position FROM streamguard.consumer "
+					"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+					2, types, values, pos, nparts);
 }
 
 /* move the consumer's positions forward */

@@ -509,30 +509,11 @@ static void
 sg_remote_source_positions(SgWorker *w, SgBatch *b, int64 *pos, int nparts)
 {
 	Oid			types[1] = {INT4OID};
-	Datum		values[1];
-	SgUserSave	save;
-	uint64		i;
+	Datum		values[1] = {Int32GetDatum(w->def.id)};
 
-	for (i = 0; i < (uint64) nparts; i++)
-		pos[i] = -1;
-	SgBecomeDataOwner(&save, false);
-	values[0] = Int32GetDatum(w->def.id);
-	if (SPI_execute_plan(SgPlanCached(NULL, "SELECT partition, position FROM streamguard.remote_position "
-									  "WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
-									  1, types),
-						 values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "position lookup failed");
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-
-		CHECK_FOR_INTERRUPTS();
-
-		if (p >= 0 && p < nparts)
-			pos[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-	}
-	SgRestoreUser(&save);
+	SgLoadPositions("SELECT partition, position FROM streamguard.remote_position "
+					"WHERE pipeline_id OPERATOR(pg_catalog.=) $1",
+					1, types, values, pos, nparts);
 }
 
 /* after a failed batch: the connection goes, and the read ahead with it */
