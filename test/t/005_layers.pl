@@ -37,4 +37,18 @@ my $probe = `cd '$tmp' && perl scripts/call-graph.pl 2>&1`;
 isnt($? >> 8, 0, 'a planted upward call fails the check');
 like($probe, qr{upward call: core/util \(core\) -> api/views \(api\): direct PipelineVisibleToCaller}, '... and is named');
 system('rm', '-rf', $tmp);
+
+# no file over 800 lines and no function over 150, but the listed exceptions
+# (scripts/size-check.pl); and the check can fail: a planted long function
+my $sizes = `cd '$root' && perl scripts/size-check.pl 2>&1`;
+is($? >> 8, 0, 'no source file over 800 lines, no function over 150') or diag($sizes);
+system('mkdir', '-p', $tmp) == 0 or die;
+system("cp -r '$root/src' '$root/scripts' '$tmp/'") == 0 or die;
+open($fh, '>>', "$tmp/src/core/util.c") or die;
+print $fh "\nint SgProbeLong(int x);\nint\nSgProbeLong(int x)\n{\n" . ("\tx++;\n" x 160) . "\treturn x;\n}\n";
+close $fh;
+$probe = `cd '$tmp' && perl scripts/size-check.pl 2>&1`;
+isnt($? >> 8, 0, 'a planted 160-line function fails the size check');
+like($probe, qr{size violation: function core/util\.c:SgProbeLong: 16\d lines}, '... and is named');
+system('rm', '-rf', $tmp);
 done_testing();
