@@ -19,8 +19,48 @@ use FindBin;
 my $MAX_FILE = 800;
 my $MAX_FUNCTION = 150;
 
-# "file" or "file:function" => why it may be longer
-my %EXCEPTIONS = ();
+# "file" or "file:function" => "its most lines: why it may be longer";
+# an excepted one may shrink but not grow past that number
+my %EXCEPTIONS = (
+	# each one is a debt with its reason: the check fails when one grows
+	# unlisted, and when a listed one no longer applies
+	'api/pipeline.c' =>
+	  '1045: create/alter argument parsing beside the entry points; split pending',
+	'capture/capture.c' =>
+	  '1045: the capture SQL API and its DDL tracking in one file; split pending',
+	'capture/capture_backfill.c' =>
+	  '1296: the backfill worker loop, chunk copy and progress in one file; split pending',
+	'capture/capture_emit.c:sg_capture_trigger' =>
+	  '199: the per-row hot path kept in one frame; steps to extract without a per-row cost',
+	'catalog/catalog.c' =>
+	  '987: meta loading and the catalog helpers in one file; split pending',
+	'io/kafka.c' =>
+	  '1684: configuration, producing and consuming of librdkafka in one file; split pending',
+	'io/kafka.c:sg_kafka_open' =>
+	  '155: the librdkafka configuration sequence; helpers to extract',
+	'io/remote.c' =>
+	  '1322: libpq session, statements and COPY in one file; split pending',
+	'pipeline/window.c' =>
+	  '1558: window state, apply and emission in one file; split pending',
+	'pipeline/window.c:WindowApply' =>
+	  '363: one batch of a window pipeline, step by step; steps to extract',
+	'pipeline/window.c:sg_build_statements' =>
+	  '194: every window statement built in one place; split by statement pending',
+	'shmem/horizon.c' =>
+	  '1439: the shared horizon table, its crawler and its SQL snapshot in one file; split pending',
+	'shmem/pipeline_slots.c' =>
+	  '951: the slot table and its SQL snapshot in one file; split pending',
+	'stream/append.c:sg_append_batch' =>
+	  '151: one line over: the batch append sequence',
+	'stream/consumer.c' =>
+	  '878: fetch, position locking and the poll entry in one file; split pending',
+	'stream/consumer.c:sg_fetch' =>
+	  '188: the fetch loop over partitions with its locking; steps to extract',
+	'streamguard.c:_PG_init' =>
+	  '185: every GUC definition inline; a per-module define function pending',
+	'workers/maintenance.c' =>
+	  '846: the maintenance worker loop and its steps in one file; split pending',
+);
 
 my $list = grep { $_ eq '--list' } @ARGV;
 my $root = "$FindBin::RealBin/..";
@@ -40,8 +80,7 @@ for my $f (@files)
 	push @all_files, [ $f, $lines ];
 	if ($lines > $MAX_FILE)
 	{
-		if (exists $EXCEPTIONS{$f}) { $used{$f} = 1 }
-		else { push @bad, "file $f: $lines lines (at most $MAX_FILE)" }
+		check_excepted($f, $lines, $MAX_FILE);
 	}
 	next unless $f =~ /\.c$/;
 	for my $fn (functions(strip($text)))
@@ -49,8 +88,7 @@ for my $f (@files)
 		my ($name, $len) = @$fn;
 		push @all_functions, [ "$f:$name", $len ];
 		next if $len <= $MAX_FUNCTION;
-		if (exists $EXCEPTIONS{"$f:$name"}) { $used{"$f:$name"} = 1 }
-		else { push @bad, "function $f:$name: $len lines (at most $MAX_FUNCTION)" }
+		check_excepted("$f:$name", $len, $MAX_FUNCTION);
 	}
 }
 push @bad, "exception $_ no longer applies: remove it from %EXCEPTIONS"
@@ -70,8 +108,27 @@ if (@bad)
 	print "size violation: $_\n" for @bad;
 	exit 1;
 }
-print "no file over $MAX_FILE lines, no function over $MAX_FUNCTION\n";
+printf "no file over %d lines, no function over %d, but the %d listed exceptions, none grown\n",
+  $MAX_FILE, $MAX_FUNCTION, scalar keys %EXCEPTIONS;
 exit 0;
+
+# an item over its limit: fine if excepted and not grown past its recorded size
+sub check_excepted
+{
+	my ($item, $len, $limit) = @_;
+	my $what = $item =~ /:/ ? 'function' : 'file';
+	if (!exists $EXCEPTIONS{$item})
+	{
+		push @bad, "$what $item: $len lines (at most $limit)";
+		return;
+	}
+	$used{$item} = 1;
+	my ($max) = $EXCEPTIONS{$item} =~ /^(\d+):/
+	  or die "size-check: exception $item: its value must start with its most lines\n";
+	push @bad, "$what $item: $len lines, grown past its excepted $max (split it, do not raise the number)"
+	  if $len > $max;
+	return;
+}
 
 # comments, strings, character constants and preprocessor lines blanked,
 # newlines kept (so line numbers stay)
