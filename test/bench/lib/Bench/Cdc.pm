@@ -53,7 +53,7 @@ sub setup
 		psql_file("$DIR/cdc/setup.sql", {}, 'cdc_setup')
 		  or $self->{why} = 'cdc/setup.sql failed (logs/cdc_setup.log)';
 		$self->{why} //= 'could not create the slot'
-		  unless sql_try(q{SELECT pg_create_logical_replication_slot('bench_cdc', 'test_decoding')});
+		  unless (sql_try(q{SELECT pg_create_logical_replication_slot('bench_cdc', 'test_decoding')}))[0];
 	});
 	return;
 }
@@ -65,7 +65,7 @@ sub wal_since { my ($l) = @_; return sql("SELECT pg_wal_lsn_diff(pg_current_wal_
 sub recvlogical
 {
 	my ($self, $slot, $file, $log) = @_;
-	return spawn([ "$BIN/pg_recvlogical", '-h', $NODE->host, '-p', $NODE->port, '-d', 'bench', '-S', $slot,
+	return spawn([ "$BIN/pg_recvlogical", '-h', $self->{node}->host, '-p', $self->{node}->port, '-d', 'bench', '-S', $slot,
 		'--start', '-s', '1', '-f', $file ], "$LOGS/$log.log");
 }
 
@@ -97,7 +97,7 @@ sub throughput
 	stop_pid($pid) if $pid;
 	unlink "$WORK/cdc_tp.out";
 	if (!$res) { $self->{res}{"tp|$c"} = 'ERR'; return; }
-	$self->{res}{"tp|$c"} = $res->{tps};
+	$self->{res}{"tp|$c"} = sprintf('%.0f', $res->{tps});
 	$self->{res}{"walpc|$c"} = sprintf('%.0f', $wal / ($res->{processed} || 1));
 	log_msg("cdc throughput $c: $res->{tps} tx/s, $self->{res}{\"walpc|$c\"} WAL bytes per change");
 	return;
@@ -121,7 +121,7 @@ sub latency
 	if ($c eq 'captured')
 	{
 		sql(q{TRUNCATE cdc_recv; SELECT streamguard.seek('bench_cdc', 'lat', clock_timestamp())});
-		$pid = spawn([ "$BIN/psql", '-X', '-h', $NODE->host, '-p', $NODE->port, '-d', 'bench', '-v', 'ON_ERROR_STOP=1',
+		$pid = spawn([ "$BIN/psql", '-X', '-h', $self->{node}->host, '-p', $self->{node}->port, '-d', 'bench', '-v', 'ON_ERROR_STOP=1',
 			'-c', 'CALL cdc_consume(' . ($K{BENCH_CDC_SECONDS} + 5) . ')' ], "$LOGS/cdc_lat_consumer.log");
 	}
 	else
@@ -146,7 +146,7 @@ sub latency
 		sleep 3;   # the tail of the stream
 		stop_pid($pid);
 		$ok &&= defined reap($spid, 30);
-		$ok &&= sql_try("TRUNCATE cdc_logical; COPY cdc_logical FROM " . q_lit("$WORK/cdc_logical.tsv"));
+		$ok &&= (sql_try("TRUNCATE cdc_logical; COPY cdc_logical FROM " . q_lit("$WORK/cdc_logical.tsv")))[0];
 		$q = "SELECT (recv_epoch - extract(epoch FROM stamp)) * 1000 AS ms FROM cdc_logical WHERE stamp >= '$t0'";
 	}
 	if (!$ok) { $self->{res}{"lat|$c"} = 'ERR'; return; }
