@@ -29,7 +29,8 @@ my @REGISTRY = (
 	[ long     => 'Bench::Long',     1 ],
 	[ windows  => 'Bench::Windows',  1 ],
 	[ capture  => 'Bench::Capture',  0 ],
-	[ kafka    => 'Bench::Kafka',    0 ],);
+	[ kafka    => 'Bench::Kafka',    0 ],
+	[ cdc      => 'Bench::Cdc',      0 ],);
 
 my %MODULE = map { $_->[0] => $_->[1] } @REGISTRY;
 
