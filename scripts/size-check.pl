@@ -34,10 +34,6 @@ my %EXCEPTIONS = (
 	  '199: the per-row hot path kept in one frame; steps to extract without a per-row cost',
 	'catalog/catalog.c' =>
 	  '987: meta loading and the catalog helpers in one file; split pending',
-	'io/kafka.c' =>
-	  '1684: configuration, producing and consuming of librdkafka in one file; split pending',
-	'io/kafka.c:sg_kafka_open' =>
-	  '155: the librdkafka configuration sequence; helpers to extract',
 	'io/remote.c' =>
 	  '1322: libpq session, statements and COPY in one file; split pending',
 	'pipeline/window.c' =>
@@ -58,8 +54,6 @@ my %EXCEPTIONS = (
 	  '188: the fetch loop over partitions with its locking; steps to extract',
 	'streamguard.c:_PG_init' =>
 	  '185: every GUC definition inline; a per-module define function pending',
-	'workers/maintenance.c' =>
-	  '846: the maintenance worker loop and its steps in one file; split pending',
 );
 
 my $list = grep { $_ eq '--list' } @ARGV;
