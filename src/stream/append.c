@@ -441,6 +441,60 @@ sg_deconstruct(ArrayType *arr, Oid elemtype, const char *what, int expect,
 }
 
 /*
+ * Dedup keys of one batch: a key repeated inside the batch is claimed once,
+ * and its later rows become duplicates pointing at the first row's position;
+ * the first rows claim their keys in the dedup table as the data owner.
+ */
+static void
+sg_batch_dedup(SgStreamMeta *meta, SgEventRow *ev, int n, TimestampTz now)
+{
+	SgUserSave	save;
+	HTAB	   *seen;
+	HASHCTL		ctl;
+	bool	   *claim = palloc(sizeof(bool) * n);
+	int		   *first_of = palloc(sizeof(int) * n);
+	int			i;
+
+	/* duplicates inside the batch point at their first occurrence */
+	ctl.keysize = SG_MAX_DEDUP_KEY;
+	ctl.entrysize = sizeof(SeenEntry);
+	ctl.hcxt = CurrentMemoryContext;
+	seen = hash_create("streamguard batch keys", Max(n, 16), &ctl,
+					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	for (i = 0; i < n; i++)
+	{
+		char		hk[SG_MAX_DEDUP_KEY];
+		SeenEntry  *e;
+		bool		found;
+
+		first_of[i] = -1;
+		claim[i] = !ev[i].dedup_null;
+		if (ev[i].dedup_null)
+			continue;
+		memset(hk, 0, sizeof(hk));
+		strlcpy(hk, TextDatumGetCString(ev[i].dedup_key), sizeof(hk));
+		e = hash_search(seen, hk, HASH_ENTER, &found);
+		if (found)
+		{
+			first_of[i] = e->index;
+			claim[i] = false;
+		}
+		else
+			e->index = i;
+	}
+	SgBecomeDataOwner(&save, false);
+	sg_claim_dedup(meta, ev, n, claim, now);
+	SgRestoreUser(&save);
+	for (i = 0; i < n; i++)
+		if (first_of[i] >= 0)
+		{
+			ev[i].duplicate = true;
+			ev[i].partition = ev[first_of[i]].partition;
+			ev[i].seq = ev[first_of[i]].seq;
+		}
+}
+
+/*
  * append_batch(stream, payloads, keys, dedup_keys, partitions) -> setof position
  */
 Datum
@@ -463,7 +517,6 @@ sg_append_batch(PG_FUNCTION_ARGS)
 	SgEventRow *ev;
 	int32	   *segs;
 	TimestampTz now;
-	SgUserSave	save;
 
 	StreamguardCheckLoaded();
 	SgCheckPrimary("append_batch");
@@ -535,50 +588,7 @@ sg_append_batch(PG_FUNCTION_ARGS)
 	now = GetCurrentTimestamp();
 
 	if (dkeys)
-	{
-		HTAB	   *seen;
-		HASHCTL		ctl;
-		bool	   *claim = palloc(sizeof(bool) * n);
-		int		   *first_of = palloc(sizeof(int) * n);
-
-		/* duplicates inside the batch point at their first occurrence */
-		ctl.keysize = SG_MAX_DEDUP_KEY;
-		ctl.entrysize = sizeof(SeenEntry);
-		ctl.hcxt = CurrentMemoryContext;
-		seen = hash_create("streamguard batch keys", Max(n, 16), &ctl,
-						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-		for (i = 0; i < n; i++)
-		{
-			char		hk[SG_MAX_DEDUP_KEY];
-			SeenEntry  *e;
-			bool		found;
-
-			first_of[i] = -1;
-			claim[i] = !ev[i].dedup_null;
-			if (ev[i].dedup_null)
-				continue;
-			memset(hk, 0, sizeof(hk));
-			strlcpy(hk, TextDatumGetCString(ev[i].dedup_key), sizeof(hk));
-			e = hash_search(seen, hk, HASH_ENTER, &found);
-			if (found)
-			{
-				first_of[i] = e->index;
-				claim[i] = false;
-			}
-			else
-				e->index = i;
-		}
-		SgBecomeDataOwner(&save, false);
-		sg_claim_dedup(meta, ev, n, claim, now);
-		SgRestoreUser(&save);
-		for (i = 0; i < n; i++)
-			if (first_of[i] >= 0)
-			{
-				ev[i].duplicate = true;
-				ev[i].partition = ev[first_of[i]].partition;
-				ev[i].seq = ev[first_of[i]].seq;
-			}
-	}
+		sg_batch_dedup(meta, ev, n, now);
 
 	sg_store_grouped(meta, ev, segs, n, now);
 
