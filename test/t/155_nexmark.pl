@@ -62,8 +62,8 @@ for my $q (sort keys %plain)
 {
 	my $n = $want{$q} // $node->safe_psql('postgres', "SELECT count(*) FROM ($plain{$q}) p");
 	ok(defined wait_for_value($node, "SELECT count(*) FROM ${q}_out", $n, 120), "$q: $n rows");
-	my $diff = "SELECT (SELECT count(*) FROM (SELECT * FROM ${q}_out EXCEPT ALL $plain{$q}) a)
-		+ (SELECT count(*) FROM ($plain{$q} EXCEPT ALL SELECT * FROM ${q}_out) b)";
+	my $diff = "SELECT (SELECT count(*) FROM (SELECT * FROM ${q}_out EXCEPT ALL ($plain{$q})) a)
+		+ (SELECT count(*) FROM (($plain{$q}) EXCEPT ALL SELECT * FROM ${q}_out) b)";
 	is($node->safe_psql('postgres', $diff), '0', "$q: equal to the plain SQL (mismatches)");
 	# the check can fail: perturb one row and it is caught
 	$node->safe_psql('postgres', "CREATE TABLE ${q}_saved AS SELECT * FROM ${q}_out");
