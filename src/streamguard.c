@@ -83,25 +83,28 @@ sg_shmem_startup(void)
 	WorkerUnitsShmemInit();
 }
 
-void
-_PG_init(void)
+/*
+ * The callbacks through which lower layers reach the ones above them (each
+ * named in the banner of the file that calls it).
+ */
+static void
+sg_install_callbacks(void)
 {
-	BackgroundWorker worker;
-
-	/*
-	 * The callbacks through which lower layers reach the ones above them
-	 * (each named in the banner of the file that calls it).
-	 */
 	HorizonCommitWake = PipelineWakeStream;
 	HorizonSeqLoader = StreamMaxSeq;
 	PipelineSlotsVisibleToCaller = PipelineVisibleToCaller;
 	WorkerUnitsMaintenanceWorkers = LauncherRunningWorkers;
 	GroupStreamVisibleToCaller = StreamVisibleToCaller;
 	CaptureWakeMaintenance = LauncherWake;
+}
 
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-
+/*
+ * Every streamguard GUC, in the order they have always been defined; each
+ * variable belongs to the module that reads it.
+ */
+static void
+sg_define_gucs(void)
+{
 	DefineCustomIntVariable("streamguard.max_streams",
 							"Maximum number of streams tracked in shared memory, over all databases.",
 							"Each stream in use needs one slot; a dropped stream frees its slot.",
@@ -233,13 +236,45 @@ _PG_init(void)
 							&sg_role_max_workers, -1, -1, MAX_BACKENDS,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamguard");
+}
 
-	OwnershipInstallHooks();
-
+static void
+sg_install_shmem_hooks(void)
+{
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = sg_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = sg_shmem_startup;
+}
+
+/* The launcher: a static background worker, restarted 5 s after a crash. */
+static void
+sg_register_launcher(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "streamguard");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "LauncherMain");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "streamguard launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "streamguard launcher");
+	RegisterBackgroundWorker(&worker);
+}
+
+void
+_PG_init(void)
+{
+	sg_install_callbacks();
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	sg_define_gucs();
+	OwnershipInstallHooks();
+	sg_install_shmem_hooks();
 
 	/*
 	 * pg_upgrade starts both servers in binary-upgrade mode (postgres -b) to
@@ -257,15 +292,6 @@ _PG_init(void)
 		return;
 	}
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "streamguard");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "LauncherMain");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "streamguard launcher");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "streamguard launcher");
-	RegisterBackgroundWorker(&worker);
-
+	sg_register_launcher();
 	SgLoaded = true;
 }
