@@ -50,8 +50,6 @@ my %EXCEPTIONS = (
 	  '878: fetch, position locking and the poll entry in one file; split pending',
 	'stream/consumer.c:sg_fetch' =>
 	  '188: the fetch loop over partitions with its locking; steps to extract',
-	'streamguard.c:_PG_init' =>
-	  '185: every GUC definition inline; a per-module define function pending',
 );
 
 my $list = grep { $_ eq '--list' } @ARGV;
