@@ -33,6 +33,10 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib $FindBin::RealBin;
+use CSource qw(strip);
+
 # the layers, bottom first; "top" is src/*.c (module load)
 my @LAYERS = qw(core io shmem catalog stream capture pipeline workers api top);
 my %RANK = map { $LAYERS[$_] => $_ } 0 .. $#LAYERS;
@@ -162,17 +166,6 @@ if (@violations)
 print "\nno upward call, no cycle\n";
 exit 0;
 
-# comments, strings, character constants and preprocessor lines removed
-sub strip
-{
-	my ($s) = @_;
-	$s =~ s{/\*.*?\*/}{ $& =~ tr/\n//cdr }gse;
-	$s =~ s{//[^\n]*}{}g;
-	$s =~ s{"(?:[^"\\\n]|\\.)*"}{""}g;
-	$s =~ s{'(?:[^'\\\n]|\\.)+'}{'x'}g;
-	$s =~ s{^[ \t]*#(?:[^\n]*\\\n)*[^\n]*}{ $& =~ tr/\n//cdr }gme;
-	return $s;
-}
 
 # function definitions: at brace depth 0, a "name(...)" followed by "{";
 # static when the declaration it ends (since the last ";" or "}" at depth 0)

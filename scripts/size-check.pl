@@ -15,6 +15,8 @@ use warnings;
 
 use File::Find;
 use FindBin;
+use lib $FindBin::RealBin;
+use CSource qw(strip);
 
 my $MAX_FILE = 800;
 my $MAX_FUNCTION = 150;
@@ -120,18 +122,6 @@ sub check_excepted
 	return;
 }
 
-# comments, strings, character constants and preprocessor lines blanked,
-# newlines kept (so line numbers stay)
-sub strip
-{
-	my ($s) = @_;
-	$s =~ s{/\*.*?\*/}{ $& =~ tr/\n//cdr }gse;
-	$s =~ s{//[^\n]*}{}g;
-	$s =~ s{"(?:[^"\\\n]|\\.)*"}{""}g;
-	$s =~ s{'(?:[^'\\\n]|\\.)+'}{'x'}g;
-	$s =~ s{^[ \t]*#(?:[^\n]*\\\n)*[^\n]*}{ $& =~ tr/\n//cdr }gme;
-	return $s;
-}
 
 # [name, lines] of every function definition: at brace depth 0, a
 # "name(...)" followed by "{"
