@@ -63,6 +63,48 @@ SET ROLE sg_producer;
 SELECT try($$SELECT streamguard.append('private', '{}')$$);
 RESET ROLE;
 
+-- watch: the stream's consumers and their lag, never an event, no consumer moved
+CREATE ROLE sg_watcher;
+CREATE ROLE sg_monitoring IN ROLE pg_monitor;
+SET ROLE sg_watcher;
+SELECT count(*) AS consumers_seen FROM streamguard.consumers WHERE stream = 'private';
+RESET ROLE;
+SET ROLE sg_owner;
+SELECT streamguard.grant_stream('private', 'sg_watcher', 'watch');
+RESET ROLE;
+SET ROLE sg_watcher;
+SELECT consumer, partition, committed_seq, lag_events FROM streamguard.consumers
+WHERE stream = 'private' ORDER BY 1, 2;
+SELECT try($$SELECT * FROM streamguard.poll('private', 'reader')$$);
+SELECT try($$SELECT streamguard.seek('private', 'reader', 0, 0)$$);
+SELECT try($$SELECT * FROM streamguard.read('private', 0, 0, 10)$$);
+SELECT try($$SELECT streamguard.drop_consumer('private', 'reader')$$);
+SELECT try($$SELECT streamguard.append('private', '{}')$$);
+RESET ROLE;
+-- pg_monitor (through pg_read_all_stats) sees every stream's consumers, and
+-- reads nothing either
+SET ROLE sg_monitoring;
+SELECT consumer, partition, committed_seq, lag_events FROM streamguard.consumers
+WHERE stream = 'private' ORDER BY 1, 2;
+SELECT try($$SELECT * FROM streamguard.poll('private', 'reader')$$);
+RESET ROLE;
+-- the grants as stored: by role name; 'all' includes watch, a revoke of
+-- read leaves it, a revoke of watch ends it
+SET ROLE sg_owner;
+SELECT streamguard.grant_stream('private', 'sg_stranger', 'all');
+SELECT streamguard.revoke_stream('private', 'sg_stranger', 'read');
+SELECT streamguard.revoke_stream('private', 'sg_watcher', 'watch');
+RESET ROLE;
+SELECT grantee, pg_typeof(grantee), can_append, can_read, can_watch FROM streamguard.stream_grant
+WHERE stream_id = (SELECT id FROM streamguard.stream WHERE name = 'private') ORDER BY 1::text;
+SET ROLE sg_watcher;
+SELECT count(*) AS consumers_seen FROM streamguard.consumers WHERE stream = 'private';
+RESET ROLE;
+SET ROLE sg_stranger;
+SELECT count(*) AS consumers_seen FROM streamguard.consumers WHERE stream = 'private';
+SELECT try($$SELECT * FROM streamguard.poll('private', 'reader')$$);
+RESET ROLE;
+
 -- bad grants
 SET ROLE sg_owner;
 SELECT try($$SELECT streamguard.grant_stream('private', 'sg_reader', 'delete')$$);
@@ -74,4 +116,4 @@ SELECT streamguard.drop_stream('private', force => true);
 RESET ROLE;
 
 REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM sg_owner;
-DROP ROLE sg_owner, sg_producer, sg_reader, sg_stranger, sg_team;
+DROP ROLE sg_owner, sg_producer, sg_reader, sg_stranger, sg_team, sg_watcher, sg_monitoring;

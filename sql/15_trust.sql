@@ -150,7 +150,7 @@ INSERT INTO decision VALUES
 	('streamguard._is_member(oid)', 'filters'),
 	-- counts per database and role against the caps: no pipeline names
 	('streamguard._worker_slots()', 'filters'),
-	('streamguard._can_read(integer)', 'filters'),
+	('streamguard._can_watch(integer)', 'filters'),
 	('streamguard._pipeline_runtime()', 'filters'),
 	('streamguard._pipeline_batches()', 'filters'),
 	('streamguard._remote_runtime()', 'filters'),

@@ -319,7 +319,7 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 
 /* grant_stream/revoke_stream's privilege words, in the switch's order */
 static const SgWordList privilege_words = {
-	"stream privilege", "privileges", {"append", "read", "all", NULL}
+	"stream privilege", "privileges", {"append", "read", "all", "watch", NULL}
 };
 
 static void
@@ -329,7 +329,8 @@ sg_change_grant(FunctionCallInfo fcinfo, bool grant)
 	Oid			grantee;
 	char	   *priv;
 	bool		p_append,
-				p_read;
+				p_read,
+				p_watch;
 	SgStreamMeta *meta;
 	SgUserSave	save;
 	int			ret;
@@ -354,13 +355,17 @@ sg_change_grant(FunctionCallInfo fcinfo, bool grant)
 	switch (SgParseWord(&privilege_words, priv))
 	{
 		case 0:
-			p_append = true, p_read = false;
+			p_append = true, p_read = false, p_watch = false;
 			break;
 		case 1:
-			p_append = false, p_read = true;
+			p_append = false, p_read = true, p_watch = false;
+			break;
+		case 3:
+			/* the consumers' positions and lag, never an event */
+			p_append = false, p_read = false, p_watch = true;
 			break;
 		default:
-			p_append = true, p_read = true;
+			p_append = true, p_read = true, p_watch = true;
 			break;
 	}
 
@@ -370,26 +375,30 @@ sg_change_grant(FunctionCallInfo fcinfo, bool grant)
 
 	SgBecomeDataOwner(&save, true);
 	{
-		Oid			types[4] = {INT4OID, OIDOID, BOOLOID, BOOLOID};
-		Datum		values[4] = {Int32GetDatum(meta->stream_id), ObjectIdGetDatum(grantee),
-		BoolGetDatum(p_append), BoolGetDatum(p_read)};
+		Oid			types[5] = {INT4OID, OIDOID, BOOLOID, BOOLOID, BOOLOID};
+		Datum		values[5] = {Int32GetDatum(meta->stream_id), ObjectIdGetDatum(grantee),
+			BoolGetDatum(p_append), BoolGetDatum(p_read), BoolGetDatum(p_watch)};
 
 		if (grant)
 			ret = SPI_execute_with_args("INSERT INTO streamguard.stream_grant AS g "
-										"(stream_id, grantee, can_append, can_read) VALUES ($1, $2, $3, $4) "
+										"(stream_id, grantee, can_append, can_read, can_watch) "
+										"VALUES ($1, $2, $3, $4, $5) "
 										"ON CONFLICT (stream_id, grantee) DO UPDATE SET "
 										"can_append = g.can_append OR excluded.can_append, "
-										"can_read = g.can_read OR excluded.can_read",
-										4, types, values, NULL, false, 0);
+										"can_read = g.can_read OR excluded.can_read, "
+										"can_watch = g.can_watch OR excluded.can_watch",
+										5, types, values, NULL, false, 0);
 		else
 		{
 			ret = SPI_execute_with_args("UPDATE streamguard.stream_grant SET "
-										"can_append = can_append AND NOT $3, can_read = can_read AND NOT $4 "
+										"can_append = can_append AND NOT $3, can_read = can_read AND NOT $4, "
+										"can_watch = can_watch AND NOT $5 "
 										"WHERE stream_id = $1 AND grantee = $2",
-										4, types, values, NULL, false, 0);
+										5, types, values, NULL, false, 0);
 			if (ret >= 0)
 				ret = SPI_execute_with_args("DELETE FROM streamguard.stream_grant "
-											"WHERE stream_id = $1 AND grantee = $2 AND NOT can_append AND NOT can_read",
+											"WHERE stream_id = $1 AND grantee = $2 "
+											"AND NOT can_append AND NOT can_read AND NOT can_watch",
 											2, types, values, NULL, false, 0);
 		}
 		if (ret < 0)

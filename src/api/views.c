@@ -3,7 +3,7 @@
  * views.c
  *		Set-returning functions behind the progress views
  *		(streamguard.streams, stream_partitions, consumers, horizon_holders),
- *		and the predicates the views filter rows with (_is_member, _can_read).
+ *		and the predicates the views filter rows with (_is_member, _can_watch).
  *
  * Counters and horizons come from shared memory; first/last seqs are
  * index probes on the retained segments.  Nothing here scans a stream.
@@ -13,12 +13,15 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
@@ -31,7 +34,11 @@
 PG_FUNCTION_INFO_V1(sg_partition_stats);
 PG_FUNCTION_INFO_V1(sg_next_event_time);
 PG_FUNCTION_INFO_V1(sg_open_appends);
+PG_FUNCTION_INFO_V1(sg_can_watch);
 PG_FUNCTION_INFO_V1(sg_can_read);
+
+static bool sg_catalog_has_watch(void);
+static bool sg_stream_visible(int32 stream_id, bool watch);
 
 /*
  * First or last seq of a partition over the retained segments (0 = none).
@@ -151,7 +158,7 @@ sg_next_event_time(PG_FUNCTION_ARGS)
 	bool		found = false;
 
 	StreamguardCheckLoaded();
-	if (!DatumGetBool(DirectFunctionCall1(sg_can_read, Int32GetDatum(stream_id))))
+	if (!sg_stream_visible(stream_id, sg_catalog_has_watch()))
 		PG_RETURN_NULL();
 	slot = HorizonFindSlot(MyDatabaseId, stream_id);
 	if (slot < 0)
@@ -238,10 +245,13 @@ sg_is_member(PG_FUNCTION_ARGS)
 }
 
 /*
- * _can_read(stream_id) -> whether the current role may read the stream
- * (owner, member of the owner, or a read grant to a role it acts as).
- * Reads the catalog directly, so a view using it works even when shared
- * memory has no room for the stream.
+ * _can_watch(stream_id) -> whether the current role may see the stream's
+ * consumers and group members (their positions and lag, never an event):
+ * the owner or a member of the owner, a read or watch grant to a role it
+ * acts as, or a member of pg_read_all_stats (pg_monitor is one), which sees
+ * every session's activity in PostgreSQL too.  Reading events is checked
+ * elsewhere, at every poll and read.  Reads the catalog directly, so a view
+ * using it works even when shared memory has no room for the stream.
  *
  * The views call it once per row (consumers: in the filter and through
  * _next_event_time), mostly for the same stream row after row: the last
@@ -252,17 +262,31 @@ sg_is_member(PG_FUNCTION_ARGS)
 static struct
 {
 	bool		valid;
+	bool		watch;
 	int32		stream_id;
 	Oid			userid;
 	TimestampTz statement;
 	CommandId	cid;
 	bool		result;
-}			sg_can_read_last;
+}			sg_visible_last;
 
-Datum
-sg_can_read(PG_FUNCTION_ARGS)
+/*
+ * Whether the installed SQL objects have the watch grant (0.3 on): the
+ * functions below serve the views of 0.1 and 0.2 too until the update,
+ * whose stream_grant has no can_watch.  Syscache lookups only.
+ */
+static bool
+sg_catalog_has_watch(void)
 {
-	int32		stream_id = PG_GETARG_INT32(0);
+	Oid			nsp = get_namespace_oid("streamguard", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("stream_grant", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "can_watch") != InvalidAttrNumber;
+}
+
+static bool
+sg_stream_visible(int32 stream_id, bool watch)
+{
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(stream_id)};
 	SgUserSave	save;
@@ -272,19 +296,26 @@ sg_can_read(PG_FUNCTION_ARGS)
 	TimestampTz statement = GetCurrentStatementStartTimestamp();
 	CommandId	cid = GetCurrentCommandId(false);
 
-	if (superuser())
-		PG_RETURN_BOOL(true);
-	if (sg_can_read_last.valid && sg_can_read_last.stream_id == stream_id &&
-		sg_can_read_last.userid == userid && sg_can_read_last.statement == statement &&
-		sg_can_read_last.cid == cid)
-		PG_RETURN_BOOL(sg_can_read_last.result);
-	sg_can_read_last.valid = false;
+	if (superuser() || (watch && has_privs_of_role(userid, ROLE_PG_READ_ALL_STATS)))
+		return true;
+	if (sg_visible_last.valid && sg_visible_last.watch == watch &&
+		sg_visible_last.stream_id == stream_id &&
+		sg_visible_last.userid == userid && sg_visible_last.statement == statement &&
+		sg_visible_last.cid == cid)
+		return sg_visible_last.result;
+	sg_visible_last.valid = false;
 	SgEnterCatalog(&save);
-	if (SPI_execute_plan(SgPlanCached(NULL,
-									  "SELECT owner FROM streamguard.stream WHERE id OPERATOR(pg_catalog.=) $1 "
-									  "UNION ALL SELECT grantee FROM streamguard.stream_grant "
-									  "WHERE stream_id OPERATOR(pg_catalog.=) $1 AND can_read",
-									  1, types),
+	if (SPI_execute_plan(watch
+						 ? SgPlanCached(NULL,
+										"SELECT owner FROM streamguard.stream WHERE id OPERATOR(pg_catalog.=) $1 "
+										"UNION ALL SELECT grantee FROM streamguard.stream_grant "
+										"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND (can_read OR can_watch)",
+										1, types)
+						 : SgPlanCached(NULL,
+										"SELECT owner FROM streamguard.stream WHERE id OPERATOR(pg_catalog.=) $1 "
+										"UNION ALL SELECT grantee FROM streamguard.stream_grant "
+										"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND can_read",
+										1, types),
 						 values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "stream privilege lookup failed");
 	SgRestoreUser(&save);
@@ -296,20 +327,38 @@ sg_can_read(PG_FUNCTION_ARGS)
 														   SPI_tuptable->tupdesc, 1, &isnull)));
 	}
 	SPI_finish();
-	sg_can_read_last.stream_id = stream_id;
-	sg_can_read_last.userid = userid;
-	sg_can_read_last.statement = statement;
-	sg_can_read_last.cid = cid;
-	sg_can_read_last.result = result;
-	sg_can_read_last.valid = true;
-	PG_RETURN_BOOL(result);
+	sg_visible_last.watch = watch;
+	sg_visible_last.stream_id = stream_id;
+	sg_visible_last.userid = userid;
+	sg_visible_last.statement = statement;
+	sg_visible_last.cid = cid;
+	sg_visible_last.result = result;
+	sg_visible_last.valid = true;
+	return result;
 }
 
-/* sg_can_read for C callers (consumer_group_members, group.c) */
+Datum
+sg_can_watch(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sg_stream_visible(PG_GETARG_INT32(0), true));
+}
+
+/*
+ * _can_read(stream_id) of the 0.1 and 0.2 scripts, whose views this library
+ * still serves until ALTER EXTENSION UPDATE: their stream_grant has no
+ * watch column, and they showed consumers to readers only.
+ */
+Datum
+sg_can_read(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(sg_stream_visible(PG_GETARG_INT32(0), false));
+}
+
+/* sg_can_watch for C callers (consumer_group_members, group.c) */
 bool
 StreamVisibleToCaller(int32 stream_id)
 {
-	return DatumGetBool(DirectFunctionCall1(sg_can_read, Int32GetDatum(stream_id)));
+	return sg_stream_visible(stream_id, sg_catalog_has_watch());
 }
 
 /*

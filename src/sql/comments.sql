@@ -67,8 +67,8 @@ COMMENT ON FUNCTION streamguard.remote_validator(text[], oid) IS
 	'Option validator of the streamguard_remote foreign-data wrapper.';
 COMMENT ON FUNCTION streamguard.kafka_validator(text[], oid) IS
 	'Option validator of the streamguard_kafka foreign-data wrapper.';
-COMMENT ON FUNCTION streamguard._can_read(integer) IS
-	'Internal: whether the current role may read a stream (owner, member of the owner, grant).';
+COMMENT ON FUNCTION streamguard._can_watch(integer) IS
+	'Internal: whether the current role may see a stream''s consumers (owner, member of the owner, read or watch grant, pg_read_all_stats).';
 COMMENT ON FUNCTION streamguard._is_member(oid) IS
 	'Internal: whether the current role may act as a role; false for a role that is gone.';
 COMMENT ON FUNCTION streamguard._capture_trigger() IS

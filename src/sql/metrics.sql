@@ -13,6 +13,8 @@ WITH m(name, type, help) AS (VALUES
 	('streamguard_stream_append_rate', 'gauge', 'Committed appends per second over the last 10 seconds (0 when idle).'),
 	('streamguard_stream_appended_events_total', 'counter', 'Seqs below the readable horizons of the stream''s partitions: events appended and committed, plus the gaps of aborted appends.'),
 	('streamguard_stream_in_flight', 'gauge', 'Appends not yet committed or aborted.'),
+	('streamguard_stream_segments', 'gauge', 'Segment tables of the stream (the current one and the sealed ones retention has not dropped yet).'),
+	('streamguard_stream_segments_expected', 'gauge', 'Segments retention keeps at most: retention / segment_interval rounded up, plus the current one (streams with retention only).'),
 	('streamguard_partition_last_seq', 'gauge', 'Highest retained seq of the partition.'),
 	('streamguard_partition_horizon_lag', 'gauge', 'Seqs handed out but not yet readable (next_seq - readable_horizon).'),
 	('streamguard_horizon_holder_age_seconds', 'gauge', 'Age of the transaction of an open append that holds a partition back.'),
@@ -64,6 +66,11 @@ s(name, labels, value) AS (
 	FROM streamguard.streams
 	UNION ALL SELECT 'streamguard_stream_in_flight', format('stream="%s"', stream), in_flight::text
 	FROM streamguard.streams
+	UNION ALL SELECT 'streamguard_stream_segments', format('stream="%s"', stream), segments::text
+	FROM streamguard.streams
+	UNION ALL SELECT 'streamguard_stream_segments_expected', format('stream="%s"', stream),
+		(ceil(extract(epoch FROM retention) / extract(epoch FROM segment_interval))::bigint + 1)::text
+	FROM streamguard.streams WHERE retention IS NOT NULL
 	UNION ALL SELECT 'streamguard_stream_appended_events_total', format('stream="%s"', stream),
 		sum(greatest(readable_horizon - 1, 0))::text
 	FROM streamguard.stream_partitions WHERE readable_horizon IS NOT NULL GROUP BY stream

@@ -95,7 +95,7 @@ CREATE TABLE streamguard.stream (
 	id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	name streamguard.object_name NOT NULL UNIQUE,
 	partitions int NOT NULL CHECK (partitions >= 1),
-	owner oid NOT NULL,
+	owner regrole NOT NULL,
 	retention interval CHECK (retention > '0'),
 	dedup_window interval NOT NULL CHECK (dedup_window > '0'),
 	segment_interval interval CHECK (segment_interval > '0'),
@@ -138,9 +138,11 @@ CREATE TABLE streamguard.segment (
 
 CREATE TABLE streamguard.stream_grant (
 	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
-	grantee oid NOT NULL,
+	grantee regrole NOT NULL,
 	can_append boolean NOT NULL,
 	can_read boolean NOT NULL,
+	-- sees the stream's consumers and group members (lag), reads no event
+	can_watch boolean NOT NULL DEFAULT false,
 	PRIMARY KEY (stream_id, grantee)
 );
 
@@ -190,7 +192,7 @@ CREATE TABLE streamguard.pipeline (
 	error_policy streamguard.error_policy NOT NULL,
 	dedup boolean NOT NULL,
 	dedup_window interval NOT NULL CHECK (dedup_window > '0'),
-	owner oid NOT NULL,
+	owner regrole NOT NULL,
 	search_path text NOT NULL,				-- in force when the SQL was defined
 	state streamguard.pipeline_state NOT NULL DEFAULT 'running',
 	epoch bigint NOT NULL DEFAULT 1 CHECK (epoch >= 1),	-- fencing generation
@@ -359,7 +361,7 @@ CREATE TABLE streamguard.capture (
 	key_attnums int2[] NOT NULL CHECK (pg_catalog.cardinality(key_attnums) >= 1),
 	column_attnums int2[],					-- NULL: every column
 	operations streamguard.capture_operation[] NOT NULL CHECK (pg_catalog.cardinality(operations) >= 1),
-	owner oid NOT NULL,						-- the role the events are appended as
+	owner regrole NOT NULL,					-- the role the events are appended as
 	backfill_state streamguard.backfill_state NOT NULL,
 	backfill_after text[],					-- key of the last row a committed chunk covered
 	backfill_until text[],					-- the last key when the backfill began: its end
@@ -706,10 +708,11 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'sg_is_member'
 LANGUAGE C STABLE STRICT;
 
--- true when the current role may read the stream (owner, member, grant)
-CREATE FUNCTION streamguard._can_read(stream_id int)
+-- true when the current role may see the stream's consumers: owner, member,
+-- a read or watch grant, pg_read_all_stats
+CREATE FUNCTION streamguard._can_watch(stream_id int)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'sg_can_read'
+AS 'MODULE_PATHNAME', 'sg_can_watch'
 LANGUAGE C STABLE STRICT;
 
 -- what shared memory knows of the pipelines' workers and batches

@@ -19,7 +19,7 @@ GRANT SELECT ON streamguard.streams, streamguard.stream_partitions, streamguard.
 -- themselves (_next_event_time, _pipeline_batches, _remote_runtime,
 -- _group_members) or return only what the views show every role
 -- (_partition_stats, _pipeline_runtime, _open_appends, _pipeline_histogram,
--- _is_member, _can_read, _worker_slots, _window_time).  The others are
+-- _is_member, _can_watch, _worker_slots, _window_time).  The others are
 -- revoked.
 REVOKE EXECUTE ON FUNCTION streamguard.create_stream(text, int, interval, interval, interval) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION streamguard.inject_fault(text, text, text, int) FROM PUBLIC;

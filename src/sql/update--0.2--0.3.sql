@@ -190,6 +190,27 @@ BEGIN
 END
 $stub$;
 
+-- ------------------------------------------------- owners by role name
+-- The owners and grantees are regrole, not oid: pg_dump writes a role's
+-- name, so a restore into another cluster gives each row the role of that
+-- name there (or fails naming a missing role) instead of whichever role
+-- holds the old number.  The same OIDs: nothing is rewritten but the type.
+ALTER TABLE streamguard.stream ALTER COLUMN owner TYPE regrole;
+ALTER TABLE streamguard.pipeline ALTER COLUMN owner TYPE regrole;
+ALTER TABLE streamguard.capture ALTER COLUMN owner TYPE regrole;
+ALTER TABLE streamguard.stream_grant ALTER COLUMN grantee TYPE regrole;
+
+-- ---------------------------------------------------- the watch grant
+-- grant_stream(stream, role, 'watch'): the stream's consumers and group
+-- members without its events; the views ask _can_watch now (the stubs
+-- above hold no reference to _can_read)
+ALTER TABLE streamguard.stream_grant ADD COLUMN can_watch boolean NOT NULL DEFAULT false;
+DROP FUNCTION streamguard._can_read(int);
+CREATE FUNCTION streamguard._can_watch(stream_id int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'sg_can_watch'
+LANGUAGE C STABLE STRICT;
+
 -- ------------------------------------------------------ payload_check
 -- set_payload_check(stream, 'object'): a stream that takes JSON objects
 -- only (null, scalars and arrays are refused at append); existing streams

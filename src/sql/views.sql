@@ -29,7 +29,8 @@ SELECT s.name::text AS stream,
 	   coalesce(pg_catalog.sum(p.in_flight), 0)::int AS in_flight,
 	   coalesce(pg_catalog.max(p.append_rate), 0) AS append_rate,
 	   s.created_at,
-	   s.payload_check
+	   s.payload_check,
+	   s.segment_interval
 FROM streamguard.stream s
 LEFT JOIN streamguard._partition_stats() p ON p.stream_id = s.id
 GROUP BY s.id;
@@ -60,7 +61,7 @@ FROM streamguard.consumer c
 JOIN streamguard.stream s ON s.id = c.stream_id
 LEFT JOIN streamguard._partition_stats() p
 	   ON p.stream_id = c.stream_id AND p.partition = c.partition
-WHERE streamguard._can_read(c.stream_id);
+WHERE streamguard._can_watch(c.stream_id);
 
 -- every role sees every pipeline's state and counters; its error text (which
 -- can quote the events' values) only the owner, its members and superusers
@@ -248,7 +249,7 @@ LEFT JOIN LATERAL (
 		   ON c.stream = s.name AND c.consumer = ga.name AND c.partition = ga.partition
 	WHERE ga.stream_id = m.stream_id AND ga.name = m.consumer AND ga.member = m.member
 ) a ON true
-WHERE streamguard._can_read(m.stream_id);
+WHERE streamguard._can_watch(m.stream_id);
 
 CREATE OR REPLACE VIEW streamguard.worker_slots AS
 SELECT w.scope, w.name, w.pipeline_workers, w.backfill_workers, w.workers, w.cap, w.reserved
@@ -277,10 +278,11 @@ SELECT p.name::text AS pipeline,
 	   w.superseded
 FROM streamguard.window_def w
 JOIN streamguard.pipeline p ON p.id = w.pipeline_id
-WHERE streamguard._is_member(p.owner);
+WHERE streamguard._is_member(p.owner)
+   OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE');
 
--- Kafka lag per partition: for the pipeline's owner, its members and
--- superusers.
+-- Kafka lag per partition: for the pipeline's owner, its members,
+-- superusers and members of pg_read_all_stats (monitoring).
 CREATE OR REPLACE VIEW streamguard.kafka_lag WITH (security_barrier) AS
 SELECT p.name::text AS pipeline,
 	   p.source_server AS server,
@@ -293,4 +295,5 @@ SELECT p.name::text AS pipeline,
 	   k.updated_at
 FROM streamguard.kafka_position k
 JOIN streamguard.pipeline p ON p.id = k.pipeline_id
-WHERE streamguard._is_member(p.owner);
+WHERE streamguard._is_member(p.owner)
+   OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE');

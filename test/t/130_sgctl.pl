@@ -151,6 +151,7 @@ my $orders_file = write_file('orders.ndjson', $orders);
 		'--dedup', '.id', '--batch', '7' ]);
 	is($rc, 0, 'produce from a file exits 0') or diag($err);
 	is($err, '', 'no progress line when stderr is not a terminal');
+	is($out, qq(40 events sent to stream "orders" in 6 batches\n), 'off a terminal, one summary line on stdout');
 	is(sql(q{SELECT count(*) FROM streamguard.streams s, LATERAL (SELECT 1 FROM pg_catalog.generate_series(0, s.partitions - 1) p,
 		LATERAL streamguard.read('orders', p, 0, 1000)) e WHERE s.stream = 'orders'}), '40', 'all 40 events appended');
 
@@ -164,8 +165,9 @@ my $orders_file = write_file('orders.ndjson', $orders);
 		UNION ALL SELECT count(*) FROM ev WHERE dedup_key IS DISTINCT FROM payload->>'id'});
 	is($mismatch, "0\n0\n0", 'keys from .customer.name land in their partition; dedup keys from .id');
 
-	($rc, $out, $err) = sg([ 'produce', 'orders', $orders_file, '--key', '.customer.name', '--dedup', '.id' ]);
+	($rc, $out, $err) = sg([ 'produce', 'orders', $orders_file, '--key', '.customer.name', '--dedup', '.id', '-q' ]);
 	is($rc, 0, 'the same produce again exits 0');
+	is($out . $err, '', '--quiet: nothing printed');
 	is(sql(q{SELECT sum(retained_events) FROM streamguard.streams WHERE stream = 'orders'}), '40',
 		'a re-run appends nothing twice (dedup keys)');
 }
@@ -208,12 +210,14 @@ sql(q{SELECT streamguard.create_stream('bad')});
 	is($rc, 1, 'a malformed line exits 1');
 	like($err, qr/bad\.ndjson:7: invalid input: .*character 9/, 'the error names line 7 and the character');
 	like($err, qr/6 events before it were appended, none from it on/, 'the error says what was appended');
+	is($out, '', 'a failed run prints no summary');
 	is(sql(q{SELECT string_agg(payload->>'id', ',' ORDER BY seq) FROM streamguard.read('bad', 0, 0, 100)}),
 		'1,2,3,4,5,6', 'lines 1-6 appended (also the half-built batch), nothing from line 7 on');
 
 	($rc, $out, $err) = sg([ 'produce', 'bad', $file, '--skip-bad', '--dedup', '.id' ]);
 	is($rc, 0, '--skip-bad exits 0');
 	like($err, qr/bad\.ndjson:7: skipped: /, '--skip-bad reports the line');
+	is($out, qq(9 events sent to stream "bad" in 1 batches, 1 bad lines skipped\n), '--skip-bad: the summary counts the skipped line');
 	is(sql(q{SELECT string_agg(payload->>'id', ',' ORDER BY seq) FROM streamguard.read('bad', 0, 0, 100)}),
 		'1,2,3,4,5,6,8,9,10', '--skip-bad appends the rest, the re-run nothing twice');
 

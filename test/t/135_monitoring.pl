@@ -234,7 +234,9 @@ sub start_exporter
 {
 	my (@args) = @_;
 	my ($out, $err) = ('', '');
-	local $ENV{DATA_SOURCE_NAME} = "host=$sock port=$port dbname=postgres sslmode=disable";
+	# as docs/operations.md sets it up: a role of its own in pg_monitor, no
+	# grant on any stream
+	local $ENV{DATA_SOURCE_NAME} = "host=$sock port=$port dbname=postgres user=prometheus sslmode=disable";
 	my $h = IPC::Run::start([ $exporter, "--web.listen-address=127.0.0.1:$xport",
 		"--extend.query-path=$docs/postgres_exporter.yml", @args ],
 		'>&', \$out, IPC::Run::timeout(600));
@@ -278,6 +280,7 @@ sub stop_exporter
 	return $alive;
 }
 
+$node->safe_psql('postgres', 'CREATE ROLE prometheus LOGIN IN ROLE pg_monitor');
 my $xall = '';
 for my $mode ([ 'one database', [] ], [ 'auto-discovery', ['--auto-discover-databases'] ])
 {
@@ -300,7 +303,8 @@ for my $mode ([ 'one database', [] ], [ 'auto-discovery', ['--auto-discover-data
 	for my $name (qw(streamguard_pipeline_events_in_total streamguard_stream_appended_events_total
 		streamguard_consumer_lag_events streamguard_window_open streamguard_kafka_lag_messages
 		streamguard_group_member_partitions streamguard_pipeline_restarts_total
-		streamguard_pipeline_events_per_second streamguard_remote_prepared_pending))
+		streamguard_pipeline_events_per_second streamguard_remote_prepared_pending
+		streamguard_stream_segments streamguard_stream_segments_expected))
 	{
 		my @sets = labels_of($body2, $name);
 		ok(@sets && !grep({ ($_->{database} // '') ne 'postgres' && ($_->{database} // '') ne 'second' } @sets),

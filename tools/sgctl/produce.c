@@ -116,6 +116,7 @@ usage(FILE *out)
 			"  --dedup-prefix=PREFIX   prefix for --dedup-line (default: FILE as given, or \"stdin\")\n"
 			"  --skip-bad              report malformed lines and go on (default: stop at the first)\n"
 			"  --progress / --no-progress  progress line on stderr (default: when stderr is a terminal)\n"
+			"  -q, --quiet             no summary line on standard output at the end\n"
 			"  -d, -h, -p, -U          connection options (see \"sgctl --help\")\n\n"
 			"A re-run of the same command after an interruption appends nothing twice when\n"
 			"every event has a dedup key (--dedup or --dedup-line) and the re-run comes\n"
@@ -562,6 +563,7 @@ CmdProduce(int argc, char **argv, SgConnOpts *copts)
 		{"skip-bad", no_argument, NULL, 's'},
 		{"progress", no_argument, NULL, 'g'},
 		{"no-progress", no_argument, NULL, 'G'},
+		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, SG_OPT_HELP},
 		{NULL, 0, NULL, 0}
 	};
@@ -571,6 +573,7 @@ CmdProduce(int argc, char **argv, SgConnOpts *copts)
 				scratch;
 	int			opt;
 	int			progress_opt = -1;
+	bool		quiet = false;
 	int			rc = SG_EXIT_OK;
 	int64_t		n;
 	struct stat st;
@@ -580,7 +583,7 @@ CmdProduce(int argc, char **argv, SgConnOpts *copts)
 	pr.batch_size = DEFAULT_BATCH;
 	pr.delimiter = ',';
 
-	while ((opt = getopt_long(argc, argv, ":" SG_CONN_SHORTOPTS, longopts, NULL)) != -1)
+	while ((opt = getopt_long(argc, argv, ":q" SG_CONN_SHORTOPTS, longopts, NULL)) != -1)
 	{
 		if (SgConnOption(copts, opt, optarg))
 			continue;
@@ -643,6 +646,9 @@ CmdProduce(int argc, char **argv, SgConnOpts *copts)
 				break;
 			case 'G':
 				progress_opt = 0;
+				break;
+			case 'q':
+				quiet = true;
 				break;
 			default:
 				return SgOptionOther("produce", opt, argv, usage);
@@ -768,6 +774,19 @@ CmdProduce(int argc, char **argv, SgConnOpts *copts)
 				pr.lineno, pr.appended);
 	}
 	show_progress(&pr, true);
+	/*
+	 * Off a terminal there is no progress line: say once what was done, so a
+	 * script's log shows it (a terminal has the final progress line already).
+	 */
+	if (rc == SG_EXIT_OK && !quiet && !pr.progress)
+	{
+		printf("%lld events sent to stream \"%s\" in %lld batches",
+			   pr.appended, pr.stream, pr.batches);
+		if (pr.bad > 0)
+			printf(", %lld bad lines skipped", pr.bad);
+		printf("\n");
+		fflush(stdout);
+	}
 done:
 	if (pr.in != stdin)
 		fclose(pr.in);
