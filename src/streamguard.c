@@ -94,7 +94,6 @@ sg_install_callbacks(void)
 	HorizonSeqLoader = StreamMaxSeq;
 	PipelineSlotsVisibleToCaller = PipelineVisibleToCaller;
 	WorkerUnitsMaintenanceWorkers = LauncherRunningWorkers;
-	GroupStreamVisibleToCaller = StreamVisibleToCaller;
 	CaptureWakeMaintenance = LauncherWake;
 }
 

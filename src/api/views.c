@@ -30,12 +30,14 @@
 #include "catalog/sg_catalog.h"
 #include "core/util.h"
 #include "shmem/horizon.h"
+#include "stream/group.h"
 
 PG_FUNCTION_INFO_V1(sg_partition_stats);
 PG_FUNCTION_INFO_V1(sg_next_event_time);
 PG_FUNCTION_INFO_V1(sg_open_appends);
 PG_FUNCTION_INFO_V1(sg_can_watch);
 PG_FUNCTION_INFO_V1(sg_can_read);
+PG_FUNCTION_INFO_V1(sg_group_members);
 
 static bool sg_catalog_has_watch(void);
 static bool sg_stream_visible(int32 stream_id, bool watch);
@@ -354,11 +356,40 @@ sg_can_read(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(sg_stream_visible(PG_GETARG_INT32(0), false));
 }
 
-/* sg_can_watch for C callers (consumer_group_members, group.c) */
-bool
-StreamVisibleToCaller(int32 stream_id)
+/*
+ * _group_members() -> the members of this database's groups on streams
+ * whose consumers the caller may see: the view consumer_group_members.
+ */
+Datum
+sg_group_members(PG_FUNCTION_ARGS)
 {
-	return sg_stream_visible(stream_id, sg_catalog_has_watch());
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SgGroupMemberRow *rows;
+	bool		watch;
+	int			n;
+	int			i;
+
+	StreamguardCheckLoaded();
+	InitMaterializedSRF(fcinfo, 0);
+	n = GroupMembersSnapshot(&rows);
+	watch = sg_catalog_has_watch();
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[7];
+		bool		nulls[7] = {0};
+
+		if (!sg_stream_visible(rows[i].stream_id, watch))
+			continue;
+		values[0] = Int32GetDatum(rows[i].stream_id);
+		values[1] = CStringGetTextDatum(rows[i].consumer);
+		values[2] = CStringGetTextDatum(rows[i].member);
+		values[3] = Int32GetDatum(rows[i].pid);
+		values[4] = TimestampTzGetDatum(rows[i].joined_at);
+		values[5] = TimestampTzGetDatum(rows[i].last_poll_at);
+		values[6] = TimestampTzGetDatum(rows[i].lease_until);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }
 
 /*

@@ -11,7 +11,6 @@
 
 #include "postgres.h"
 
-extern bool StreamVisibleToCaller(int32 stream_id);
 extern bool PipelineVisibleToCaller(int32 pipeline_id);
 
 #endif							/* SG_VIEWS_H */

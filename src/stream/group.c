@@ -40,9 +40,9 @@
  * Helpers that touch entries without taking the lock (sg_entry_is,
  * sg_free_entry_locked) assert it is held.
  *
- * Calls up: none.  The view consumer_group_members shows the members of
- * the streams the caller may read, asked through a callback installed by
- * _PG_init (GroupStreamVisibleToCaller, views.c's StreamVisibleToCaller).
+ * Calls up: none.  GroupMembersSnapshot copies this database's members
+ * out; the view consumer_group_members (api/views.c) filters the copy by
+ * what the caller may see.
  *
  * The assignment is the member column of the consumer's position rows
  * (streamguard.consumer, a row per partition): the member that reads the
@@ -95,9 +95,6 @@
 #include "stream/group.h"
 
 PG_FUNCTION_INFO_V1(sg_leave_group);
-PG_FUNCTION_INFO_V1(sg_group_members);
-
-GroupVisibleFn GroupStreamVisibleToCaller = NULL;
 
 int			sg_group_lease_ms = 10000;
 int			sg_max_group_members = 1024;
@@ -737,22 +734,20 @@ sg_leave_group(PG_FUNCTION_ARGS)
 }
 
 /*
- * _group_members() -> the members of this database's groups on streams
- * the caller may read: the view consumer_group_members.
+ * The members of this database's groups, copied out under the lock into
+ * *rows (palloc'd in the current context): their number.  What the caller
+ * may see of them is the view's business (api/views.c).
  */
-Datum
-sg_group_members(PG_FUNCTION_ARGS)
+int
+GroupMembersSnapshot(SgGroupMemberRow **rows)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SgGroupMember *copy;
-	Oid			catalog_oid;
+	SgGroupMemberRow *out;
+	Oid			catalog_oid = StreamCatalogOid();
 	int			n = 0;
 	int			i;
 
-	StreamguardCheckLoaded();
-	InitMaterializedSRF(fcinfo, 0);
 	copy = palloc(sizeof(SgGroupMember) * sg_max_group_members);
-	catalog_oid = StreamCatalogOid();
 	LWLockAcquire(sg_groups->lock, LW_SHARED);
 	for (i = 0; i < sg_groups->hwm; i++)
 	{
@@ -763,21 +758,18 @@ sg_group_members(PG_FUNCTION_ARGS)
 	}
 	LWLockRelease(sg_groups->lock);
 
+	out = palloc(sizeof(SgGroupMemberRow) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		Datum		values[7];
-		bool		nulls[7] = {0};
-
-		if (!GroupStreamVisibleToCaller(copy[i].stream_id))
-			continue;
-		values[0] = Int32GetDatum(copy[i].stream_id);
-		values[1] = CStringGetTextDatum(copy[i].consumer);
-		values[2] = CStringGetTextDatum(copy[i].member);
-		values[3] = Int32GetDatum(copy[i].pid);
-		values[4] = TimestampTzGetDatum(copy[i].joined_at);
-		values[5] = TimestampTzGetDatum(copy[i].last_poll_at);
-		values[6] = TimestampTzGetDatum(copy[i].lease_until);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		out[i].stream_id = copy[i].stream_id;
+		out[i].pid = copy[i].pid;
+		out[i].joined_at = copy[i].joined_at;
+		out[i].last_poll_at = copy[i].last_poll_at;
+		out[i].lease_until = copy[i].lease_until;
+		out[i].consumer = pstrdup(copy[i].consumer);
+		out[i].member = pstrdup(copy[i].member);
 	}
-	return (Datum) 0;
+	pfree(copy);
+	*rows = out;
+	return n;
 }

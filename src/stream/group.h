@@ -25,13 +25,19 @@ extern int	sg_role_max_group_members;
 extern int	sg_database_max_group_members;
 extern bool GroupCheckLease(int *newval, void **extra, GucSource source);
 
-/*
- * What this layer needs from above it, installed by _PG_init
- * (streamguard.c): whether the caller may read a stream (views.c), for the
- * view consumer_group_members.
- */
-typedef bool (*GroupVisibleFn) (int32 stream_id);
-extern GroupVisibleFn GroupStreamVisibleToCaller;
+/* a group member as GroupMembersSnapshot copies it out (not shared) */
+typedef struct SgGroupMemberRow
+{
+	int32		stream_id;
+	int			pid;			/* backend of the last poll */
+	TimestampTz joined_at;
+	TimestampTz last_poll_at;
+	TimestampTz lease_until;
+	char	   *consumer;
+	char	   *member;
+} SgGroupMemberRow;
+
+extern int	GroupMembersSnapshot(SgGroupMemberRow **rows);
 
 extern Size GroupShmemSize(void);
 extern void GroupShmemRequest(void);
