@@ -45,7 +45,7 @@
  * CLAIMS.  While a backfill is pending or running, every change that
  * writes a row version records (capture, key hash, xid of the version) in
  * streamguard.capture_claim; the backfill skips a row whose version is
- * claimed (capture_backfill.c has the argument).  An UPDATE that changed
+ * claimed (capture_chunk.c has the argument).  An UPDATE that changed
  * no captured column sent nothing: its claim points at the version it
  * replaced, and the backfill follows it.
  *
