@@ -28,8 +28,6 @@ my %EXCEPTIONS = (
 	# unlisted, and when a listed one no longer applies
 	'api/pipeline.c' =>
 	  '1045: create/alter argument parsing beside the entry points; split pending',
-	'capture/capture_emit.c:sg_capture_trigger' =>
-	  '199: the per-row hot path kept in one frame; steps to extract without a per-row cost',
 	'catalog/catalog.c' =>
 	  '987: meta loading and the catalog helpers in one file; split pending',
 	'io/remote.c' =>

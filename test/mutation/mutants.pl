@@ -225,8 +225,8 @@
 		name => 'capture_noop_update_unclaimed',
 		breaks => 'change capture: an update that changes no captured column leaves no claim (the backfill sends content a writer sent)',
 		edits => [ [ 'src/capture/capture_emit.c',
-			"\t\telse if (changed == NIL && backfilling)\n",
-			"\t\telse if (changed == NIL && backfilling && false)\n" ] ],
+			"\telse if (changed == NIL && backfilling)\n",
+			"\telse if (changed == NIL && backfilling && false)\n" ] ],
 		tests => [ 'tap:120_capture.pl' ],
 	},
 	{
