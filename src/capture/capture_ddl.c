@@ -26,11 +26,13 @@
  *	  event triggers streamguard_capture_rewrite and streamguard_capture_ddl
  *	  (capture_chunk.c says why the backfill needs both to stay).
  *
- * Locking: the event triggers run under the command's locks and take
- * ACCESS SHARE on the captured tables they look at;
- * streamguard_capture_ddl looks only at the tables the transaction already
- * holds in SHARE mode or stronger.  A capture whose table is gone is
- * removed without a lock on it (there is none to take).
+ * Locking: the event triggers run under the command's locks;
+ * streamguard_capture_drop and streamguard_capture_ddl open the captured
+ * tables they look at with ACCESS SHARE, and streamguard_capture_ddl looks
+ * only at the tables the transaction already holds in SHARE mode or
+ * stronger.  A capture whose table is gone is removed without a lock on it
+ * (there is none to take).  The utility hook's checks take no lock: they
+ * run before the command, which takes its own.
  *
  *-------------------------------------------------------------------------
  */
