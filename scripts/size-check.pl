@@ -28,12 +28,6 @@ my %EXCEPTIONS = (
 	# unlisted, and when a listed one no longer applies
 	'api/pipeline.c' =>
 	  '1045: create/alter argument parsing beside the entry points; split pending',
-	'capture/capture.c' =>
-	  '1045: the capture SQL API and its DDL tracking in one file; split pending',
-	'capture/capture_backfill.c' =>
-	  '1296: the backfill worker loop, chunk copy and progress in one file; split pending',
-	'capture/capture_emit.c:sg_capture_trigger' =>
-	  '199: the per-row hot path kept in one frame; steps to extract without a per-row cost',
 	'catalog/catalog.c' =>
 	  '987: meta loading and the catalog helpers in one file; split pending',
 	'io/remote.c' =>

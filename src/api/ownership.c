@@ -4,7 +4,7 @@
  *		Streams, pipelines and captures as owned objects: DROP ROLE,
  *		REASSIGN OWNED, DROP OWNED, and the per-role quotas on what a role
  *		may create.  The same utility hook hands TRUNCATE of a partition
- *		and the renaming of a trigger to capture.c (a capture refuses
+ *		and the renaming of a trigger to capture_ddl.c (a capture refuses
  *		both).
  *
  * Streams, pipelines and captures are rows of our catalog tables, not

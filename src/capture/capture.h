@@ -3,8 +3,9 @@
  * capture.h
  *		Change capture: what the triggers' hot path (capture_emit.c, its
  *		cache capture_cache.c and its encoder capture_encode.c), the
- *		backfill worker (capture_backfill.c) and the SQL API (capture.c)
- *		share.
+ *		backfill (capture_backfill.c, capture_chunk.c,
+ *		capture_backfill_key.c), the SQL API (capture.c) and the DDL
+ *		tracking (capture_ddl.c) share.
  *
  *-------------------------------------------------------------------------
  */
@@ -95,6 +96,8 @@ extern int	sg_backfill_chunk_rows;	/* GUCs (registered by streamguard.c) */
 extern int	sg_backfill_naptime_ms;
 extern int	sg_max_backfill_workers;
 extern void CaptureSuperviseBackfills(void);
+
+/* capture_backfill_key.c */
 extern Datum CaptureBackfillKey(Relation rel, Oid indexoid);
 extern bool CaptureBackfillKeySame(Datum a, Datum b);
 extern char *CaptureBackfillKeyText(Datum key);
@@ -113,8 +116,10 @@ extern CaptureWakeFn CaptureWakeMaintenance;
 extern int64 CaptureCountForStream(int32 stream_id);
 extern void CaptureDropForStream(int32 stream_id);
 extern void CaptureDropOwned(Datum role_oids);
+extern const char *CaptureOwnedSql;
+
+/* capture_ddl.c */
 extern void CaptureCheckTruncate(List *relations);
 extern void CaptureCheckRename(RenameStmt *stmt);
-extern const char *CaptureOwnedSql;
 
 #endif							/* SG_CAPTURE_H */

@@ -45,7 +45,7 @@
  * CLAIMS.  While a backfill is pending or running, every change that
  * writes a row version records (capture, key hash, xid of the version) in
  * streamguard.capture_claim; the backfill skips a row whose version is
- * claimed (capture_backfill.c has the argument).  An UPDATE that changed
+ * claimed (capture_chunk.c has the argument).  An UPDATE that changed
  * no captured column sent nothing: its claim points at the version it
  * replaced, and the backfill follows it.
  *
@@ -334,6 +334,136 @@ sg_insert_cid(HeapTupleHeader tup)
 }
 
 /*
+ * The capture's id of a call of streamguard._capture_trigger(), which must
+ * be a trigger that capture_table made.
+ */
+static inline int32
+sg_trigger_capture_id(FunctionCallInfo fcinfo)
+{
+	TriggerData *td = (TriggerData *) fcinfo->context;
+	Trigger    *trig;
+	int32		capture_id;
+	char		expect[NAMEDATALEN];
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("streamguard._capture_trigger() can only be called as a trigger")));
+	trig = td->tg_trigger;
+	if (trig->tgnargs != 1)
+		elog(ERROR, "streamguard._capture_trigger() takes the capture's id as its argument");
+	capture_id = pg_strtoint32(trig->tgargs[0]);
+
+	/* only the triggers capture_table made: the name says whose they are */
+	snprintf(expect, sizeof(expect),
+			 TRIGGER_FIRED_BY_TRUNCATE(td->tg_event) ? SG_CAPTURE_TRUNCATE_FMT : SG_CAPTURE_TRIGGER_FMT,
+			 capture_id);
+	if (strcmp(trig->tgname, expect) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trigger \"%s\" on \"%s\" is not a trigger of streamguard's change capture",
+						trig->tgname, RelationGetRelationName(td->tg_relation)),
+				 errhint("Only streamguard.capture_table installs triggers that call streamguard._capture_trigger().")));
+	return capture_id;
+}
+
+/*
+ * The row versions of the change (the old one of an UPDATE or DELETE, the
+ * new one of an INSERT or UPDATE), and the command that made it.
+ */
+static inline CommandId
+sg_trigger_tuples(TriggerData *td, HeapTuple *oldtup, HeapTuple *newtup)
+{
+	CommandId	cid;
+
+	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
+	{
+		*newtup = td->tg_trigtuple;
+		cid = sg_insert_cid((*newtup)->t_data);
+	}
+	else if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
+	{
+		*oldtup = td->tg_trigtuple;
+		*newtup = td->tg_newtuple;
+		cid = HeapTupleHeaderGetCmin((*newtup)->t_data);
+	}
+	else
+	{
+		*oldtup = td->tg_trigtuple;
+		cid = HeapTupleHeaderGetCmax((*oldtup)->t_data);
+	}
+	return cid;
+}
+
+/*
+ * The events of an UPDATE into ev (how many): an update, or a delete of
+ * the old key and an insert of the new one; nothing when no captured
+ * column changed.  And its claim while a backfill is pending or running.
+ * p has the change's xid.
+ */
+static inline int
+sg_update_events(SgCaptureRel *cr, Relation rel, HeapTuple oldtup, HeapTuple newtup,
+				 SgPayload *p, bool careful, bool backfilling, FullTransactionId fxid,
+				 SgEventRow *ev, bool *spi)
+{
+	TupleDesc	rdesc = RelationGetDescr(rel);
+	int			nev = 0;
+	JsonbValue *oldkey;
+	char	   *okey;
+	char	   *nkey;
+	List	   *changed = sg_changed_columns(cr, rdesc, oldtup, newtup);
+	bool		keychange;
+
+	p->key = CaptureEncode(cr->keys, cr->nkeys, rdesc, newtup);
+	nkey = CaptureKeyFromValues(cr, p->key);
+	if (sg_same_key(cr, rdesc, oldtup, newtup))
+	{
+		oldkey = p->key;
+		okey = nkey;
+	}
+	else
+	{
+		oldkey = CaptureEncode(cr->keys, cr->nkeys, rdesc, oldtup);
+		okey = CaptureKeyFromValues(cr, oldkey);
+	}
+	keychange = (okey == NULL) != (nkey == NULL) || (okey != NULL && strcmp(okey, nkey) != 0);
+	if (keychange)
+	{
+		/* a delete of the old key and an insert of the new one */
+		SgPayload	d;
+
+		memset(&d, 0, sizeof(d));
+		d.op = "delete";
+		d.key = oldkey;
+		d.new_key = p->key;
+		d.has_xid = true;
+		d.xid = p->xid;
+		if (!(careful && sg_key_exists(cr, rel, oldtup)))
+			sg_event(&ev[nev++], okey, CapturePayload(cr, &d), sg_live_dedup_key(cr, fxid));
+		p->op = "insert";
+		p->old_key = oldkey;
+	}
+	else
+		p->op = "update";
+	if (changed != NIL && !(careful && sg_superseded(newtup->t_data)))
+	{
+		p->row = CaptureEncode(cr->cols, cr->ncols, rdesc, newtup);
+		p->has_changed = true;
+		p->changed = sg_names(changed);
+		sg_event(&ev[nev++], nkey, CapturePayload(cr, p), sg_live_dedup_key(cr, fxid));
+		if (backfilling)
+			sg_claim(cr, nkey, HeapTupleHeaderGetRawXmin(newtup->t_data), InvalidTransactionId, spi);
+	}
+	else if (changed == NIL && backfilling)
+	{
+		/* no event: the new version has the content of the one it replaced */
+		sg_claim(cr, nkey, HeapTupleHeaderGetRawXmin(newtup->t_data),
+				 HeapTupleHeaderGetRawXmin(oldtup->t_data), spi);
+	}
+	return nev;
+}
+
+/*
  * streamguard._capture_trigger(capture_id): AFTER INSERT OR UPDATE OR
  * DELETE FOR EACH ROW on a captured table (and its partitions), and
  * BEFORE TRUNCATE FOR EACH STATEMENT, which refuses.
@@ -342,11 +472,9 @@ Datum
 sg_capture_trigger(PG_FUNCTION_ARGS)
 {
 	TriggerData *td = (TriggerData *) fcinfo->context;
-	Trigger    *trig;
 	Relation	rel;
 	TupleDesc	rdesc;
 	int32		capture_id;
-	char		expect[NAMEDATALEN];
 	SgCaptureRel *cr;
 	SgCaptureRel crcopy;
 	SgUserSave	owner;
@@ -361,26 +489,8 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	SgPayload	p;
 	bool		spi = false;
 
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("streamguard._capture_trigger() can only be called as a trigger")));
-	trig = td->tg_trigger;
+	capture_id = sg_trigger_capture_id(fcinfo);
 	rel = td->tg_relation;
-	if (trig->tgnargs != 1)
-		elog(ERROR, "streamguard._capture_trigger() takes the capture's id as its argument");
-	capture_id = pg_strtoint32(trig->tgargs[0]);
-
-	/* only the triggers capture_table made: the name says whose they are */
-	snprintf(expect, sizeof(expect),
-			 TRIGGER_FIRED_BY_TRUNCATE(td->tg_event) ? SG_CAPTURE_TRUNCATE_FMT : SG_CAPTURE_TRIGGER_FMT,
-			 capture_id);
-	if (strcmp(trig->tgname, expect) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("trigger \"%s\" on \"%s\" is not a trigger of streamguard's change capture",
-						trig->tgname, RelationGetRelationName(rel)),
-				 errhint("Only streamguard.capture_table installs triggers that call streamguard._capture_trigger().")));
 
 	/* without the library preloaded there is no horizon: refuse, lose nothing */
 	StreamguardCheckLoaded();
@@ -414,22 +524,7 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 		sg_emit_count = 0;
 		sg_emit_max_cid = InvalidCommandId;
 	}
-	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
-	{
-		newtup = td->tg_trigtuple;
-		cid = sg_insert_cid(newtup->t_data);
-	}
-	else if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
-	{
-		oldtup = td->tg_trigtuple;
-		newtup = td->tg_newtuple;
-		cid = HeapTupleHeaderGetCmin(newtup->t_data);
-	}
-	else
-	{
-		oldtup = td->tg_trigtuple;
-		cid = HeapTupleHeaderGetCmax(oldtup->t_data);
-	}
+	cid = sg_trigger_tuples(td, &oldtup, &newtup);
 	/* a later command emitted already: this row may have changed since */
 	careful = (sg_emit_max_cid != InvalidCommandId && sg_emit_max_cid > cid);
 	backfilling = (cr->def.backfill == SG_BACKFILL_PENDING ||
@@ -473,58 +568,8 @@ sg_capture_trigger(PG_FUNCTION_ARGS)
 	else
 	{
 		/* UPDATE */
-		JsonbValue *oldkey;
-		char	   *okey;
-		char	   *nkey;
-		List	   *changed = sg_changed_columns(cr, rdesc, oldtup, newtup);
-		bool		keychange;
-
-		p.key = CaptureEncode(cr->keys, cr->nkeys, rdesc, newtup);
-		nkey = CaptureKeyFromValues(cr, p.key);
-		if (sg_same_key(cr, rdesc, oldtup, newtup))
-		{
-			oldkey = p.key;
-			okey = nkey;
-		}
-		else
-		{
-			oldkey = CaptureEncode(cr->keys, cr->nkeys, rdesc, oldtup);
-			okey = CaptureKeyFromValues(cr, oldkey);
-		}
-		keychange = (okey == NULL) != (nkey == NULL) || (okey != NULL && strcmp(okey, nkey) != 0);
-		if (keychange)
-		{
-			/* a delete of the old key and an insert of the new one */
-			SgPayload	d;
-
-			memset(&d, 0, sizeof(d));
-			d.op = "delete";
-			d.key = oldkey;
-			d.new_key = p.key;
-			d.has_xid = true;
-			d.xid = p.xid;
-			if (!(careful && sg_key_exists(cr, rel, oldtup)))
-				sg_event(&ev[nev++], okey, CapturePayload(cr, &d), sg_live_dedup_key(cr, fxid));
-			p.op = "insert";
-			p.old_key = oldkey;
-		}
-		else
-			p.op = "update";
-		if (changed != NIL && !(careful && sg_superseded(newtup->t_data)))
-		{
-			p.row = CaptureEncode(cr->cols, cr->ncols, rdesc, newtup);
-			p.has_changed = true;
-			p.changed = sg_names(changed);
-			sg_event(&ev[nev++], nkey, CapturePayload(cr, &p), sg_live_dedup_key(cr, fxid));
-			if (backfilling)
-				sg_claim(cr, nkey, HeapTupleHeaderGetRawXmin(newtup->t_data), InvalidTransactionId, &spi);
-		}
-		else if (changed == NIL && backfilling)
-		{
-			/* no event: the new version has the content of the one it replaced */
-			sg_claim(cr, nkey, HeapTupleHeaderGetRawXmin(newtup->t_data),
-					 HeapTupleHeaderGetRawXmin(oldtup->t_data), &spi);
-		}
+		nev = sg_update_events(cr, rel, oldtup, newtup, &p, careful, backfilling, fxid,
+							   ev, &spi);
 	}
 	if (nev > 0)
 	{

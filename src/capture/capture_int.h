@@ -1,10 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * capture_int.h
- *		Internal to change capture's hot path (capture_cache.c,
- *		capture_encode.c, capture_emit.c): the encoder of a captured
- *		relation and the payload of one event.  capture.h is what the
- *		rest of the extension sees.
+ *		Internal to change capture: the encoder of a captured relation and
+ *		the payload of one event (the hot path: capture_cache.c,
+ *		capture_encode.c, capture_emit.c); what the SQL API (capture.c) and
+ *		the DDL tracking (capture_ddl.c) share; the backfill's chunk, key
+ *		and result (capture_backfill.c, capture_chunk.c,
+ *		capture_backfill_key.c).  capture.h is what the rest of the
+ *		extension sees.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,6 +15,7 @@
 #define SG_CAPTURE_INT_H
 
 #include "fmgr.h"
+#include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
 #include "capture/capture.h"
@@ -95,5 +99,39 @@ extern SgCaptureRel *CaptureRelCached(int32 capture_id, Oid relid);
 extern JsonbValue *CaptureEncode(SgColEnc *cols, int n, TupleDesc rdesc, HeapTuple tuple);
 extern char *CaptureKeyFromValues(SgCaptureRel *cr, JsonbValue *keys);
 extern Jsonb *CapturePayload(SgCaptureRel *cr, const SgPayload *p);
+
+/* what one chunk of a backfill did (CaptureBackfillChunk) */
+typedef enum SgChunkResult
+{
+	SG_CHUNK_MORE,				/* a chunk committed; more to do */
+	SG_CHUNK_DONE,				/* the backfill is over */
+	SG_CHUNK_GONE				/* the capture or its table is gone */
+} SgChunkResult;
+
+/* the key columns, in the unique index's order, as SQL pieces */
+typedef struct SgKeySql
+{
+	int			n;
+	char	  **col;			/* the column expression */
+	char	  **gt;				/* "after" in index order */
+	char	  **ge;
+	char	  **lt;				/* "before" in index order */
+	char	  **le;
+	char	  **eq;
+	Oid		   *type;			/* parameter types */
+	AttrNumber *attnum;
+} SgKeySql;
+
+/* capture.c */
+extern Datum CaptureAttnumArray(const AttrNumber *a, int n);
+extern void CaptureRemove(int32 id, Oid relid);
+
+/* capture_backfill_key.c */
+extern SgKeySql *CaptureBackfillKeySql(Relation rel, Oid indexoid);
+extern void CaptureBackfillKeyPredicate(StringInfo sql, SgKeySql *k, int first, bool after);
+extern void CaptureBackfillKeyOrder(StringInfo sql, SgKeySql *k, bool backward);
+
+/* capture_chunk.c */
+extern SgChunkResult CaptureBackfillChunk(int32 capture_id, int chunk, int *covered);
 
 #endif							/* SG_CAPTURE_INT_H */

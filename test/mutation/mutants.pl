@@ -208,7 +208,7 @@
 	{
 		name => 'capture_backfill_ignores_claims',
 		breaks => 'change capture: the backfill sends rows whose version a writer already sent (a version delivered twice)',
-		edits => [ [ 'src/capture/capture_backfill.c',
+		edits => [ [ 'src/capture/capture_chunk.c',
 			"\t\tif (claim->sent)\n\t\t\treturn true;\n",
 			"\t\tif (claim->sent)\n\t\t\treturn false;\n" ] ],
 		tests => [ 'isolation:capture_backfill', 'tap:120_capture.pl' ],
@@ -216,17 +216,17 @@
 	{
 		name => 'capture_backfill_without_lock',
 		breaks => 'change capture: a backfill chunk reads its rows without FOR SHARE (a writer changing a row meanwhile is not waited for, its event may precede a stale backfill event)',
-		edits => [ [ 'src/capture/capture_backfill.c',
-			"\t\t\tappendStringInfoString(&sql, \" FOR SHARE OF t\");\n",
-			"\t\t\tappendStringInfoString(&sql, \" \");\n" ] ],
+		edits => [ [ 'src/capture/capture_chunk.c',
+			"\tappendStringInfoString(&sql, \" FOR SHARE OF t\");\n",
+			"\tappendStringInfoString(&sql, \" \");\n" ] ],
 		tests => [ 'isolation:capture_backfill', 'tap:120_capture.pl' ],
 	},
 	{
 		name => 'capture_noop_update_unclaimed',
 		breaks => 'change capture: an update that changes no captured column leaves no claim (the backfill sends content a writer sent)',
 		edits => [ [ 'src/capture/capture_emit.c',
-			"\t\telse if (changed == NIL && backfilling)\n",
-			"\t\telse if (changed == NIL && backfilling && false)\n" ] ],
+			"\telse if (changed == NIL && backfilling)\n",
+			"\telse if (changed == NIL && backfilling && false)\n" ] ],
 		tests => [ 'tap:120_capture.pl' ],
 	},
 	{
