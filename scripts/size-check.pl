@@ -32,8 +32,6 @@ my %EXCEPTIONS = (
 	  '1296: the backfill worker loop, chunk copy and progress in one file; split pending',
 	'capture/capture_emit.c:sg_capture_trigger' =>
 	  '199: the per-row hot path kept in one frame; steps to extract without a per-row cost',
-	'catalog/catalog.c' =>
-	  '987: meta loading and the catalog helpers in one file; split pending',
 	'io/remote.c' =>
 	  '1322: libpq session, statements and COPY in one file; split pending',
 	'pipeline/window.c' =>
