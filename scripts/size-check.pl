@@ -44,10 +44,6 @@ my %EXCEPTIONS = (
 	  '1439: the shared horizon table, its crawler and its SQL snapshot in one file; split pending',
 	'shmem/pipeline_slots.c' =>
 	  '951: the slot table and its SQL snapshot in one file; split pending',
-	'stream/consumer.c' =>
-	  '878: fetch, position locking and the poll entry in one file; split pending',
-	'stream/consumer.c:sg_fetch' =>
-	  '188: the fetch loop over partitions with its locking; steps to extract',
 );
 
 my $list = grep { $_ eq '--list' } @ARGV;
