@@ -26,10 +26,6 @@ my $MAX_FUNCTION = 150;
 my %EXCEPTIONS = (
 	# each one is a debt with its reason: the check fails when one grows
 	# unlisted, and when a listed one no longer applies
-	'api/pipeline.c' =>
-	  '1045: create/alter argument parsing beside the entry points; split pending',
-	'catalog/catalog.c' =>
-	  '987: meta loading and the catalog helpers in one file; split pending',
 	'io/remote.c' =>
 	  '1322: libpq session, statements and COPY in one file; split pending',
 	'pipeline/window.c' =>
@@ -42,10 +38,6 @@ my %EXCEPTIONS = (
 	  '1439: the shared horizon table, its crawler and its SQL snapshot in one file; split pending',
 	'shmem/pipeline_slots.c' =>
 	  '951: the slot table and its SQL snapshot in one file; split pending',
-	'stream/consumer.c' =>
-	  '878: fetch, position locking and the poll entry in one file; split pending',
-	'stream/consumer.c:sg_fetch' =>
-	  '188: the fetch loop over partitions with its locking; steps to extract',
 );
 
 my $list = grep { $_ eq '--list' } @ARGV;

@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * sg_catalog.h
- *		Stream metadata (catalog.c): the backend's metadata and plan
- *		caches, privileges, the data-owner switch, segment tables and the
- *		segment iterator, the append lock; the helpers every statement of
- *		ours goes through (SgExec, SgExecCached, SgColumn).
+ *		Stream metadata: the backend's metadata cache, privileges and the
+ *		stream's locks, the append lock among them (catalog_meta.c); the
+ *		plan cache, the data-owner switch, segment tables and the segment
+ *		iterator, and the helpers every statement of ours goes through
+ *		(SgExec, SgExecCached, SgColumn) (catalog.c).
  *
  * Named sg_catalog.h, not catalog.h: PostgreSQL has a catalog/catalog.h of
  * its own, which its headers include and which src/ on the include path

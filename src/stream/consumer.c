@@ -2,7 +2,9 @@
  *
  * consumer.c
  *		SQL consumers: poll() and read(), and ConsumerFetch, the read path
- *		pipelines share.  Moving a consumer (seek, drop) is in seek.c.
+ *		pipelines share.  The read of one partition's events, which they
+ *		all go through, is in consumer_read.c; moving a consumer (seek,
+ *		drop) is in seek.c.
  *
  * A consumer is a row per (stream, name, partition) in streamguard.consumer
  * holding the last consumed seq.  poll() reads events past that position
@@ -57,6 +59,7 @@
 #include "core/util.h"
 #include "shmem/horizon.h"
 #include "stream/consumer.h"
+#include "stream/consumer_int.h"
 #include "stream/group.h"
 #include "stream/repartition.h"
 
@@ -161,254 +164,108 @@ sg_read_positions(SgStreamMeta *meta, const char *consumer, int64 *pos, bool *pr
 	return found;
 }
 
-/* sealed segments' seq bounds, per backend (known ones never change) */
-typedef struct SgBoundsKey
+/*
+ * The order in which a fetch tries the partitions: round robin from a
+ * rotating start.  A member tries the partitions assigned to it first; the
+ * others only if its batch is not full, and their lock (sg_lock_position)
+ * finds them assigned to another.  owner[p] is the member partition p is
+ * assigned to (read only with a member name).
+ */
+static void
+sg_fetch_order(SgStreamMeta *meta, char **owner, const char *member, int *order)
 {
-	Oid			catalog_oid;
-	int32		stream_id;
-	int32		seg;
-} SgBoundsKey;
+	int			start,
+				k;
 
-typedef struct SgBoundsEntry
-{
-	SgBoundsKey key;
-	int			nparts;			/* 0: unknown (dropped at the next look-up) */
-	int64	   *bounds;
-} SgBoundsEntry;
+	start = (int) (sg_poll_rotor++ % (uint32) meta->nparts);
+	for (k = 0; k < meta->nparts; k++)
+		order[k] = (start + k) % meta->nparts;
+	if (member)
+	{
+		int			n = 0;
 
-static HTAB *sg_bounds_cache = NULL;
+		for (k = 0; k < meta->nparts; k++)
+			if (owner[(start + k) % meta->nparts] != NULL &&
+				strcmp(owner[(start + k) % meta->nparts], member) == 0)
+				order[n++] = (start + k) % meta->nparts;
+		for (k = 0; k < meta->nparts; k++)
+			if (owner[(start + k) % meta->nparts] == NULL ||
+				strcmp(owner[(start + k) % meta->nparts], member) != 0)
+				order[n++] = (start + k) % meta->nparts;
+	}
+}
 
 /*
- * The bound below which every seq of `partition` in sealed segment `seg`
- * lies, or 0 if unknown.  Runs as the data owner, SPI connected.
+ * Lock a consumer's position row of one partition for the fetch: values[0]
+ * to values[2] are the stream, the consumer and the partition (values[3]
+ * is set here with a member name).  FOR UPDATE, SKIP LOCKED when
+ * skip_locked or with a member.  False when the row is not ours to read
+ * (another poll holds it, or another member's); else *locked_pos gets its
+ * position.  Runs as the data owner, SPI connected.
  */
-static int64
-sg_segment_bound(SgStreamMeta *meta, int32 seg, int partition)
+static bool
+sg_lock_position(Datum *values, const char *member, bool skip_locked, int64 *locked_pos)
 {
-	SgBoundsKey key;
-	SgBoundsEntry *e;
-	bool		found;
+	Oid			types[3] = {INT4OID, TEXTOID, INT4OID};
+	Oid			lock_types[4] = {INT4OID, TEXTOID, INT4OID, TEXTOID};
+	SPIPlanPtr	plan;
+	bool		isnull;
+	int			ret;
 
-	if (sg_bounds_cache == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(SgBoundsKey);
-		ctl.entrysize = sizeof(SgBoundsEntry);
-		ctl.hcxt = CacheMemoryContext;
-		sg_bounds_cache = hash_create("streamguard segment bounds", 64, &ctl,
-									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
-	memset(&key, 0, sizeof(key));
-	/* the slot knows the extension's incarnation: no catalog look-up per read */
-	key.catalog_oid = HorizonCatalogOid(meta->ref.slot);
-	key.stream_id = meta->stream_id;
-	key.seg = seg;
-	e = hash_search(sg_bounds_cache, &key, HASH_ENTER, &found);
-	if (!found)
-	{
-		/* an error below leaves the entry unknown: dropped next time */
-		Oid			types[2] = {INT4OID, INT4OID};
-		Datum		values[2] = {Int32GetDatum(meta->stream_id), Int32GetDatum(seg)};
-		Snapshot	snap = SgFreshSnapshot();
-		int			ret;
-
-		e->nparts = 0;
-		e->bounds = NULL;
-		ret = SPI_execute_snapshot(SgPlanCached(NULL,
-												"SELECT seq_bounds FROM streamguard.segment "
-												"WHERE stream_id OPERATOR(pg_catalog.=) $1 "
-												"AND seg OPERATOR(pg_catalog.=) $2",
-												2, types),
-								   values, NULL, snap, InvalidSnapshot, true, false, 1);
-		UnregisterSnapshot(snap);
-		if (ret != SPI_OK_SELECT)
-			elog(ERROR, "segment bounds lookup failed");
-		if (SPI_processed == 1)
-		{
-			bool		isnull;
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-			if (!isnull)
-			{
-				ArrayType  *arr = DatumGetArrayTypeP(d);
-				Datum	   *elems;
-				bool	   *nulls;
-				int			n,
-							i;
-
-				deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
-				/* fewer: sealed before the partition count grew */
-				if (n >= 1)
-				{
-					e->bounds = MemoryContextAlloc(CacheMemoryContext, sizeof(int64) * n);
-					for (i = 0; i < n; i++)
-						e->bounds[i] = nulls[i] ? 0 : DatumGetInt64(elems[i]);
-					e->nparts = n;
-				}
-			}
-		}
-	}
-	if (e->nparts == 0)
+	if (member)
 	{
 		/*
-		 * Unknown: the bounds are recorded after the rotation, in a later
-		 * transaction.  Do not remember that; ask again next time.
+		 * The fence: only a row that names this member, as its latest
+		 * version says (a row moved since the fetch read the positions is
+		 * rechecked), and the lock lasts until the caller's transaction
+		 * ends, so the partition cannot move before then (group.c).
 		 */
-		hash_search(sg_bounds_cache, &key, HASH_REMOVE, NULL);
-		return 0;
+		values[3] = CStringGetTextDatum(member);
+		plan = SgPlanCached(NULL,
+							"SELECT position FROM streamguard.consumer "
+							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+							"AND partition OPERATOR(pg_catalog.=) $3 AND member OPERATOR(pg_catalog.=) $4 "
+							"FOR UPDATE SKIP LOCKED",
+							4, lock_types);
 	}
-	if (partition < 0)
-		return 0;
-	/*
-	 * A partition added after the bounds were taken had no entry when the
-	 * segment was sealed (the bounds step reads the entries of the slot),
-	 * so no event of it is there: every seq is at or above 1.
-	 */
-	if (partition >= e->nparts)
-		return 1;
-	return e->bounds[partition];
+	else
+		plan = SgPlanCached(NULL, skip_locked ?
+							"SELECT position FROM streamguard.consumer "
+							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+							"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE SKIP LOCKED" :
+							"SELECT position FROM streamguard.consumer "
+							"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+							"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE",
+							3, types);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "consumer lock failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		return false;
+	*locked_pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return true;
 }
 
 /*
- * A receiver that streams the rows of an event read straight into the
- * caller's tuplestore (no intermediate SPI result) and notes the seqs.
+ * Move the consumer's position of the partition whose row
+ * sg_lock_position locked (values[0] to values[2], as there) to `last`.
  */
-typedef struct SgEventReceiver
-{
-	DestReceiver pub;
-	DestReceiver *store;		/* tuplestore receiver, or NULL */
-	int64		first;
-	int64		last;
-	int			count;
-} SgEventReceiver;
-
-static bool
-sg_event_receive(TupleTableSlot *slot, DestReceiver *self)
-{
-	SgEventReceiver *r = (SgEventReceiver *) self;
-	bool		isnull;
-
-	r->last = DatumGetInt64(slot_getattr(slot, 2, &isnull));
-	if (r->count++ == 0)
-		r->first = r->last;
-	return r->store ? r->store->receiveSlot(slot, r->store) : true;
-}
-
 static void
-sg_event_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+sg_set_position(Datum *values, int64 last)
 {
-	SgEventReceiver *r = (SgEventReceiver *) self;
+	Oid			types[4] = {INT4OID, TEXTOID, INT4OID, INT8OID};
+	SPIPlanPtr	plan;
+	int			ret;
 
-	if (r->store)
-		r->store->rStartup(r->store, operation, typeinfo);
-}
-
-static void
-sg_event_shutdown(DestReceiver *self)
-{
-	SgEventReceiver *r = (SgEventReceiver *) self;
-
-	if (r->store)
-		r->store->rShutdown(r->store);
-}
-
-static void
-sg_event_destroy(DestReceiver *self)
-{
-}
-
-/*
- * Read events of one partition with seq in (after, before), at most
- * `limit`, oldest segment first, into the tuplestore, with the given
- * snapshot.  Returns the number read; *first and *last get the first and
- * last seq read.
- */
-static int
-sg_read_partition(SgStreamMeta *meta, int partition, int64 after, int64 before,
-				  int limit, Snapshot snap, Tuplestorestate *store, TupleDesc desc,
-				  int64 *last, int64 *first)
-{
-	int32		min_seg,
-				cur_seg;
-	SgSegmentScan scan;
-	int			got = 0;
-	Oid			types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
-	SgEventReceiver recv;
-	ParamListInfo params = makeParamList(4);
-	SPIExecuteOptions options;
-	int			i;
-
-	memset(&recv, 0, sizeof(recv));
-	recv.pub.receiveSlot = sg_event_receive;
-	recv.pub.rStartup = sg_event_startup;
-	recv.pub.rShutdown = sg_event_shutdown;
-	recv.pub.rDestroy = sg_event_destroy;
-	recv.pub.mydest = DestNone;
-	if (store)
-	{
-		recv.store = CreateDestReceiver(DestTuplestore);
-		SetTuplestoreDestReceiverParams(recv.store, store, CurrentMemoryContext, false, NULL, NULL);
-	}
-	for (i = 0; i < 4; i++)
-	{
-		params->params[i].isnull = false;
-		params->params[i].pflags = PARAM_FLAG_CONST;
-		params->params[i].ptype = types[i];
-	}
-	memset(&options, 0, sizeof(options));
-	options.params = params;
-	options.read_only = true;
-	options.dest = (DestReceiver *) &recv;
-
-	StreamSegmentRange(meta, &min_seg, &cur_seg);
-	PushActiveSnapshot(snap);
-	StreamSegmentScanBegin(&scan, meta->stream_id, min_seg, cur_seg);
-	while (got < limit && StreamSegmentScanNext(&scan))
-	{
-		SPIPlanPtr	plan;
-		int			ret;
-		int32		seg = scan.seg;
-
-		CHECK_FOR_INTERRUPTS();
-
-		/* a sealed segment that ends below our position holds nothing for us */
-		if (seg < cur_seg)
-		{
-			int64		bound = sg_segment_bound(meta, seg, partition);
-
-			if (bound > 0 && after >= bound - 1)
-				continue;
-		}
-		plan = StreamSegmentScanPlan(&scan,
-									 "SELECT partition, seq, key, payload, dedup_key, appended_at FROM %s "
-									 "WHERE partition OPERATOR(pg_catalog.=) $1 "
-									 "AND seq OPERATOR(pg_catalog.>) $2 AND seq OPERATOR(pg_catalog.<) $3 "
-									 "ORDER BY seq LIMIT $4", 4, types);
-		if (plan == NULL)
-			continue;			/* dropped by retention */
-		params->params[0].value = Int32GetDatum(partition);
-		params->params[1].value = Int64GetDatum(after);
-		params->params[2].value = Int64GetDatum(before);
-		params->params[3].value = Int64GetDatum(limit - got);
-		recv.count = 0;
-		ret = SPI_execute_plan_extended(plan, &options);
-		/* with our own receiver SPI reports a SELECT as SPI_OK_UTILITY */
-		if (ret < 0)
-			elog(ERROR, "event read failed: %s", SPI_result_code_string(ret));
-		if (recv.count > 0)
-		{
-			if (got == 0)
-				*first = recv.first;
-			*last = recv.last;
-			after = recv.last;
-			got += recv.count;
-		}
-	}
-	PopActiveSnapshot();
-	if (recv.store)
-		recv.store->rDestroy(recv.store);
-	return got;
+	values[3] = Int64GetDatum(last);
+	plan = SgPlanCached(NULL,
+						"UPDATE streamguard.consumer SET position = $4, updated_at = pg_catalog.now() "
+						"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
+						"AND partition OPERATOR(pg_catalog.=) $3",
+						4, types);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE || SPI_processed != 1)
+		elog(ERROR, "consumer position update failed");
 }
 
 /*
@@ -443,8 +300,7 @@ sg_fetch(SgStreamMeta *meta, const char *consumer, int max_events,
 	bool		moved = false;
 	int			passes = 0;
 	int			remaining = max_events;
-	int			start,
-				k;
+	int			k;
 
 	pos = palloc0(sizeof(int64) * meta->nparts);
 	present = palloc0(sizeof(bool) * meta->nparts);
@@ -472,27 +328,7 @@ again:
 	for (k = 0; k < meta->nparts; k++)
 		if (cap[k] != PG_INT64_MAX)
 			held = true;
-	/*
-	 * Round robin from a rotating start.  A member tries the partitions
-	 * assigned to it first; the others only if its batch is not full, and
-	 * their lock (below) finds them assigned to another.
-	 */
-	start = (int) (sg_poll_rotor++ % (uint32) meta->nparts);
-	for (k = 0; k < meta->nparts; k++)
-		order[k] = (start + k) % meta->nparts;
-	if (member)
-	{
-		int			n = 0;
-
-		for (k = 0; k < meta->nparts; k++)
-			if (owner[(start + k) % meta->nparts] != NULL &&
-				strcmp(owner[(start + k) % meta->nparts], member) == 0)
-				order[n++] = (start + k) % meta->nparts;
-		for (k = 0; k < meta->nparts; k++)
-			if (owner[(start + k) % meta->nparts] == NULL ||
-				strcmp(owner[(start + k) % meta->nparts], member) != 0)
-				order[n++] = (start + k) % meta->nparts;
-	}
+	sg_fetch_order(meta, owner, member, order);
 	for (k = 0; k < meta->nparts && remaining > 0; k++)
 	{
 		int			p = order[k];
@@ -504,12 +340,7 @@ again:
 		int64		last = 0;
 		int			got;
 		Snapshot	snap;
-		Oid			types[4] = {INT4OID, TEXTOID, INT4OID, INT8OID};
-		Oid			lock_types[4] = {INT4OID, TEXTOID, INT4OID, TEXTOID};
 		Datum		values[4];
-		SPIPlanPtr	plan;
-		bool		isnull;
-		int			ret;
 
 		if (!present[p] || p % nshares != share || cap[p] < 0)
 			continue;
@@ -523,44 +354,15 @@ again:
 		values[0] = Int32GetDatum(meta->stream_id);
 		values[1] = CStringGetTextDatum(consumer);
 		values[2] = Int32GetDatum(p);
-		if (member)
-		{
-			/*
-			 * The fence: only a row that names this member, as its latest
-			 * version says (a row moved since the read above is rechecked),
-			 * and the lock lasts until the caller's transaction ends, so
-			 * the partition cannot move before then (group.c).
-			 */
-			values[3] = CStringGetTextDatum(member);
-			plan = SgPlanCached(NULL,
-								"SELECT position FROM streamguard.consumer "
-								"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
-								"AND partition OPERATOR(pg_catalog.=) $3 AND member OPERATOR(pg_catalog.=) $4 "
-								"FOR UPDATE SKIP LOCKED",
-								4, lock_types);
-		}
-		else
-			plan = SgPlanCached(NULL, skip_locked ?
-								"SELECT position FROM streamguard.consumer "
-								"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
-								"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE SKIP LOCKED" :
-								"SELECT position FROM streamguard.consumer "
-								"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
-								"AND partition OPERATOR(pg_catalog.=) $3 FOR UPDATE",
-								3, types);
-		ret = SPI_execute_plan(plan, values, NULL, false, 0);
-		if (ret != SPI_OK_SELECT)
-			elog(ERROR, "consumer lock failed: %s", SPI_result_code_string(ret));
-		if (SPI_processed == 0)
+		if (!sg_lock_position(values, member, skip_locked, &locked_pos))
 			continue;			/* another poll holds it, or another member's */
-		locked_pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		last_seq[p] = locked_pos;
 		if (locked_pos + 1 >= before)
 			continue;
 
 		snap = SgFreshSnapshot();
-		got = sg_read_partition(meta, p, locked_pos, before, remaining, snap,
-								store, desc, &last, &first_seq[p]);
+		got = ConsumerReadPartition(meta, p, locked_pos, before, remaining, snap,
+									store, desc, &last, &first_seq[p]);
 		UnregisterSnapshot(snap);
 		if (capped && got < remaining)
 		{
@@ -580,15 +382,7 @@ again:
 
 		if (advance || (skip_to_cap && got == 0))
 		{
-			values[3] = Int64GetDatum(last);
-			plan = SgPlanCached(NULL,
-								"UPDATE streamguard.consumer SET position = $4, updated_at = pg_catalog.now() "
-								"WHERE stream_id OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 "
-								"AND partition OPERATOR(pg_catalog.=) $3",
-								4, types);
-			ret = SPI_execute_plan(plan, values, NULL, false, 0);
-			if (ret != SPI_OK_UPDATE || SPI_processed != 1)
-				elog(ERROR, "consumer position update failed");
+			sg_set_position(values, last);
 			moved = true;
 			if (skip_to_cap)
 				pos[p] = last;
@@ -865,8 +659,8 @@ sg_read(PG_FUNCTION_ARGS)
 	{
 		SgBecomeDataOwner(&save, false);
 		snap = SgFreshSnapshot();
-		got = sg_read_partition(meta, partition, after, horizon, max_events, snap,
-								rsinfo->setResult, rsinfo->setDesc, &last, &first);
+		got = ConsumerReadPartition(meta, partition, after, horizon, max_events, snap,
+									rsinfo->setResult, rsinfo->setDesc, &last, &first);
 		UnregisterSnapshot(snap);
 		SgRestoreUser(&save);
 		/* the caller is another server: what it gets must survive a crash here */
