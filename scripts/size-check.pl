@@ -44,8 +44,6 @@ my %EXCEPTIONS = (
 	  '363: one batch of a window pipeline, step by step; steps to extract',
 	'pipeline/window.c:sg_build_statements' =>
 	  '194: every window statement built in one place; split by statement pending',
-	'shmem/pipeline_slots.c' =>
-	  '951: the slot table and its SQL snapshot in one file; split pending',
 	'stream/consumer.c' =>
 	  '878: fetch, position locking and the poll entry in one file; split pending',
 	'stream/consumer.c:sg_fetch' =>
