@@ -20,12 +20,13 @@ use CSource qw(strip);
 
 chdir("$FindBin::RealBin/..") or die "cannot chdir: $!";
 
-my (%text, @problems);
+my (%text, %raw, @problems);
 for my $f (sort glob('src/*.[ch] src/*/*.[ch]'))
 {
 	open(my $fh, '<', $f) or die "$f: $!";
 	local $/;
-	$text{$f} = strip(<$fh>);
+	$raw{$f} = <$fh>;
+	$text{$f} = strip($raw{$f});
 	close $fh;
 }
 
@@ -34,7 +35,10 @@ sub folder { my ($f) = @_; return $f =~ m{^src/([^/]+)/} ? $1 : ''; }
 # private headers stay in their folder
 for my $f (sort keys %text)
 {
-	while ($text{$f} =~ /^\s*#\s*include\s+"(([^\/"]+)\/[^"\/]+_int\.h)"/mg)
+	# (the raw text: stripping blanks the string literals)
+	my $code = $raw{$f};
+	$code =~ s{/\*.*?\*/}{}gs;
+	while ($code =~ /^\s*#\s*include\s+"(([^\/"]+)\/[^"\/]+_int\.h)"/mg)
 	{
 		my ($hdr, $dir) = ($1, $2);
 		push @problems, "$f includes $hdr, private to src/$dir/" if folder($f) ne $dir;
@@ -87,7 +91,9 @@ for my $f (sort grep { /\.c$/ } keys %text)
 			  unless $where eq $f || (folder($where) eq $dir && $where =~ /(_int\.h|\.c)$/);
 		}
 	}
-	# a shared hash's entries: the entrysize's type
+	# a shared hash's entries: the entrysize's type (a file with a shared
+	# hash; backend-local hashes are the backend's own business)
+	next unless $text{$f} =~ /\bShmemInitHash\s*\(/;
 	while ($text{$f} =~ /ShmemInitHash\s*\((?:[^;]*?)entrysize\s*=\s*sizeof\s*\(\s*(?:struct\s+)?(\w+)\s*\)/sg
 		|| $text{$f} =~ /\.entrysize\s*=\s*sizeof\s*\(\s*(?:struct\s+)?(\w+)\s*\)/g)
 	{

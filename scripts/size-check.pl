@@ -34,10 +34,6 @@ my %EXCEPTIONS = (
 	  '363: one batch of a window pipeline, step by step; steps to extract',
 	'pipeline/window.c:sg_build_statements' =>
 	  '194: every window statement built in one place; split by statement pending',
-	'shmem/horizon.c' =>
-	  '1439: the shared horizon table, its crawler and its SQL snapshot in one file; split pending',
-	'shmem/pipeline_slots.c' =>
-	  '951: the slot table and its SQL snapshot in one file; split pending',
 );
 
 my $list = grep { $_ eq '--list' } @ARGV;

@@ -8,7 +8,7 @@
  *		SQL and settings (pipeline_validate.c), the operator's tools on
  *		dead letters and faults (pipeline_ops.c), the in-doubt resolution of
  *		two-phase sinks (twophase.c), shared memory, the supervisor and the
- *		runtime views (pipeline_slots.c), the worker (worker.h), the
+ *		runtime views (pipeline_slots*.c), the worker (worker.h), the
  *		statements on the pipeline's row that other modules share
  *		(pipeline_catalog.c).
  *

@@ -5,7 +5,7 @@
  *		revoke_stream, alter_stream.
  *
  * Above the metadata layer (catalog.c) and the shared-memory layer
- * (horizon.c): the caller's privileges are checked first, then the work
+ * (horizon*.c): the caller's privileges are checked first, then the work
  * runs as the data owner with search_path pinned.  A forced drop_stream
  * drops the stream's pipelines through the pipeline API, the way
  * drop_pipeline does, and removes the captures into it (capture.c).

@@ -396,9 +396,9 @@ StreamLockAppendExclusive(int32 stream_id)
 /*
  * Does this transaction hold the stream's append lock, shared by appenders
  * (StreamLockAppend) or exclusively (StreamLockAppendExclusive)?  For the
- * assertions of the callers of horizon.c that rely on it: taking seqs
- * (HorizonAssignSeqs) and moving a stream's partition entries
- * (HorizonGrowStream).
+ * assertions of the callers of horizon*.c that rely on it: taking seqs
+ * (HorizonAssignSeqs, horizon_seq.c) and moving a stream's partition
+ * entries (HorizonGrowStream, horizon.c).
  */
 bool
 StreamAppendLockHeld(int32 stream_id, bool exclusive)

@@ -1,12 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * horizon.h
- *		Shared memory of streams (horizon.c): per-partition seq counters,
- *		the in-flight append registry, the readable horizon.
+ *		Shared memory of streams (horizon.c, horizon_seq.c,
+ *		horizon_xact.c): per-partition seq counters, the in-flight append
+ *		registry, the readable horizon.
  *
- * The structures themselves are private to horizon.c (see its banner for
- * who writes what under which lock).  Other files hold a stream's slot
- * number, or an SgStreamRef, and call the functions below.
+ * The structures themselves are private to those files (horizon_int.h
+ * says who writes what under which lock).  Other files hold a stream's
+ * slot number, or an SgStreamRef, and call the functions below.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,9 +40,9 @@ extern HorizonSeqLoaderFn HorizonSeqLoader;
 extern void HorizonShmemRequest(void);
 extern void HorizonShmemInit(void);
 extern Size HorizonShmemSize(void);
-extern void HorizonRegisterCallbacks(void);
+extern void HorizonRegisterCallbacks(void);	/* horizon_xact.c */
 
-/* slots */
+/* slots (horizon.c) */
 extern bool HorizonRefValid(SgStreamRef ref, Oid dbid, int32 stream_id);
 extern SgStreamRef HorizonAttachStream(int32 stream_id, int nparts,
 									   int32 current_seg, int32 min_seg, Oid catalog_oid);
@@ -60,9 +61,9 @@ extern void HorizonBumpGeneration(int slot);
 extern bool HorizonSeqReady(int slot);
 extern void HorizonSegments(int slot, int32 *min_seg, int32 *cur_seg);
 extern void HorizonRaiseSegments(Oid dbid, int32 stream_id, int32 cur_seg, int32 min_seg);
-extern double HorizonAppendRate(int slot);
+extern double HorizonAppendRate(int slot);	/* horizon_xact.c */
 
-/* seqs and the horizon */
+/* seqs and the horizon (horizon_seq.c) */
 extern void HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id);
 extern int64 HorizonAssignSeqs(SgStreamRef ref, int partition, int count,
 							   int32 *segment);
@@ -82,12 +83,12 @@ typedef struct SgOpenAppendInfo
 } SgOpenAppendInfo;
 extern int	HorizonListOpenAppends(SgOpenAppendInfo *out, int max);
 
-/* long-polling readers */
+/* long-polling readers (horizon_seq.c) */
 extern void HorizonPrepareWait(SgStreamRef ref);
 extern bool HorizonWaitReadable(SgStreamRef ref, long timeout_ms);
 extern void HorizonWakeReaders(Oid dbid, int32 stream_id);
 
-/* at the end of the transaction */
+/* at the end of the transaction (horizon_xact.c) */
 extern void HorizonBumpGenerationAtCommit(int32 stream_id);
 extern void HorizonBumpGenerationAtEnd(int32 stream_id);
 extern void HorizonWakeReadersAtCommit(int32 stream_id);

@@ -1,14 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * pipeline_slots.h
- *		Pipelines in shared memory (pipeline_slots.c): one slot per worker
- *		of a pipeline, its wake-ups, batch history and histogram, fault
+ *		Pipelines in shared memory (pipeline_slots.c, the table;
+ *		pipeline_slots_state.c, one slot's runtime fields;
+ *		pipeline_slots_views.c, the runtime views): one slot per worker of
+ *		a pipeline, its wake-ups, batch history and histogram, fault
  *		injection, and the runtime views that read them.
  *
- * The slot is opaque: pipeline_slots.c owns it, takes its locks, and says
- * in its banner which lock protects which field.  A slot pointer stays
- * valid for the life of the server (the array never moves); what it holds
- * is a pipeline's worker until the slot is freed.
+ * The slot is opaque: those files own it and take its locks, and
+ * pipeline_slots_int.h says which lock protects which field.  A slot
+ * pointer stays valid for the life of the server (the array never moves);
+ * what it holds is a pipeline's worker until the slot is freed.
  *
  *-------------------------------------------------------------------------
  */
@@ -84,7 +86,7 @@ extern void PipelineShmemRequest(void);
 extern void PipelineShmemInit(void);
 extern bool PipelineCleanStart(void);
 
-/* finding, making and freeing slots */
+/* finding, making and freeing slots (pipeline_slots.c) */
 extern SgPipelineSlot *PipelineSlot(Oid dbid, int32 pipeline_id, int32 worker, bool create);
 extern SgPipelineSlot *PipelineSlotOrNull(Oid dbid, int32 pipeline_id, int32 worker);
 extern void PipelineFreeWorkers(Oid dbid, int32 pipeline_id, int32 worker);
@@ -92,18 +94,18 @@ extern void PipelineFreeSlot(Oid dbid, int32 pipeline_id);
 extern void PipelineFreeDatabase(Oid dbid);
 extern int	PipelineSlotDatabases(Oid *dbids, int max);
 
-/* wake-ups and control calls */
+/* wake-ups and control calls (pipeline_slots.c) */
 extern int	PipelineRequestFence(Oid dbid, int32 pipeline_id, pid_t *pids, int max);
 extern void PipelineWakePipeline(Oid dbid, int32 pipeline_id);
 extern void PipelineResetBackoff(Oid dbid, int32 pipeline_id);
 extern void PipelineWakeStream(Oid dbid, int32 stream_id);
 extern void PipelineWakeWorker(SgPipelineSlot *slot);
 
-/* one slot: the source stream (identity) */
+/* one slot: the source stream (identity; pipeline_slots.c) */
 extern void PipelineSlotSetStream(SgPipelineSlot *slot, int32 stream_id);
 extern int32 PipelineSlotStream(SgPipelineSlot *slot);
 
-/* one slot: its worker (the pipeline worker itself) */
+/* one slot: its worker (the pipeline worker itself; pipeline_slots_state.c) */
 extern void PipelineSlotWorkerStarted(SgPipelineSlot *slot);
 extern void PipelineSlotWorkerExited(SgPipelineSlot *slot);
 extern void PipelineSlotCleanExit(SgPipelineSlot *slot);
@@ -115,7 +117,7 @@ extern void PipelineSlotSetRemote(SgPipelineSlot *slot, int side, const char *se
 extern bool PipelineSlotFaultArmed(SgPipelineSlot *slot, SgFaultPoint point);
 extern bool PipelineSlotTakeFault(SgPipelineSlot *slot, SgFaultPoint point, SgFaultAction *action);
 
-/* one slot: its supervision (the maintenance worker) and inject_fault */
+/* one slot: its supervision (the maintenance worker) and inject_fault (the same) */
 extern void PipelineSlotWorkerGone(SgPipelineSlot *slot, TimestampTz now);
 extern bool PipelineSlotBackingOff(SgPipelineSlot *slot, TimestampTz now);
 extern void PipelineSlotStarting(SgPipelineSlot *slot);

@@ -9,7 +9,7 @@
  * partition count waits for, repartition.c) and re-reads the metadata if
  * it changed meanwhile, (2) picks the partition (explicit, else a stable hash of the
  * key, else the session spreads round-robin), (3) takes seqs from the
- * readable-horizon tracker (horizon.c), which registers the transaction
+ * readable-horizon tracker (horizon_seq.c), which registers the transaction
  * as in flight on that partition, (4) when a dedup key is given, claims
  * it in streamguard.append_dedup with INSERT ... ON CONFLICT, which makes
  * a concurrent claimant of the same key wait for the first transaction to

@@ -28,7 +28,7 @@
  * Ordering of a read: the horizon is computed first, then a fresh snapshot
  * is taken for the events.  Every seq below the horizon belonged to a
  * transaction already out of the proc array when the horizon was read, so
- * that snapshot sees all committed events below it (horizon.c).
+ * that snapshot sees all committed events below it (horizon_int.h).
  *
  * poll has a C symbol per SQL signature: sg_poll_0_3 for the 0.3 scripts,
  * sg_poll for 0.1's (stream, consumer, max_events) and 0.2's (with wait

@@ -9,7 +9,7 @@
  *
  * What it remembers of the workers it started (their handles) lives in
  * the maintenance worker's TopMemoryContext; what other processes see
- * (waiting, backoff) is in the pipeline slots (pipeline_slots.c), read
+ * (waiting, backoff) is in the pipeline slots (pipeline_slots_state.c), read
  * and written through their functions.
  *
  *-------------------------------------------------------------------------

@@ -14,7 +14,7 @@
 	{
 		name => 'horizon_ignores_open_appends',
 		breaks => 'no skip: the readable horizon ignores in-flight appends (returns next_seq)',
-		edits => [ [ 'src/shmem/horizon.c',
+		edits => [ [ 'src/shmem/horizon_seq.c',
 			"\tif (in_flight)\n\t\t*in_flight = open;\n\treturn horizon;\n",
 			"\tif (in_flight)\n\t\t*in_flight = open;\n\treturn horizon > 0 ? next : next;\n" ] ],
 		tests => [ 'isolation:horizon', 'tap:030_torture.pl' ],
@@ -38,7 +38,7 @@
 	{
 		name => 'prepare_with_appends_allowed',
 		breaks => 'a transaction that appended can be prepared (its appends would hold the horizon)',
-		edits => [ [ 'src/shmem/horizon.c',
+		edits => [ [ 'src/shmem/horizon_xact.c',
 			"\t\t\tif (sg_backend_area != NULL && MyProc != NULL &&\n",
 			"\t\t\tif (false && sg_backend_area != NULL && MyProc != NULL &&\n" ] ],
 		tests => [ 'regress:05_prepare', 'tap:015_prepare.pl' ],
@@ -333,7 +333,7 @@
 	{
 		name => 'durable_flush_past_page_header',
 		breaks => 'durability before remote work: the WAL flush asks for the insert position of an empty page (past its header), which fails',
-		edits => [ [ 'src/shmem/horizon.c',
+		edits => [ [ 'src/shmem/horizon_seq.c',
 			"\tif (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD)\n",
 			"\tif (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD && false)\n" ] ],
 		tests => [ 'tap:091_wal_page_flush.pl' ],

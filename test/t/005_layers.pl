@@ -38,6 +38,27 @@ isnt($? >> 8, 0, 'a planted upward call fails the check');
 like($probe, qr{upward call: core/util \(core\) -> api/views \(api\): direct PipelineVisibleToCaller}, '... and is named');
 system('rm', '-rf', $tmp);
 
+# shared-memory structs stay with their module (scripts/private-check.pl):
+# declared in its .c files or its folder's private header, which no other
+# folder includes; and the check can fail, on both counts
+my $priv = `cd '$root' && perl scripts/private-check.pl 2>&1`;
+is($? >> 8, 0, 'every shared struct is declared by its module; private headers stay in their folder') or diag($priv);
+like($priv, qr/^[1-9]\d* shared structs/m, '... and the check found the shared structs');
+system('mkdir', '-p', $tmp) == 0 or die;
+system("cp -r '$root/src' '$root/scripts' '$tmp/'") == 0 or die;
+open($fh, '>>', "$tmp/src/core/util.c") or die;
+print $fh qq{\n#include "shmem/horizon_int.h"\n};
+close $fh;
+open($fh, '>>', "$tmp/src/stream/group.h") or die;
+print $fh "\ntypedef struct SgGroupShared\n{\n\tint\t\tprobe;\n} SgGroupShared;\n";
+close $fh;
+$probe = `cd '$tmp' && perl scripts/private-check.pl 2>&1`;
+isnt($? >> 8, 0, 'a planted violation fails the private-state check');
+like($probe, qr{src/core/util\.c includes shmem/horizon_int\.h, private to src/shmem/}, '... a private header included from another folder is named');
+like($probe, qr{shared struct SgGroupShared \(of sg_groups\) is declared in src/stream/group\.h}, '... a shared struct in a public header is named')
+  or diag($probe);
+system('rm', '-rf', $tmp);
+
 # no file over 800 lines and no function over 150, but the listed exceptions
 # (scripts/size-check.pl); and the check can fail: a planted long function
 my $sizes = `cd '$root' && perl scripts/size-check.pl 2>&1`;
