@@ -1,9 +1,18 @@
-# The C files call each other only down the layers (scripts/call-graph.pl;
-# docs/internals.md "Calls between files"): no file calls one in a folder
-# above its own (core < io < shmem < catalog < stream < capture < pipeline
-# < workers < api < src/streamguard.c), directly or through a function
-# pointer, except through the hooks the script lists with their reasons,
-# and no cycle among the files.  A failure lists the calls that break it.
+# The structure of src/, checked (docs/internals.md, "Calls between files"
+# and "Sizes"), each check proven able to fail on a planted violation:
+#   - scripts/call-graph.pl: the C files call each other only down the
+#     layers (core < io < shmem < catalog < stream < capture < pipeline <
+#     workers < api < src/streamguard.c), directly or through a function
+#     pointer, except through the hooks the script lists with their
+#     reasons, and no cycle among the files;
+#   - scripts/private-check.pl: a struct in shared memory is declared by the
+#     module that owns it, and a private header (*_int.h) is included only
+#     in its folder;
+#   - scripts/internals-check.pl: docs/internals.md has a row for every C
+#     file and names no file that is gone;
+#   - scripts/size-check.pl: no file over 800 lines, no function over 150,
+#     but the listed exceptions, which may not grow.
+# A failure lists what breaks the rule.
 
 use strict;
 use warnings;
@@ -57,6 +66,17 @@ isnt($? >> 8, 0, 'a planted violation fails the private-state check');
 like($probe, qr{src/core/util\.c includes shmem/horizon_int\.h, private to src/shmem/}, '... a private header included from another folder is named');
 like($probe, qr{shared struct SgGroupShared \(of sg_groups\) is declared in src/stream/group\.h}, '... a shared struct in a public header is named')
   or diag($probe);
+system('rm', '-rf', $tmp);
+
+# docs/internals.md has a row for every C file and names none that is gone
+# (scripts/internals-check.pl); a new file without its row fails
+my $ic = `cd '$root' && perl scripts/internals-check.pl 2>&1`;
+is($? >> 8, 0, 'docs/internals.md has a row for every C file of src/, and names no file that is gone') or diag($ic);
+system('mkdir', '-p', "$tmp/docs") == 0 or die;
+system("cp -r '$root/src' '$root/scripts' '$tmp/' && cp '$root/docs/internals.md' '$tmp/docs/'") == 0 or die;
+system("cp '$tmp/src/core/util.c' '$tmp/src/core/util_probe.c'") == 0 or die;
+$probe = `cd '$tmp' && perl scripts/internals-check.pl 2>&1`;
+like($probe, qr{no row for core/util_probe\.c}, 'a C file without its row in docs/internals.md fails the check');
 system('rm', '-rf', $tmp);
 
 # no file over 800 lines and no function over 150, but the listed exceptions
