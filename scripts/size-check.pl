@@ -36,8 +36,6 @@ my %EXCEPTIONS = (
 	  '199: the per-row hot path kept in one frame; steps to extract without a per-row cost',
 	'catalog/catalog.c' =>
 	  '987: meta loading and the catalog helpers in one file; split pending',
-	'io/remote.c' =>
-	  '1322: libpq session, statements and COPY in one file; split pending',
 	'pipeline/window.c' =>
 	  '1558: window state, apply and emission in one file; split pending',
 	'pipeline/window.c:WindowApply' =>
