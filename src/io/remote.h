@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * remote.h
- *		Connections to remote PostgreSQL servers (remote.c).
+ *		Connections to remote PostgreSQL servers (remote.c and the
+ *		remote_*.c files, which io/remote_int.h lists).
  *
  * Callers hold an SgRemote, a handle: the libpq connection itself belongs
- * to remote.c, which closes it when a local transaction it belongs to
+ * to remote_conn.c, which closes it when a local transaction it belongs to
  * aborts.  Results of RemoteExec belong to the memory context that was
  * current when it was called; nothing of libpq is visible here.
  *
@@ -17,7 +18,7 @@
 
 typedef struct SgRemote
 {
-	uint32		conn_id;		/* remote.c's connection; 0: none */
+	uint32		conn_id;		/* remote_conn.c's connection; 0: none */
 	int			backend_pid;	/* its remote backend, once set up; 0: none */
 	char		server_name[NAMEDATALEN];
 	int64		rtt_us;			/* last statement's round trip */

@@ -91,12 +91,37 @@ close $fh;
 $probe = `cd '$tmp' && perl scripts/size-check.pl 2>&1`;
 isnt($? >> 8, 0, 'a planted 160-line function fails the size check');
 like($probe, qr{size violation: function core/util\.c:SgProbeLong: 16\d lines}, '... and is named');
-# an excepted file may not grow: io/remote.c, ten lines longer
-open($fh, '>>', "$tmp/src/io/remote.c") or die;
+# an excepted file may not grow, and an exception that no longer applies
+# fails too: a planted 900-line file, excepted at 900 lines in the copy
+system('rm', '-rf', $tmp);
+system('mkdir', '-p', $tmp) == 0 or die;
+system("cp -r '$root/src' '$root/scripts' '$tmp/'") == 0 or die;
+my $big = "int SgProbeBig(void);\nint\nSgProbeBig(void)\n{\n\treturn 0;\n}\n" . ("\n" x 894);
+open($fh, '>', "$tmp/src/core/probe_big.c") or die;
+print $fh $big;
+close $fh;
+{
+	open(my $in, '<', "$tmp/scripts/size-check.pl") or die;
+	my $script = do { local $/; <$in> };
+	close $in;
+	$script =~ s/^my %EXCEPTIONS = \(\n/my %EXCEPTIONS = (\n\t'core\/probe_big.c' => '900: a probe',\n/m or die 'no %EXCEPTIONS';
+	open(my $out, '>', "$tmp/scripts/size-check.pl") or die;
+	print $out $script;
+	close $out;
+}
+$probe = `cd '$tmp' && perl scripts/size-check.pl 2>&1`;
+is($? >> 8, 0, 'a file within its exception passes') or diag($probe);
+open($fh, '>>', "$tmp/src/core/probe_big.c") or die;
 print $fh "\n" x 10;
 close $fh;
 $probe = `cd '$tmp' && perl scripts/size-check.pl 2>&1`;
-like($probe, qr{size violation: file io/remote\.c: \d+ lines, grown past its excepted}, 'an excepted file that grows fails the check')
+like($probe, qr{size violation: file core/probe_big\.c: 910 lines, grown past its excepted},
+	'an excepted file that grows fails the check') or diag($probe);
+open($fh, '>', "$tmp/src/core/probe_big.c") or die;
+print $fh "int SgProbeBig(void);\n";
+close $fh;
+$probe = `cd '$tmp' && perl scripts/size-check.pl 2>&1`;
+like($probe, qr{exception core/probe_big\.c no longer applies}, 'an exception that no longer applies fails the check')
   or diag($probe);
 system('rm', '-rf', $tmp);
 done_testing();
