@@ -6,7 +6,9 @@
 #     that creates it, or in a private header of that module's folder
 #     (<name>_int.h), never in a public header;
 #   - a private header <name>_int.h is included only by files of its own
-#     folder.
+#     folder;
+#   - a function named *_locked (it expects its module's lock held) asserts
+#     it: Assert(LWLockHeldByMe...) or another Assert(...HeldByMe...).
 # Other files reach that state through the module's functions.
 #
 #   perl scripts/private-check.pl     # exit 1 and the violations, if any
@@ -109,10 +111,24 @@ for my $f (sort grep { /\.c$/ } keys %text)
 	}
 }
 
+# helpers that expect a lock held assert it
+my $locked = 0;
+for my $f (sort grep { /\.c$/ } keys %text)
+{
+	while ($text{$f} =~ /^(\w+_locked)\s*\([^)]*\)\s*\{(.*?)^\}/msg)
+	{
+		my ($fn, $body) = ($1, $2);
+		$locked++;
+		push @problems, "$f: $fn expects a lock held and does not assert it (Assert(LWLockHeldByMe...))"
+		  unless $body =~ /\bAssert\s*\([^;]*HeldByMe/;
+	}
+}
+
 if (@problems)
 {
 	print "private-state violation: $_\n" for @problems;
 	exit 1;
 }
-print "$shared shared structs, each declared by the module that owns it; private headers used in their folders only\n";
+print "$shared shared structs, each declared by the module that owns it; private headers used in their folders only; "
+  . "$locked *_locked helpers, each asserting its lock\n";
 exit 0;

@@ -58,6 +58,9 @@ system("cp -r '$root/src' '$root/scripts' '$tmp/'") == 0 or die;
 open($fh, '>>', "$tmp/src/core/util.c") or die;
 print $fh qq{\n#include "shmem/horizon_int.h"\n};
 close $fh;
+open($fh, '>>', "$tmp/src/stream/group.c") or die;
+print $fh "\nstatic void sg_probe_locked(void);\nstatic void\nsg_probe_locked(void)\n{\n\treturn;\n}\n";
+close $fh;
 open($fh, '>>', "$tmp/src/stream/group.h") or die;
 print $fh "\ntypedef struct SgGroupShared\n{\n\tint\t\tprobe;\n} SgGroupShared;\n";
 close $fh;
@@ -66,6 +69,7 @@ isnt($? >> 8, 0, 'a planted violation fails the private-state check');
 like($probe, qr{src/core/util\.c includes shmem/horizon_int\.h, private to src/shmem/}, '... a private header included from another folder is named');
 like($probe, qr{shared struct SgGroupShared \(of sg_groups\) is declared in src/stream/group\.h}, '... a shared struct in a public header is named')
   or diag($probe);
+like($probe, qr{sg_probe_locked expects a lock held and does not assert it}, '... a *_locked helper without its assertion is named');
 system('rm', '-rf', $tmp);
 
 # docs/internals.md has a row for every C file and names none that is gone
