@@ -38,12 +38,6 @@ my %EXCEPTIONS = (
 	  '987: meta loading and the catalog helpers in one file; split pending',
 	'io/remote.c' =>
 	  '1322: libpq session, statements and COPY in one file; split pending',
-	'pipeline/window.c' =>
-	  '1558: window state, apply and emission in one file; split pending',
-	'pipeline/window.c:WindowApply' =>
-	  '363: one batch of a window pipeline, step by step; steps to extract',
-	'pipeline/window.c:sg_build_statements' =>
-	  '194: every window statement built in one place; split by statement pending',
 	'shmem/horizon.c' =>
 	  '1439: the shared horizon table, its crawler and its SQL snapshot in one file; split pending',
 	'shmem/pipeline_slots.c' =>
