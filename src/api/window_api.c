@@ -401,7 +401,7 @@ sg_window_args(FunctionCallInfo fcinfo, SgWindowArgs *a)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("slide must not be longer than size"),
 					 errdetail("Events between two hopping windows would belong to none.")));
-		/* each event goes into this many windows (window.c) */
+		/* each event goes into this many windows (window_apply.c) */
 		per_event = (a->size_us + a->slide_us - 1) / a->slide_us;
 		if (per_event > sg_max_windows_per_event)
 			ereport(ERROR,

@@ -184,8 +184,8 @@ BatchLeaveOwner(SgOwnerContext *ctx)
 
 /*
  * The batch's deadline over streamguard's own work whose size the user
- * decides (a window pipeline's windows, window.c): batch_timeout from now,
- * through STATEMENT_TIMEOUT like a run of the SQL, so that the loops'
+ * decides (a window pipeline's windows, window_apply.c): batch_timeout from
+ * now, through STATEMENT_TIMEOUT like a run of the SQL, so that the loops'
  * CHECK_FOR_INTERRUPTS() end it.  While it runs, a run of the owner's SQL
  * inside it neither re-arms nor disarms the timeout (BatchOwnerTimeoutMs):
  * the deadline holds for all of it.  An error disarms every timeout

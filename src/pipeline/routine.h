@@ -20,8 +20,8 @@
  *	source_remote.c	a stream on another streamguard server, over libpq
  *	source_kafka.c	a Kafka topic, through librdkafka
  *	sink_sql.c		the pipeline's SQL in this database, nothing more
- *	sink_window.c	a window pipeline: the SQL evaluates each event, window.c
- *					keeps the windows and emits the closed ones
+ *	sink_window.c	a window pipeline: the SQL evaluates each event, window*.c
+ *					keep the windows and emit the closed ones
  *	sink_remote.c	a table on a remote PostgreSQL server: two_phase, offsets
  *					or a plain remote transaction (sink_remote_write.c)
  *	sink_kafka.c	a Kafka topic: a Kafka transaction with a checkpoint, or

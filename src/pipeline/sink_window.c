@@ -6,8 +6,8 @@
  * A window pipeline (create_window_pipeline) reads a local stream,
  * exactly_once, with one worker.  Its SQL, generated from the window's
  * definition, evaluates the user's expressions over each event; window.c
- * keeps the results in the windows' state and emits the closed windows,
- * all in the batch's transaction.  The steps of the routine:
+ * and its window_*.c keep the results in the windows' state and emit the
+ * closed windows, all in the batch's transaction.  The steps of the routine:
  *	open			the window may not put an event into more windows than
  *					the bound (a window defined before the bound)
  *	before_fetch	the clock and each partition's horizons, before the
@@ -20,7 +20,7 @@
  *	own_error		a failure keeping or emitting the windows is no
  *					event's: the pipeline fails after max_attempts
  *	idle_ms			an idle worker wakes when the next window may close
- * The state is the window (SgWindow, window.c's own), loaded by WindowLoad
+ * The state is the window (SgWindow, window_int.h), loaded by WindowLoad
  * when the worker chose the routine (worker.c).
  *
  *-------------------------------------------------------------------------

@@ -7,11 +7,14 @@
  *	window_api.c	create_window_pipeline: checks, the generated SQL, the
  *					definition row
  *	window.c		the worker's part: the definition, the evaluation of
- *					the user's expressions as the owner, the state, the
- *					watermark and the emission of closed windows, all in
- *					the batch's transaction
+ *					the user's expressions as the owner, the append-time
+ *					watermark; with window_sql.c (the statements),
+ *					window_apply.c (a batch's state, watermark and closing)
+ *					and window_emit.c (the emission of closed windows), all
+ *					in the batch's transaction (window_int.h: what they
+ *					share)
  *	sink_window.c	the window as the pipeline's sink (routine.h): the steps
- *					of a batch that call window.c
+ *					of a batch that call window.c and window_apply.c
  *
  *-------------------------------------------------------------------------
  */
@@ -76,10 +79,10 @@ extern const SgWordList SgWindowAggWords;
  */
 #define SG_WINDOW_ORIGIN	(-((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY))
 
-/* a window pipeline's window: its definition and state (window.c's own) */
+/* a window pipeline's window: its definition and state (window_int.h) */
 typedef struct SgWindow SgWindow;
 
-/* window.c (the window sink's work: sink_window.c) */
+/* window.c, WindowApply in window_apply.c (the window sink's work) */
 extern SgWindow *WindowLoad(struct SgWorker *w);
 extern bool WindowTooWide(SgWindow *win);
 extern void WindowBeforeFetch(struct SgWorker *w, SgWindow *win, SgStreamMeta *meta);

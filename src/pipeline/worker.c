@@ -25,7 +25,7 @@
  * stop (state failed, nothing skipped), skip (counted) or dead_letter
  * (stored with its error, in the same transaction that moves past it).
  * A failure that is the sink's own, not an event's (a window pipeline's
- * state or emission, window.c), is not isolated: after max_attempts
+ * state or emission, window_apply.c), is not isolated: after max_attempts
  * attempts it stops the pipeline.
  *
  *-------------------------------------------------------------------------

@@ -10,7 +10,7 @@
  *	batch.c			one batch by guarantee: the fence, the transactions,
  *					counters and the checkpoint log, the routines' steps
  *	source_*.c, sink_*.c	the kinds of source and sink (routine.h)
- *	window.c		a window pipeline's windows (the window sink's work)
+ *	window*.c		a window pipeline's windows (the window sink's work)
  *	twophase.c		names left on a remote sink, in-doubt resolution
  *	batchexec.c		the user's SQL as the owner: plain, isolated event by
  *					event with the error policy, dedup and skip filters

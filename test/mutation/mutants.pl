@@ -357,7 +357,7 @@
 	{
 		name => 'window_close_keeps_state',
 		breaks => 'windows: a closed window\'s state stays open, so it is emitted again at every later close',
-		edits => [ [ 'src/pipeline/window.c',
+		edits => [ [ 'src/pipeline/window_sql.c',
 			"\tappendStringInfoString(&buf, \"WITH d AS (DELETE FROM streamguard.window_state \"\n",
 			"\tappendStringInfoString(&buf, \"WITH d AS (UPDATE streamguard.window_state SET closed = closed \"\n" ] ],
 		tests => [ 'regress:12_windows', 'tap:150_windows.pl' ],
@@ -365,7 +365,7 @@
 	{
 		name => 'window_correction_same_revision',
 		breaks => 'windows, late update: a correction carries the revision of the row it corrects',
-		edits => [ [ 'src/pipeline/window.c',
+		edits => [ [ 'src/pipeline/window_sql.c',
 			"\"revision = s.revision\" OP(\"+\") \"CASE WHEN s.closed THEN 1 ELSE 0 END, acc = \");",
 			"\"revision = s.revision\" OP(\"+\") \"CASE WHEN s.closed THEN 0 ELSE 0 END, acc = \");" ] ],
 		tests => [ 'regress:12_windows', 'tap:150_windows.pl' ],
@@ -381,7 +381,7 @@
 	{
 		name => 'window_session_no_retraction',
 		breaks => 'windows, sessions: an emitted session merged into one that starts earlier is not retracted (on_update: its row is not deleted), so readers see it twice',
-		edits => [ [ 'src/pipeline/window.c',
+		edits => [ [ 'src/pipeline/window_sql.c',
 			"\" FROM j WHERE j.gnew AND j.seq IS NULL AND j.ws\"",
 			"\" FROM j WHERE false AND j.seq IS NULL AND j.ws\"" ] ],
 		tests => [ 'regress:14_window_changes', 'tap:150_windows.pl' ],
@@ -389,7 +389,7 @@
 	{
 		name => 'window_session_merge_same_revision',
 		breaks => 'windows, sessions with late update: a merged session keeps the revision of the closed session it corrects, so readers cannot tell the correction from the old row',
-		edits => [ [ 'src/pipeline/window.c',
+		edits => [ [ 'src/pipeline/window_sql.c',
 			"\"j.grev\" OP(\"+\") \"CASE WHEN j.gnew AND j.gclosed THEN 1 ELSE 0 END AS rev, \"",
 			"\"j.grev\" OP(\"+\") \"CASE WHEN j.gnew AND j.gclosed THEN 0 ELSE 0 END AS rev, \"" ] ],
 		tests => [ 'regress:14_window_changes', 'tap:150_windows.pl' ],
@@ -397,7 +397,7 @@
 	{
 		name => 'window_changelog_same_revision',
 		breaks => 'windows, changelog: every event of a window carries the same revision, so a consumer cannot take the latest',
-		edits => [ [ 'src/pipeline/window.c',
+		edits => [ [ 'src/pipeline/window_sql.c',
 			"\"SET revision = s.revision\" OP(\"+\") \"1 WHERE s.pipeline_id\"",
 			"\"SET revision = s.revision\" OP(\"+\") \"0 WHERE s.pipeline_id\"" ] ],
 		tests => [ 'regress:14_window_changes', 'tap:150_windows.pl' ],
