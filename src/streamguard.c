@@ -35,7 +35,6 @@
 #include "api/ownership.h"
 #include "api/pipeline.h"
 #include "api/streams.h"
-#include "api/views.h"
 #include "api/window_api.h"
 #include "capture/capture.h"
 #include "catalog/sg_catalog.h"
@@ -92,7 +91,6 @@ sg_install_callbacks(void)
 {
 	HorizonCommitWake = PipelineWakeStream;
 	HorizonSeqLoader = StreamMaxSeq;
-	PipelineSlotsVisibleToCaller = PipelineVisibleToCaller;
 	WorkerUnitsMaintenanceWorkers = LauncherRunningWorkers;
 	CaptureWakeMaintenance = LauncherWake;
 }
