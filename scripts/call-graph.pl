@@ -47,8 +47,6 @@ my %HOOKS = (
 	  'shared memory loads a partition\'s highest seq from the stream\'s storage (catalog) on first use',
 	WorkerUnitsMaintenanceWorkers =>
 	  'the per-database worker cap counts the maintenance workers the launcher runs (workers)',
-	CaptureWakeMaintenance =>
-	  'capture_table asks the launcher to start the database\'s maintenance worker, which starts backfills, at once (workers)',
 );
 
 my $dot = grep { $_ eq '--dot' } @ARGV;

@@ -43,6 +43,7 @@
 #include "core/util.h"
 #include "io/remote.h"
 #include "shmem/horizon.h"
+#include "shmem/launcher_mailbox.h"
 #include "shmem/pipeline_slots.h"
 #include "shmem/worker_units.h"
 #include "stream/group.h"
@@ -92,7 +93,6 @@ sg_install_callbacks(void)
 	HorizonCommitWake = PipelineWakeStream;
 	HorizonSeqLoader = StreamMaxSeq;
 	WorkerUnitsMaintenanceWorkers = LauncherRunningWorkers;
-	CaptureWakeMaintenance = LauncherWake;
 }
 
 /*
