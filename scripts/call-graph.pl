@@ -45,8 +45,6 @@ my %RANK = map { $LAYERS[$_] => $_ } 0 .. $#LAYERS;
 my %HOOKS = (
 	HorizonSeqLoader =>
 	  'shared memory loads a partition\'s highest seq from the stream\'s storage (catalog) on first use',
-	WorkerUnitsMaintenanceWorkers =>
-	  'the per-database worker cap counts the maintenance workers the launcher runs (workers)',
 );
 
 my $dot = grep { $_ eq '--dot' } @ARGV;

@@ -92,7 +92,6 @@ sg_install_callbacks(void)
 {
 	HorizonCommitWake = PipelineWakeStream;
 	HorizonSeqLoader = StreamMaxSeq;
-	WorkerUnitsMaintenanceWorkers = LauncherRunningWorkers;
 }
 
 /*
