@@ -45,12 +45,6 @@ my %RANK = map { $LAYERS[$_] => $_ } 0 .. $#LAYERS;
 my %HOOKS = (
 	HorizonSeqLoader =>
 	  'shared memory loads a partition\'s highest seq from the stream\'s storage (catalog) on first use',
-	PipelineSlotsVisibleToCaller =>
-	  'the runtime views over the pipeline slots show a pipeline\'s errors only to a role that may see them (the views\' rule, api)',
-	WorkerUnitsMaintenanceWorkers =>
-	  'the per-database worker cap counts the maintenance workers the launcher runs (workers)',
-	CaptureWakeMaintenance =>
-	  'capture_table asks the launcher to start the database\'s maintenance worker, which starts backfills, at once (workers)',
 );
 
 my $dot = grep { $_ eq '--dot' } @ARGV;

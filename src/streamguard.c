@@ -35,7 +35,6 @@
 #include "api/ownership.h"
 #include "api/pipeline.h"
 #include "api/streams.h"
-#include "api/views.h"
 #include "api/window_api.h"
 #include "capture/capture.h"
 #include "catalog/sg_catalog.h"
@@ -44,6 +43,7 @@
 #include "core/util.h"
 #include "io/remote.h"
 #include "shmem/horizon.h"
+#include "shmem/launcher_mailbox.h"
 #include "shmem/pipeline_slots.h"
 #include "shmem/worker_units.h"
 #include "stream/group.h"
@@ -92,9 +92,6 @@ sg_install_callbacks(void)
 {
 	HorizonCommitWake = PipelineWakeStream;
 	HorizonSeqLoader = StreamMaxSeq;
-	PipelineSlotsVisibleToCaller = PipelineVisibleToCaller;
-	WorkerUnitsMaintenanceWorkers = LauncherRunningWorkers;
-	CaptureWakeMaintenance = LauncherWake;
 }
 
 /*

@@ -60,7 +60,7 @@
 #include "capture/capture.h"
 #include "catalog/sg_catalog.h"
 #include "shmem/horizon.h"
-#include "workers/launcher.h"
+#include "shmem/launcher_mailbox.h"
 
 /* SQL-callable functions of pipeline.c and catalog.c that DROP OWNED uses */
 

@@ -81,10 +81,10 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/twophase.h"
 #include "shmem/horizon.h"
+#include "shmem/launcher_mailbox.h"
 #include "shmem/pipeline_slots.h"
 #include "shmem/worker_units.h"
 #include "stream/seek.h"
-#include "workers/launcher.h"
 
 PG_FUNCTION_INFO_V1(sg_create_pipeline);
 PG_FUNCTION_INFO_V1(sg_create_pipeline_0_3);

@@ -32,8 +32,8 @@
 #include "core/bounds.h"
 #include "core/util.h"
 #include "shmem/horizon.h"
+#include "shmem/launcher_mailbox.h"
 #include "stream/repartition.h"
-#include "workers/launcher.h"
 
 PG_FUNCTION_INFO_V1(sg_create_stream);
 PG_FUNCTION_INFO_V1(sg_drop_stream);

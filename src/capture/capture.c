@@ -59,11 +59,10 @@
 #include "catalog/sg_catalog.h"
 #include "core/compat.h"
 #include "core/util.h"
+#include "shmem/launcher_mailbox.h"
 
 PG_FUNCTION_INFO_V1(sg_capture_table);
 PG_FUNCTION_INFO_V1(sg_uncapture_table);
-
-CaptureWakeFn CaptureWakeMaintenance = NULL;
 
 /* ------------------------------------------------------------ helpers */
 
@@ -549,7 +548,7 @@ sg_capture_table(PG_FUNCTION_ARGS)
 
 	/* the backfill worker starts once this commits */
 	if (backfill)
-		CaptureWakeMaintenance();
+		LauncherWake();
 	PG_RETURN_VOID();
 }
 

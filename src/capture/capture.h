@@ -104,15 +104,6 @@ extern char *CaptureBackfillKeyText(Datum key);
 
 /* capture.c */
 
-/*
- * What this layer needs from above it, installed by _PG_init
- * (streamguard.c): have the database's maintenance worker run a round once
- * this transaction commits (launcher.c's LauncherWake), to start a
- * backfill.
- */
-typedef void (*CaptureWakeFn) (void);
-extern CaptureWakeFn CaptureWakeMaintenance;
-
 extern int64 CaptureCountForStream(int32 stream_id);
 extern void CaptureDropForStream(int32 stream_id);
 extern void CaptureDropOwned(Datum role_oids);

@@ -52,8 +52,6 @@
 
 int			sg_max_pipelines = 64;
 
-PipelineVisibleFn PipelineSlotsVisibleToCaller = NULL;
-
 /* the shared memory, attached by PipelineShmemInit (pipeline_slots_int.h) */
 SgPipelineShared *sg_pipes = NULL;
 

@@ -5,7 +5,8 @@
  *		pipeline_slots_state.c, one slot's runtime fields;
  *		pipeline_slots_views.c, the runtime views): one slot per worker of
  *		a pipeline, its wake-ups, batch history and histogram, fault
- *		injection, and the runtime views that read them.
+ *		injection, and the runtime views that read them (or copies of the
+ *		slots for the views that filter them, api/pipeline_views.c).
  *
  * The slot is opaque: those files own it and take its locks, and
  * pipeline_slots_int.h says which lock protects which field.  A slot
@@ -74,12 +75,30 @@ typedef struct SgBatchRecord
 #define SG_WAIT_REASON_LEN	128
 
 /*
- * What this layer needs from above it, installed by _PG_init
- * (streamguard.c): whether the caller may see what only a pipeline's owner
- * sees (views.c), for the runtime views here.
+ * The slots of this database as the copy-outs of pipeline_slots_views.c
+ * hand them to the views that filter them (api/pipeline_views.c): plain
+ * rows, palloc'd in the current memory context, not shared.
  */
-typedef bool (*PipelineVisibleFn) (int32 pipeline_id);
-extern PipelineVisibleFn PipelineSlotsVisibleToCaller;
+typedef struct SgPipelineBatchesRow
+{
+	int32		pipeline_id;
+	int			nbatches;
+	SgBatchRecord *batches;		/* the checkpoint log, oldest first */
+} SgPipelineBatchesRow;
+
+typedef struct SgRemoteSideRow
+{
+	char	   *server;			/* "": no remote on this side */
+	bool		connected;
+	int64		rtt_us;
+	char	   *last_error;		/* "": none */
+} SgRemoteSideRow;
+
+typedef struct SgRemoteRuntimeRow
+{
+	int32		pipeline_id;
+	SgRemoteSideRow side[2];	/* [0] source, [1] sink */
+} SgRemoteRuntimeRow;
 
 extern Size PipelineShmemSize(void);
 extern void PipelineShmemRequest(void);
@@ -124,5 +143,9 @@ extern void PipelineSlotStarting(SgPipelineSlot *slot);
 extern bool PipelineSlotSetWaiting(SgPipelineSlot *slot, bool no_worker_slot, const char *why);
 extern void PipelineSlotArmFault(SgPipelineSlot *slot, SgFaultPoint point, SgFaultAction action,
 								 int32 count);
+
+/* copies of this database's slots for the views (pipeline_slots_views.c) */
+extern int	PipelineBatchesSnapshot(SgPipelineBatchesRow **rows);
+extern int	PipelineRemoteSnapshot(SgRemoteRuntimeRow **rows);
 
 #endif							/* SG_PIPELINE_SLOTS_H */

@@ -12,7 +12,8 @@
  *		pipeline_slots_state.c	one slot's runtime fields: its worker, the
  *								batches it commits, remote ends, faults,
  *								the supervisor's backoff
- *		pipeline_slots_views.c	the runtime views, from a copy of a slot
+ *		pipeline_slots_views.c	the runtime views, from a copy of a slot,
+ *								and copies of the slots for api's views
  *
  * The three share the struct and its array only: none calls another.
  *
@@ -52,11 +53,11 @@
  *	- clean_start (sg_pipes) is written once, at shared memory creation.
  * Helpers named *_locked expect the LWLock held and assert it.
  *
- * Calls up: none.  The runtime views show a pipeline's errors and its
- * checkpoint log only to whom may see them; whether the caller may is
- * asked through a callback installed by _PG_init (PipelineSlotsVisibleToCaller,
- * views.c's PipelineVisibleToCaller).  The pipeline SQL API (pipeline.c),
- * the worker (worker.c) and the maintenance worker call into these files.
+ * Calls up: none.  A pipeline's errors and its checkpoint log are shown
+ * only to whom may see them by the views of api/pipeline_views.c, which
+ * filter the copies pipeline_slots_views.c makes of the slots.  The
+ * pipeline SQL API (pipeline.c), the worker (worker.c), the maintenance
+ * worker and those views call into these files.
  *
  *-------------------------------------------------------------------------
  */

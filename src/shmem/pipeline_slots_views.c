@@ -1,21 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * pipeline_slots_views.c
- *		The runtime views over the pipeline slots: _pipeline_runtime,
- *		_pipeline_batches (the checkpoint log), _remote_runtime and
- *		_pipeline_histogram.
+ *		The runtime views over the pipeline slots: _pipeline_runtime and
+ *		_pipeline_histogram; and copies of the slots for the views that
+ *		show a pipeline's checkpoint log and remote ends (_pipeline_batches,
+ *		_remote_runtime in api/pipeline_views.c).
  *
  * The slot struct and the contract are in pipeline_slots_int.h.  A view
- * reads a slot of the caller's database through a copy taken under the
- * slot's spinlock (sg_copy_slot), so that what it shows of one pipeline is
- * consistent; the identity fields are written under that spinlock too
+ * (or a copy-out) reads a slot of the caller's database through a copy
+ * taken under the slot's spinlock (sg_copy_slot), so that what it shows
+ * of one pipeline is consistent; the identity fields are written under that spinlock too
  * (and the LWLock, pipeline_slots.c), so the copy has them whole.  No
  * other lock is taken here, and nothing in a slot is written.
  *
  * Calls up: none.  A pipeline's errors and its checkpoint log are shown
- * only to whom may see them; whether the caller may is asked through a
- * callback installed by _PG_init (PipelineSlotsVisibleToCaller, views.c's
- * PipelineVisibleToCaller).
+ * only to whom may see them: PipelineBatchesSnapshot and
+ * PipelineRemoteSnapshot copy them out for every slot of the database, and
+ * the views that show them (api/pipeline_views.c) filter the copies by
+ * what the caller may see.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,9 +36,7 @@
 #include "shmem/pipeline_slots_int.h"
 
 PG_FUNCTION_INFO_V1(sg_pipeline_runtime);
-PG_FUNCTION_INFO_V1(sg_pipeline_batches);
 PG_FUNCTION_INFO_V1(sg_pipeline_histogram);
-PG_FUNCTION_INFO_V1(sg_remote_runtime);
 
 /* events_per_sec is 0 after this long without a batch (at least) */
 #define SG_RATE_IDLE_USECS	INT64CONST(10000000)
@@ -139,103 +139,78 @@ sg_pipeline_runtime(PG_FUNCTION_ARGS)
 }
 
 /*
- * _pipeline_batches() -> the checkpoint log held in shared memory, of the
- * pipelines the caller may see (owner, members, superusers)
+ * The checkpoint logs held in shared memory of this database's slots,
+ * copied out into *rows (palloc'd in the current context, a row per slot,
+ * its batches oldest first): their number.  Which of them the caller may
+ * see is the view's business (_pipeline_batches, api/pipeline_views.c).
  */
-Datum
-sg_pipeline_batches(PG_FUNCTION_ARGS)
+int
+PipelineBatchesSnapshot(SgPipelineBatchesRow **rows)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SgPipelineSlot *s = palloc(sizeof(SgPipelineSlot));
+	SgPipelineBatchesRow *out = palloc(sizeof(SgPipelineBatchesRow) * Max(sg_max_pipelines, 1));
+	int			nrows = 0;
 	int			i;
 
-	StreamguardCheckLoaded();
-	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < sg_max_pipelines; i++)
 	{
-		SgBatchRecord *copy;
+		SgPipelineBatchesRow *row;
 		int64		n,
 					k,
 					from;
-		int32		id;
 
 		if (!sg_copy_slot(i, s))
 			continue;
-		copy = s->history;
-		id = s->pipeline_id;
-		if (!PipelineSlotsVisibleToCaller(id))
-			continue;
+		row = &out[nrows++];
+		row->pipeline_id = s->pipeline_id;
 		n = s->nhistory;
 		from = Max(0, n - SG_BATCH_HISTORY);
+		row->nbatches = (int) (n - from);
+		row->batches = palloc(sizeof(SgBatchRecord) * Max(row->nbatches, 1));
 		for (k = from; k < n; k++)
-		{
-			SgBatchRecord *r = &copy[k % SG_BATCH_HISTORY];
-			Datum		values[12];
-			bool		nulls[12] = {false};
-
-			values[0] = Int32GetDatum(id);
-			values[1] = Int64GetDatum(r->batch_id);
-			values[2] = Int64GetDatum(r->epoch);
-			values[3] = TimestampTzGetDatum(r->committed_at);
-			values[4] = Int32GetDatum(r->events_in);
-			values[5] = Int64GetDatum(r->rows_out);
-			values[6] = Int32GetDatum(r->partitions);
-			values[7] = Int64GetDatum(r->first_seq);
-			values[8] = Int64GetDatum(r->last_seq);
-			values[9] = Float8GetDatum(r->fetch_us / 1000.0);
-			values[10] = Float8GetDatum(r->process_us / 1000.0);
-			values[11] = Float8GetDatum(r->commit_us / 1000.0);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
+			row->batches[k - from] = s->history[k % SG_BATCH_HISTORY];
 	}
-	return (Datum) 0;
+	pfree(s);
+	*rows = out;
+	return nrows;
 }
 
 /*
- * _remote_runtime() -> (pipeline_id, side, server, connected, rtt_ms, last_error);
- * last_error (which can quote event values) only for the pipeline's owner,
- * its members and superusers
+ * The remote ends of this database's slots (server, connected, round trip,
+ * last error), copied out into *rows (palloc'd in the current context, a
+ * row per slot): their number.  Whether the caller may see a last error
+ * (which can quote event values) is the view's business (_remote_runtime,
+ * api/pipeline_views.c).
  */
-Datum
-sg_remote_runtime(PG_FUNCTION_ARGS)
+int
+PipelineRemoteSnapshot(SgRemoteRuntimeRow **rows)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SgPipelineSlot *s = palloc(sizeof(SgPipelineSlot));
+	SgRemoteRuntimeRow *out = palloc(sizeof(SgRemoteRuntimeRow) * Max(sg_max_pipelines, 1));
+	int			nrows = 0;
 	int			i,
 				side;
 
-	StreamguardCheckLoaded();
-	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < sg_max_pipelines; i++)
 	{
 		SgRemoteStatus *copy = s->remote;
-		int32		id;
-		bool		visible;
+		SgRemoteRuntimeRow *row;
 
 		if (!sg_copy_slot(i, s))
 			continue;
-		id = s->pipeline_id;
-		visible = (copy[0].last_error[0] == '\0' && copy[1].last_error[0] == '\0') ||
-			PipelineSlotsVisibleToCaller(id);
+		row = &out[nrows++];
+		row->pipeline_id = s->pipeline_id;
 		for (side = 0; side < 2; side++)
 		{
-			Datum		values[6];
-			bool		nulls[6] = {false};
-
-			if (copy[side].server[0] == '\0')
-				continue;
-			values[0] = Int32GetDatum(id);
-			values[1] = CStringGetTextDatum(side == 0 ? "source" : "sink");
-			values[2] = CStringGetTextDatum(copy[side].server);
-			values[3] = BoolGetDatum(copy[side].connected);
-			values[4] = Float8GetDatum(copy[side].rtt_us / 1000.0);
-			nulls[4] = copy[side].rtt_us == 0;
-			values[5] = CStringGetTextDatum(copy[side].last_error);
-			nulls[5] = copy[side].last_error[0] == '\0' || !visible;
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			row->side[side].server = pstrdup(copy[side].server);
+			row->side[side].connected = copy[side].connected;
+			row->side[side].rtt_us = copy[side].rtt_us;
+			row->side[side].last_error = pstrdup(copy[side].last_error);
 		}
 	}
-	return (Datum) 0;
+	pfree(s);
+	*rows = out;
+	return nrows;
 }
 
 /*

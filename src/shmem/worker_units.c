@@ -43,9 +43,10 @@
  *	  the lock.
  *
  * Calls up: none.  The launcher and the maintenance workers count against
- * the budget; how many maintenance workers run is asked through a
- * callback installed by _PG_init (WorkerUnitsMaintenanceWorkers,
- * launcher.c's LauncherRunningWorkers).
+ * the budget; how many maintenance workers run is read from the
+ * launcher's mailboxes (launcher_mailbox.c's LauncherRunningWorkers, with
+ * the "streamguard launcher" LWLock shared, never while the worker units'
+ * lock is held).
  *
  *-------------------------------------------------------------------------
  */
@@ -63,6 +64,7 @@
 #include "utils/tuplestore.h"
 
 #include "core/util.h"
+#include "shmem/launcher_mailbox.h"
 #include "shmem/worker_units.h"
 
 PG_FUNCTION_INFO_V1(sg_worker_slots);
@@ -70,8 +72,6 @@ PG_FUNCTION_INFO_V1(sg_worker_slots);
 int			sg_reserved_worker_processes = -1;
 int			sg_database_max_workers = -1;
 int			sg_role_max_workers = -1;
-
-WorkerUnitsCountFn WorkerUnitsMaintenanceWorkers = NULL;
 
 typedef struct SgWorkerClaim
 {
@@ -234,7 +234,7 @@ WorkerUnitClaim(SgUnitKind kind, Oid roleid, int32 object_id, int32 worker,
 				char *why, size_t whylen)
 {
 	bool		exempt = superuser_arg(roleid);
-	int			others = 1 + WorkerUnitsMaintenanceWorkers();
+	int			others = 1 + LauncherRunningWorkers();
 	int			budget = WorkerUnitsBudget();
 	int			dbcap = WorkerUnitsDatabaseCap();
 	int			rolecap = WorkerUnitsRoleCap();
@@ -393,7 +393,7 @@ sg_worker_slots(PG_FUNCTION_ARGS)
 	copy = palloc(sizeof(SgWorkerClaim) * size);
 	dbs = palloc(sizeof(SgUnitCount) * size);
 	roles = palloc(sizeof(SgUnitCount) * size);
-	others = 1 + WorkerUnitsMaintenanceWorkers();
+	others = 1 + LauncherRunningWorkers();
 	InitMaterializedSRF(fcinfo, 0);
 	LWLockAcquire(sg_units->lock, LW_SHARED);
 	memcpy(copy, sg_units->claims, sizeof(SgWorkerClaim) * size);

@@ -23,14 +23,6 @@ extern int	sg_reserved_worker_processes;
 extern int	sg_database_max_workers;
 extern int	sg_role_max_workers;
 
-/*
- * What this layer needs from above it, installed by _PG_init
- * (streamguard.c): how many maintenance workers run now (launcher.c),
- * which count against the budget.
- */
-typedef int (*WorkerUnitsCountFn) (void);
-extern WorkerUnitsCountFn WorkerUnitsMaintenanceWorkers;
-
 extern Size WorkerUnitsShmemSize(void);
 extern void WorkerUnitsShmemRequest(void);
 extern void WorkerUnitsShmemInit(void);

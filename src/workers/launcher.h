@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * launcher.h
- *		The launcher (launcher.c): one maintenance worker per database, and
- *		the per-database mailboxes between backends, maintenance workers and
- *		the launcher.
+ *		The launcher (launcher.c): one maintenance worker per database.  The
+ *		per-database mailboxes between backends, maintenance workers and
+ *		the launcher are shmem/launcher_mailbox.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,13 +14,5 @@
 
 /* GUC (registered by streamguard.c) */
 extern int	sg_launcher_naptime_ms;
-
-extern Size LauncherShmemSize(void);
-extern void LauncherShmemRequest(void);
-extern void LauncherShmemInit(void);
-extern void LauncherWake(void);
-extern void LauncherMarkAbsent(Oid dbid);
-extern void LauncherRegisterWorker(Oid dbid, pid_t pid);
-extern int	LauncherRunningWorkers(void);
 
 #endif							/* SG_LAUNCHER_H */

@@ -57,9 +57,9 @@
 #include "core/util.h"
 #include "pipeline/pipeline.h"
 #include "shmem/horizon.h"
+#include "shmem/launcher_mailbox.h"
 #include "shmem/pipeline_slots.h"
 #include "shmem/worker_units.h"
-#include "workers/launcher.h"
 #include "workers/maintenance.h"
 #include "workers/supervise.h"
 
