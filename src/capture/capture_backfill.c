@@ -164,6 +164,7 @@ CaptureBackfillMain(Datum arg)
 		int			covered;
 		MemoryContext oldcxt;
 
+		SgExitIfPostmasterDead();
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{

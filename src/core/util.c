@@ -21,6 +21,8 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/pmsignal.h"
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/acl.h"
@@ -508,4 +510,21 @@ SgEventColumns(TupleDesc desc)
 	TupleDescInitEntry(desc, 4, "payload", JSONBOID, -1, 0);
 	TupleDescInitEntry(desc, 5, "dedup_key", TEXTOID, -1, 0);
 	TupleDescInitEntry(desc, 6, "appended_at", TIMESTAMPTZOID, -1, 0);
+}
+
+/*
+ * The first step of every background worker's loop: exit when the
+ * postmaster is gone.  A worker that always has work (a pipeline with a
+ * backlog, a backfill of a large table) never reaches the WaitLatch whose
+ * WL_EXIT_ON_PM_DEATH would end it, and while it runs the postmaster
+ * cannot be started again ("pre-existing shared memory block is still in
+ * use").  PostmasterIsAlive is a cheap check of a flag the death signal
+ * sets; the crash restart that follows recovers what the worker had not
+ * committed.
+ */
+void
+SgExitIfPostmasterDead(void)
+{
+	if (!PostmasterIsAlive())
+		proc_exit(1);
 }

@@ -35,6 +35,9 @@
 /* set by _PG_init when loaded through shared_preload_libraries */
 extern bool SgLoaded;
 
+/* a worker loop's first step: gone with the postmaster (see util.c) */
+extern void SgExitIfPostmasterDead(void);
+
 /*
  * running.c: the pipeline this process runs (a pipeline worker; none
  * elsewhere): set by worker.c, asked by the checks below it (an append to

@@ -166,6 +166,7 @@ LauncherMain(Datum arg)
 		bool		all;
 		TimestampTz now = GetCurrentTimestamp();
 
+		SgExitIfPostmasterDead();
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{

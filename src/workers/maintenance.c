@@ -600,6 +600,7 @@ MaintenanceWorkerMain(Datum arg)
 	{
 		int			i;
 
+		SgExitIfPostmasterDead();
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{

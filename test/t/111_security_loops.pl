@@ -24,7 +24,7 @@ use Test::More;
 my $root = abs_path(dirname(dirname($FindBin::RealBin)));
 my %batch_path = map { $_ => 1 }
   qw(window.c window_apply.c window_emit.c window_sql.c batch.c batchexec.c append.c consumer.c
-  pipeline_ops.c);
+  consumer_read.c pipeline_ops.c);
 my @files = sort glob("$root/src/*.c $root/src/*/*.c");
 ok(scalar(@files) > 20, 'the sources are there (' . scalar(@files) . ' files)');
 
@@ -70,4 +70,29 @@ for my $f (@files)
 cmp_ok($loops, '>=', 20, "found the loops to check ($loops)");
 is(scalar(@bad), 0, 'every loop a user sizes checks for interrupts or says why it is bounded')
   or diag(join("\n", 'loops without CHECK_FOR_INTERRUPTS() or a /* bounded: ... */ note:', @bad));
+
+# Every background worker's main loop (the for (;;) of a function *Main)
+# starts by checking that the postmaster lives (SgExitIfPostmasterDead): a
+# worker that always has work never reaches the WaitLatch that would end
+# it, and blocks the server's restart while it runs.  A backfill of a large
+# table did, before this check.
+my ($mains, @deaf) = (0);
+for my $f (@files)
+{
+	(my $name = $f) =~ s{.*/}{};
+	open my $fh, '<', $f or die "$f: $!";
+	my $text = do { local $/; <$fh> };
+	close $fh;
+	while ($text =~ /^(\w+Main)\s*\(\s*Datum\s+\w+\s*\)\s*\n\{(.*?)^\}/msg)
+	{
+		my ($fn, $body) = ($1, $2);
+		next unless $body =~ /for \(;;\)\s*\{(.*)/s;
+		my $loop = $1;
+		$mains++;
+		push @deaf, "$name: $fn" unless $loop =~ /SgExitIfPostmasterDead\(\)/;
+	}
+}
+cmp_ok($mains, '>=', 4, "found the workers' main loops ($mains)");
+is(scalar(@deaf), 0, 'every worker main loop checks that the postmaster lives')
+  or diag(join("\n", 'main loops without SgExitIfPostmasterDead():', @deaf));
 done_testing();
