@@ -485,6 +485,29 @@ sql(qq{SELECT streamguard.create_pipeline('to_sink', '$stream_lit',
 	is(sql(q{SELECT count(*) FROM streamguard.streams WHERE stream = 'victim'}), '1', 'and the stream is still there');
 	sql(q{SELECT streamguard.resume_pipeline('to_sink')});
 
+	# an id that several events share (an order created, then paid): a sink
+	# with a row per event and a sink with one row per id both pass; one row
+	# more than the id's events is a duplicate
+	sql(q{SELECT streamguard.create_stream('outbox', 2);
+		SELECT count(*) FROM streamguard.append_batch('outbox', ARRAY[
+			'{"order_id": 1, "status": "created"}', '{"order_id": 1, "status": "paid"}',
+			'{"order_id": 2, "status": "created"}']::jsonb[]);
+		CREATE TABLE outbox_log (id bigint, status text);
+		INSERT INTO outbox_log VALUES (1, 'created'), (1, 'paid'), (2, 'created');
+		CREATE TABLE outbox_latest (id bigint PRIMARY KEY, status text);
+		INSERT INTO outbox_latest VALUES (1, 'paid'), (2, 'created');});
+	my @ov = ('verify', '--stream', 'outbox', '--id', q{(payload->>'order_id')::bigint});
+	($rc, $out, $err) = sg([ @ov, '--sink', 'outbox_log' ]);
+	is($rc, 0, 'verify: a row per event for an id two events share passes') or diag($out . $err);
+	like($out, qr/note: 1 ids occur in more than one event/, '... and the repeated id is noted');
+	($rc, $out, $err) = sg([ @ov, '--sink', 'outbox_latest' ]);
+	is($rc, 0, 'verify: one row per id (an upsert) passes too') or diag($out . $err);
+	sql(q{INSERT INTO outbox_log VALUES (1, 'paid')});
+	($rc, $out, $err) = sg([ @ov, '--sink', 'outbox_log', '--json' ]);
+	is($rc, 3, 'verify: a third row for an id of two events exits 3');
+	$r = eval { $json->decode($out) } // {};
+	is(join(',', @$r{qw(duplicates duplicate_rows lost phantoms)}), '1,1,0,0', '... one duplicate, one extra row');
+
 	# names with quotes and spaces travel as values: refused or not found
 	my $evil = q{orders'; DROP TABLE "Plain Sink"; --"};
 	($rc, $out, $err) = sg([ 'tail', $evil, '--no-follow' ]);

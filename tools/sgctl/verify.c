@@ -3,9 +3,10 @@
  * verify.c
  *	  sgctl verify: the exactly-once check after an incident.  Compares the
  *	  ids of a stream's events with the ids of a sink table's rows and
- *	  counts duplicates (an id more than once in the sink), lost ids (in
- *	  the stream, not in the sink) and phantoms (in the sink, not in the
- *	  stream).
+ *	  counts duplicates (an id with more rows in the sink than events in
+ *	  the stream: more than once, or for an id several events share, more
+ *	  than once each), lost ids (in the stream, not in the sink) and
+ *	  phantoms (in the sink, not in the stream).
  *
  * The event id is an SQL expression over the event's columns (payload,
  * key, partition, seq, dedup_key, appended_at), the sink id a column or
@@ -347,7 +348,13 @@ CmdVerify(int argc, char **argv, SgConnOpts *copts)
 		res = SgExecOk(conn,
 					   "WITH ev AS (SELECT id FROM pg_temp.sgctl_verify_events), "
 					   "sk AS (SELECT id FROM pg_temp.sgctl_verify_sink), "
-					   "dup AS (SELECT id, pg_catalog.count(*) AS n FROM sk WHERE id IS NOT NULL GROUP BY id HAVING pg_catalog.count(*) > 1), "
+					   /* more rows for an id than the stream has events with it: an
+					    * id repeated in the stream (created, then paid) may have a
+					    * row per event, or one (an upsert); one more is a duplicate */
+					   "skn AS (SELECT id, pg_catalog.count(*) AS n FROM sk WHERE id IS NOT NULL GROUP BY id), "
+					   "evn AS (SELECT id, pg_catalog.count(*) AS n FROM ev WHERE id IS NOT NULL GROUP BY id), "
+					   "dup AS (SELECT skn.id, skn.n - evn.n + 1 AS n FROM skn JOIN evn USING (id) "
+					   "        WHERE skn.n OPERATOR(pg_catalog.>) evn.n), "
 					   "lost AS (SELECT id FROM ev WHERE id IS NOT NULL EXCEPT SELECT id FROM sk), "
 					   "phantom AS (SELECT id FROM sk WHERE id IS NOT NULL EXCEPT SELECT id FROM ev), "
 					   "r AS (SELECT "
@@ -359,7 +366,7 @@ CmdVerify(int argc, char **argv, SgConnOpts *copts)
 					   " (SELECT pg_catalog.count(*) FROM phantom) AS phantoms, "
 					   " (SELECT pg_catalog.count(*) FROM ev WHERE id IS NULL) AS events_without_id, "
 					   " (SELECT pg_catalog.count(*) FROM sk WHERE id IS NULL) AS sink_rows_without_id, "
-					   " (SELECT pg_catalog.count(*) FROM (SELECT id FROM ev WHERE id IS NOT NULL GROUP BY id HAVING pg_catalog.count(*) > 1) x) AS stream_duplicates, "
+					   " (SELECT pg_catalog.count(*) FROM evn WHERE n OPERATOR(pg_catalog.>) 1) AS stream_duplicates, "
 					   " ARRAY(SELECT id FROM dup ORDER BY id LIMIT $3::pg_catalog.int8) AS ex_duplicates, "
 					   " ARRAY(SELECT id FROM lost ORDER BY id LIMIT $3::pg_catalog.int8) AS ex_lost, "
 					   " ARRAY(SELECT id FROM phantom ORDER BY id LIMIT $3::pg_catalog.int8) AS ex_phantoms) "
@@ -373,7 +380,7 @@ CmdVerify(int argc, char **argv, SgConnOpts *copts)
 					   "  'examples', pg_catalog.json_build_object('duplicates', r.ex_duplicates, 'lost', r.ex_lost, "
 					   "  'phantoms', r.ex_phantoms))::pg_catalog.text, "
 					   " pg_catalog.format(E'stream %s: %s events; sink %s: %s rows\\n"
-					   "duplicates: %s (ids in the sink more than once, %s extra rows)%s\\n"
+					   "duplicates: %s (ids with more sink rows than events, %s extra rows)%s\\n"
 					   "lost:       %s (ids in the stream, not in the sink)%s\\n"
 					   "phantoms:   %s (ids in the sink, not in the stream)%s\\n"
 					   "%s%s%s', "
