@@ -30,6 +30,15 @@
  * transaction already out of the proc array when the horizon was read, so
  * that snapshot sees all committed events below it (horizon_int.h).
  *
+ * What a poll writes: the position row of each partition it read events
+ * from (one UPDATE, HOT: the key and the indexed columns stay), nothing
+ * for a partition with nothing readable, and no row is locked there.  A
+ * partition whose readable range holds only the seqs of appends that
+ * rolled back is read once under the row lock; the backend then remembers
+ * the range as empty (sg_known_empty: no event can appear below a horizon
+ * later) and does not lock the row again for it, which would write the
+ * row's xmax and take a transaction ID on every poll until the next event.
+ *
  * poll has a C symbol per SQL signature: sg_poll_0_3 for the 0.3 scripts,
  * sg_poll for 0.1's (stream, consumer, max_events) and 0.2's (with wait
  * and member), both over sg_poll_run.
@@ -51,6 +60,8 @@
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -70,6 +81,84 @@ PG_FUNCTION_INFO_V1(sg_read);
 #define SG_LOCKTAG_CONSUMER 0x5347	/* advisory lock space of ours */
 
 static uint32 sg_poll_rotor = 0;
+
+/*
+ * Readable ranges a fetch of this backend found empty under the position
+ * row's lock: per (extension incarnation, stream, consumer, partition), the
+ * last one, (after, before).  Every seq below `before` belonged to a
+ * transaction that had ended when the horizon was read, and the read's
+ * snapshot was taken after that, so no event can appear in the range
+ * later: a fetch whose unlocked position is at or past `after` and whose
+ * horizon is at or below `before` has nothing to read in the partition.
+ * It only spares a lock: the position is not moved over the range.
+ */
+typedef struct SgEmptyKey
+{
+	Oid			catalog_oid;
+	int32		stream_id;
+	int32		partition;
+	char		consumer[SG_MAX_NAME_LEN + 1];
+} SgEmptyKey;
+
+typedef struct SgEmptyEntry
+{
+	SgEmptyKey	key;
+	int64		after;
+	int64		before;
+} SgEmptyEntry;
+
+static HTAB *sg_empty_ranges = NULL;
+
+/* false when the consumer's name does not fit the key (then nothing is kept) */
+static bool
+sg_empty_key(SgStreamMeta *meta, const char *consumer, int p, SgEmptyKey *key)
+{
+	if (strlen(consumer) > SG_MAX_NAME_LEN)
+		return false;
+	memset(key, 0, sizeof(*key));
+	key->catalog_oid = HorizonCatalogOid(meta->ref.slot);
+	key->stream_id = meta->stream_id;
+	key->partition = p;
+	strlcpy(key->consumer, consumer, sizeof(key->consumer));
+	return true;
+}
+
+/* whether (pos, before) lies inside a range of partition p found empty */
+static bool
+sg_known_empty(SgStreamMeta *meta, const char *consumer, int p, int64 pos, int64 before)
+{
+	SgEmptyKey	key;
+	SgEmptyEntry *e;
+
+	if (sg_empty_ranges == NULL || !sg_empty_key(meta, consumer, p, &key))
+		return false;
+	e = hash_search(sg_empty_ranges, &key, HASH_FIND, NULL);
+	return e != NULL && pos >= e->after && before <= e->before;
+}
+
+/* a read of partition p under its row lock found no event in (after, before) */
+static void
+sg_note_empty(SgStreamMeta *meta, const char *consumer, int p, int64 after, int64 before)
+{
+	SgEmptyKey	key;
+	SgEmptyEntry *e;
+
+	if (!sg_empty_key(meta, consumer, p, &key))
+		return;
+	if (sg_empty_ranges == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(SgEmptyKey);
+		ctl.entrysize = sizeof(SgEmptyEntry);
+		ctl.hcxt = CacheMemoryContext;
+		sg_empty_ranges = hash_create("streamguard empty ranges", 64, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	e = hash_search(sg_empty_ranges, &key, HASH_ENTER, NULL);
+	e->after = after;
+	e->before = before;
+}
 
 static void
 sg_check_max_events(int32 max_events)
@@ -350,6 +439,8 @@ again:
 		before = capped ? cap[p] + 1 : horizon;
 		if (pos[p] + 1 >= before)
 			continue;			/* nothing readable */
+		if (!capped && sg_known_empty(meta, consumer, p, pos[p], before))
+			continue;			/* only aborted appends' seqs readable */
 
 		values[0] = Int32GetDatum(meta->stream_id);
 		values[1] = CStringGetTextDatum(consumer);
@@ -376,7 +467,10 @@ again:
 			last = cap[p];
 		}
 		else if (got == 0)
+		{
+			sg_note_empty(meta, consumer, p, locked_pos, before);
 			continue;
+		}
 		remaining -= got;
 		last_seq[p] = last;
 
