@@ -273,6 +273,22 @@ sql(q{SELECT streamguard.create_stream('bulk', 3)});
 	like($$herr, qr/interrupted/, 'produce says it was interrupted');
 	my $got = sql(q{SELECT count(*) FROM streamguard.read('bulk2', 0, 0, 100000)});
 	ok($got > 0 && $got < $n && $got % 200 == 0, "whole batches only ($got events)");
+
+	# the server ends produce's session mid-run: it says how far the input got
+	sql(q{SELECT streamguard.create_stream('bulk3')});
+	($h, undef, $herr) = sg_start([ 'produce', 'bulk3', $file, '--batch', '200' ]);
+	ok(wait_for_value($node, q{SELECT sum(retained_events) > 2000 FROM streamguard.streams WHERE stream = 'bulk3'}, 't', 60),
+		'a third large produce is under way');
+	sql(q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sgctl' AND pid <> pg_backend_pid()});
+	is(sg_finish($h), 1, 'a lost connection ends produce with exit status 1');
+	my ($sent, $batches, $line) = $$herr =~ /(\d+) events in (\d+) batches were sent before line (\d+)/;
+	ok(defined $sent, 'produce says how many events and batches went in before the lost connection')
+	  or diag($$herr);
+	$got = sql(q{SELECT count(*) FROM streamguard.read('bulk3', 0, 0, 100000)});
+	# (the session can end after the batch's commit, before its answer:
+	# then that batch is in too)
+	ok(defined $sent && ($got == $sent || $got == $sent + 200), "... which is what the stream holds ($got)");
+	is($line // -1, ($sent // -2) + 1, '... and the line the unacknowledged batch began with');
 }
 
 # a following tail without consumer has fixed its positions and reads

@@ -460,6 +460,15 @@ array_add(StrBuf *arr, const char *s, size_t len, bool isnull)
 	SbAppendChar(arr, '"');
 }
 
+/* after a batch that did not go in: what went in before it */
+static void
+sg_report_appended(Producer *pr)
+{
+	SgError("%lld events in %lld batches were sent before line %ld; the batch from there on was not "
+			"acknowledged (a re-run with the same dedup keys appends nothing twice)",
+			pr->appended, pr->batches, pr->batch_first_line);
+}
+
 static bool
 flush_batch(Producer *pr)
 {
@@ -483,7 +492,12 @@ flush_batch(Producer *pr)
 				 "$2::pg_catalog.jsonb[], $3::pg_catalog.text[], $4::pg_catalog.text[])",
 				 4, params);
 	if (res == NULL)
+	{
+		/* the connection is gone: say how far the input got */
+		if (!sg_interrupted)
+			sg_report_appended(pr);
 		return false;
+	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
 		char		lines[64];
@@ -499,7 +513,10 @@ flush_batch(Producer *pr)
 			SgError("interrupted: the batch of %s was rolled back; %lld events appended before it",
 					lines, pr->appended);
 		else
+		{
 			SgReportResult(what, res);
+			sg_report_appended(pr);
+		}
 		PQclear(res);
 		return false;
 	}
