@@ -582,7 +582,7 @@ sql(qq{SELECT streamguard.create_pipeline('to_sink', '$stream_lit',
 	my ($cout, $cerr) = ('', '');
 	SKIP:
 	{
-		skip 'curl is not installed', 4 unless grep { -x "$_/curl" } split /:/, $ENV{PATH};
+		skip 'curl is not installed', 5 unless grep { -x "$_/curl" } split /:/, $ENV{PATH};
 		IPC::Run::run([ 'curl', '-sS', '-i', $url ], '>', \$cout, '2>', \$cerr, IPC::Run::timeout(30));
 		like($cout, qr{^HTTP/1\.1 200 OK\r\nContent-Type: text/plain; version=0\.0\.4}, 'a curl scrape gets 200 and the content type');
 		like($cout, qr/^streamguard_pipeline_/m, 'the scrape has the pipeline metrics');
@@ -591,6 +591,12 @@ sql(qq{SELECT streamguard.create_pipeline('to_sink', '$stream_lit',
 		IPC::Run::run([ 'curl', '-sS', '-o', '/dev/null', '-w', '%{http_code}', '-H', 'X-Big: ' . ('x' x 9000), $url ],
 			'>', \$cout, '2>', \$cerr, IPC::Run::timeout(30));
 		is($cout, '431', 'a request head over 8 kB is 431');
+		# the server restarts between two scrapes: the next scrape still
+		# answers (a new connection), not one failed scrape per restart
+		$node->restart;
+		IPC::Run::run([ 'curl', '-sS', '-o', '/dev/null', '-w', '%{http_code}', $url ], '>', \$cout, '2>', \$cerr,
+			IPC::Run::timeout(60));
+		is($cout, '200', 'the first scrape after a server restart gets 200');
 	}
 	$h->signal('INT');
 	is(sg_finish($h), 0, 'metrics --listen ends on SIGINT with 0');

@@ -521,7 +521,19 @@ SKIP:
 	$dh->kill_kill;
 }
 
-is(stop_serve($bob), 0, "bob's console stops on SIGINT with 0");
+# the server restarts: the console's next snapshot answers on a new
+# connection, not one failed request per restart
 $_->kill_kill for @producers;
+@producers = ();
+$node->restart;
+{
+	my $r = $http->get("${url}api/streams");
+	is($r->{status}, 200, 'the first snapshot after a server restart answers 200');
+	my $snap = $r->{success} ? eval { $json->decode($r->{content}) } : undef;
+	ok($snap && !exists $snap->{error} && ref($snap->{streams}) eq 'ARRAY' && @{ $snap->{streams} },
+		'... with the streams');
+}
+
+is(stop_serve($bob), 0, "bob's console stops on SIGINT with 0");
 $node->stop;
 done_testing();

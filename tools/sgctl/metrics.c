@@ -90,6 +90,20 @@ serve_one(int fd, PGconn *conn)
 	{
 		PGresult   *res = SgExec(conn, METRICS_SQL, 0, NULL);
 
+		/*
+		 * The server went away since the last scrape (a restart): the
+		 * connection shows it only now.  One new connection, one more try,
+		 * so that a scrape after a restart does not fail.
+		 */
+		if ((res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK) && PQstatus(conn) == CONNECTION_BAD)
+		{
+			PQclear(res);
+			PQreset(conn);
+			if (PQstatus(conn) == CONNECTION_OK)
+				PQclear(PQexec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)"));
+			res = SgExec(conn, METRICS_SQL, 0, NULL);
+		}
+
 		if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
 			respond(fd, "200 OK", "text/plain; version=0.0.4; charset=utf-8", PQgetvalue(res, 0, 0));
 		else

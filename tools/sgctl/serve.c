@@ -202,7 +202,7 @@ command(PGconn *conn, const char *sql, StrBuf *err)
  * out; false when the snapshot as a whole failed (out holds the message).
  */
 static bool
-build_snapshot(ServeState *st, const char *only, StrBuf *out)
+build_snapshot_once(ServeState *st, const char *only, StrBuf *out)
 {
 	PGconn	   *conn = st->conn;
 	const ApiSection *s;
@@ -292,6 +292,22 @@ build_snapshot(ServeState *st, const char *only, StrBuf *out)
  * The value of header name in the request head (case-insensitive name),
  * copied into buf; false when absent or too long.
  */
+/*
+ * One snapshot; once more on a new connection when the server went away
+ * since the last one (a restart): the connection only shows it broken at
+ * its first statement, and a read-only snapshot can simply be taken again.
+ */
+static bool
+build_snapshot(ServeState *st, const char *only, StrBuf *out)
+{
+	if (build_snapshot_once(st, only, out))
+		return true;
+	if (PQstatus(st->conn) != CONNECTION_BAD)
+		return false;
+	st->pinned = false;
+	return build_snapshot_once(st, only, out);
+}
+
 static bool
 request_header(const char *req, const char *name, char *buf, size_t buflen)
 {
