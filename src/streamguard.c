@@ -91,7 +91,6 @@ static void
 sg_install_callbacks(void)
 {
 	HorizonCommitWake = PipelineWakeStream;
-	HorizonSeqLoader = StreamMaxSeq;
 }
 
 /*

@@ -332,7 +332,7 @@ sg_set_start(const SgPipelineSpec *spec, int32 id, bool kafka_source, int remote
 			 * not next_seq: other transactions' appends still in flight are
 			 * delivered when they commit.  Ours commit with the pipeline.
 			 */
-			HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+			StreamEnsureSeqReady(meta->ref, meta->stream_id);
 			for (p = 0; p < meta->nparts; p++)
 				ConsumerSeekSeq(meta, cname, p,
 								HorizonReadableOwn(meta->ref.slot, p));

@@ -100,7 +100,7 @@ sg_skip_event(PG_FUNCTION_ARGS)
 				 errhint("Use reset_pipeline with a seq instead.")));
 	meta = StreamLookup(row.stream, SG_PRIV_NONE);
 	StreamCheckPartition(meta, partition);
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamEnsureSeqReady(meta->ref, meta->stream_id);
 	(void) HorizonReadable(meta->ref.slot, partition, &next_seq, NULL);
 	if (seq < 1 || seq >= next_seq)
 		ereport(ERROR,

@@ -108,7 +108,7 @@ sg_partition_stats(PG_FUNCTION_ARGS)
 
 		if (attached)
 		{
-			HorizonEnsureSeqReady(ref, id);
+			StreamEnsureSeqReady(ref, id);
 			rate = HorizonAppendRate(ref.slot);
 			HorizonSegments(ref.slot, &min_seg, &cur_seg);
 		}

@@ -497,6 +497,30 @@ StreamRepartitionCatalog(void)
 }
 
 /*
+ * The stream's partition counters in shared memory, loaded from storage the
+ * first time the stream is used after startup (HorizonSeqToLoad,
+ * HorizonInstallSeqs): every path that takes, reads or compares seqs calls
+ * it first.  Runs as the data owner; SPI connected.
+ */
+void
+StreamEnsureSeqReady(SgStreamRef ref, int32 stream_id)
+{
+	int32		min_seg,
+				cur_seg;
+	int			nparts;
+	int64	   *maxima;
+	int			p;
+
+	if (!HorizonSeqToLoad(ref, &min_seg, &cur_seg, &nparts))
+		return;
+	maxima = palloc(sizeof(int64) * nparts);
+	for (p = 0; p < nparts; p++)
+		maxima[p] = StreamMaxSeq(stream_id, p, min_seg, cur_seg);
+	HorizonInstallSeqs(ref, nparts, maxima);
+	pfree(maxima);
+}
+
+/*
  * The highest seq a partition may have handed out before a restart: the
  * highest retained one, the floor left by retention, every consumer's
  * position (a seek to the end can sit on an aborted seq; reusing it would

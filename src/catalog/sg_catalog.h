@@ -130,5 +130,6 @@ extern bool StreamSegmentProbe(int32 stream_id, int32 first, int32 last, const c
 extern Oid	SgCreateSegment(int32 stream_id, int32 seg);
 extern void StreamPartitionsAdd(int32 stream_id, int from, int to);
 extern int64 StreamMaxSeq(int32 stream_id, int partition, int32 min_seg, int32 cur_seg);
+extern void StreamEnsureSeqReady(SgStreamRef ref, int32 stream_id);
 
 #endif							/* SG_CATALOG_H */

@@ -59,7 +59,7 @@ sg_local_source_begin(SgWorker *w, SgBatch *b)
 	SetUserIdAndSecContext(w->def.owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
 	b->stream = StreamLookup(w->def.stream, SG_PRIV_READ);
 	SetUserIdAndSecContext(save_user, save_sec);
-	HorizonEnsureSeqReady(b->stream->ref, b->stream->stream_id);
+	StreamEnsureSeqReady(b->stream->ref, b->stream->stream_id);
 	b->nparts = b->stream->nparts;
 	return true;
 }

@@ -18,7 +18,7 @@
  *	  allocation and in HorizonGrowStream, whose caller also holds the
  *	  stream's append lock exclusively, which keeps every appender out)
  *	  and seq_ready (cleared at allocation and freeing; set by
- *	  HorizonEnsureSeqReady, horizon_seq.c).  Lookups (sg_find_slot_locked)
+ *	  StreamEnsureSeqReady, horizon_seq.c).  Lookups (sg_find_slot_locked)
  *	  hold it in either mode; HorizonRaiseSegments holds it shared, so that
  *	  the slot cannot change hands while it raises the segments.  Holders
  *	  of a handle read the identity without it (HorizonRefValid,
@@ -37,10 +37,9 @@
  *	  (HorizonSeqReady).
  * Helpers named *_locked expect the lock held and assert it.
  *
- * Calls up: none; the two callbacks through which this layer calls above
- * it (HorizonCommitWake, HorizonSeqLoader) are defined here and used by
- * horizon_xact.c and horizon_seq.c.  This file calls no other file of
- * the module.
+ * Calls up: none.  HorizonCommitWake, the callback through which
+ * horizon_xact.c wakes the pipeline slots (this layer too) when appends
+ * commit, is defined here.  This file calls no other file of the module.
  *
  *-------------------------------------------------------------------------
  */
@@ -70,7 +69,6 @@ int			sg_max_xact_partitions = 1024;
  * seq from storage (the catalog).
  */
 HorizonWakeFn HorizonCommitWake = NULL;
-HorizonSeqLoaderFn HorizonSeqLoader = NULL;
 
 /* the shared memory, attached by HorizonShmemInit (horizon_int.h) */
 SgShared   *sg_shared = NULL;
@@ -176,7 +174,7 @@ HorizonBumpGeneration(int slot)
 	pg_atomic_fetch_add_u32(&sg_streams[slot].generation, 1);
 }
 
-/* are the partition counters loaded (HorizonEnsureSeqReady)? */
+/* are the partition counters loaded (StreamEnsureSeqReady)? */
 bool
 HorizonSeqReady(int slot)
 {
@@ -408,7 +406,7 @@ HorizonTryAttachStream(int32 stream_id, int nparts, int32 current_seg, int32 min
  * (StreamLockAppendExclusive): no transaction but its own can take seqs in
  * the stream meanwhile, and its own has none (HorizonHasOwnAppends), so no
  * open-append entry refers to the stream's partition entries and they can
- * move.  The counters must be loaded (HorizonEnsureSeqReady).
+ * move.  The counters must be loaded (StreamEnsureSeqReady).
  *
  * The entries grow in place when the ones after the stream's run are free,
  * else move to a free run of `nparts` (next_seq copied); readers that read

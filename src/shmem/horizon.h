@@ -29,13 +29,11 @@ typedef struct SgStreamRef
 } SgStreamRef;
 
 /*
- * What this layer needs from the layers above, installed by _PG_init
- * (streamguard.c) so that shared memory calls nothing above it.
+ * Who is woken when appends commit (the pipeline slots' PipelineWakeStream,
+ * of this layer too), installed by _PG_init (streamguard.c).
  */
 typedef void (*HorizonWakeFn) (Oid dbid, int32 stream_id);
-typedef int64 (*HorizonSeqLoaderFn) (int32 stream_id, int partition, int32 min_seg, int32 cur_seg);
 extern HorizonWakeFn HorizonCommitWake;
-extern HorizonSeqLoaderFn HorizonSeqLoader;
 
 extern void HorizonShmemRequest(void);
 extern void HorizonShmemInit(void);
@@ -64,7 +62,8 @@ extern void HorizonRaiseSegments(Oid dbid, int32 stream_id, int32 cur_seg, int32
 extern double HorizonAppendRate(int slot);	/* horizon_xact.c */
 
 /* seqs and the horizon (horizon_seq.c) */
-extern void HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id);
+extern bool HorizonSeqToLoad(SgStreamRef ref, int32 *min_seg, int32 *cur_seg, int *nparts);
+extern void HorizonInstallSeqs(SgStreamRef ref, int nparts, const int64 *maxima);
 extern int64 HorizonAssignSeqs(SgStreamRef ref, int partition, int count,
 							   int32 *segment);
 extern int64 HorizonReadable(int slot, int partition, int64 *next_seq,

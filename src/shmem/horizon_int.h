@@ -61,7 +61,7 @@
  *	  sg_seq_bounds read part_base again afterwards and retry or give up
  *	  when it moved.
  *	- SgStream.seq_ready is written with the lock held exclusively
- *	  (HorizonEnsureSeqReady sets it after a write barrier that follows the
+ *	  (StreamEnsureSeqReady sets it after a write barrier that follows the
  *	  counters; sg_attach and sg_free_slot_locked clear it); it is read
  *	  without the lock, followed by a read barrier (HorizonSeqReady).
  *	- SgPartition.mutex (spinlock) protects next_seq.  An appender takes
@@ -94,11 +94,11 @@
  * first use from max(seq) in its retained segments and the floor recorded
  * when segments were dropped (so seqs are never reused).
  *
- * Calls up: none.  What this layer needs from above it comes through two
- * callbacks installed by _PG_init (streamguard.c): HorizonCommitWake
- * (pipeline_slots.c wakes the pipeline workers of a stream when appends
- * to it commit) and HorizonSeqLoader (catalog.c loads a partition's
- * highest seq from storage).
+ * Calls up: none.  HorizonCommitWake, installed by _PG_init
+ * (streamguard.c), lets pipeline_slots.c (this layer) wake the pipeline
+ * workers of a stream when appends to it commit.  The partition counters'
+ * first values come from above, given: the catalog layer reads them from
+ * storage and installs them (StreamEnsureSeqReady, HorizonInstallSeqs).
  *
  * THE FILES.  The ordering rules of the open-append entries are stated
  * once, above, for the code that publishes an entry and computes the

@@ -22,7 +22,7 @@
  *	  for a handful of instructions (current segment, seqs, first_seq), by
  *	  readers only to read next_seq.
  *	- SgShared->lock (LWLock, "streamguard") held exclusively only by
- *	  HorizonEnsureSeqReady, to install the counters and set seq_ready
+ *	  StreamEnsureSeqReady, to install the counters and set seq_ready
  *	  (after a write barrier); seq_ready is read without it, then a read
  *	  barrier.
  *	- nparts and part_base are read without the lock: an appender holds
@@ -34,8 +34,10 @@
  *	- SgStream.readable is a condition variable (its own spinlock).
  *
  * Calls: horizon.c (HorizonFindSlot), horizon_xact.c
- * (HorizonRegisterCallbacks, before the first seq is taken), and up
- * through HorizonSeqLoader (catalog.c loads a partition's highest seq).
+ * (HorizonRegisterCallbacks, before the first seq is taken).  The
+ * counters' first values come from above, given: the catalog layer reads
+ * them from storage (StreamEnsureSeqReady) and installs them here
+ * (HorizonInstallSeqs).
  *
  *-------------------------------------------------------------------------
  */
@@ -55,34 +57,41 @@
 #include "shmem/horizon_int.h"
 
 /*
- * Load the partition counters from storage the first time a stream is used
- * after startup.  Nobody can take a seq before seq_ready is set, so the
- * maxima computed here (outside the lock) cannot be overtaken; the first
- * backend to finish installs its values.
+ * What loading a stream's partition counters needs (the catalog layer
+ * reads the highest seqs from storage: StreamEnsureSeqReady, catalog.c):
+ * false when they are loaded already; else the retained segments and the
+ * partition count, read once (HorizonGrowStream may raise the count, but
+ * it needs the counters loaded first).
  */
-void
-HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id)
+bool
+HorizonSeqToLoad(SgStreamRef ref, int32 *min_seg, int32 *cur_seg, int *nparts)
 {
 	SgStream   *st = &sg_streams[ref.slot];
-	int64	   *maxima;
-	int			p;
-	int			nparts;
-	int32		min_seg,
-				cur_seg;
 
 	if (st->seq_ready)
 	{
 		pg_read_barrier();
-		return;
+		return false;
 	}
+	*min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
+	*cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
+	*nparts = st->nparts;
+	return true;
+}
 
-	min_seg = (int32) pg_atomic_read_u32(&st->min_seg);
-	cur_seg = (int32) pg_atomic_read_u32(&st->current_seg);
-	/* read once: HorizonGrowStream may raise it (it needs seq_ready, though) */
-	nparts = st->nparts;
-	maxima = palloc(sizeof(int64) * nparts);
-	for (p = 0; p < nparts; p++)
-		maxima[p] = HorizonSeqLoader(stream_id, p, min_seg, cur_seg);
+/*
+ * Install the partition counters loaded from storage, the first time a
+ * stream is used after startup: maxima[p] is partition p's highest seq.
+ * Nobody can take a seq before seq_ready is set, so maxima computed
+ * outside the lock cannot be overtaken; the first backend to finish
+ * installs its values, and a stream whose slot or partition count changed
+ * meanwhile is left to the next caller.
+ */
+void
+HorizonInstallSeqs(SgStreamRef ref, int nparts, const int64 *maxima)
+{
+	SgStream   *st = &sg_streams[ref.slot];
+	int			p;
 
 	LWLockAcquire(sg_shared->lock, LW_EXCLUSIVE);
 	if (pg_atomic_read_u32(&st->incarnation) == ref.incarnation && !st->seq_ready &&
@@ -100,7 +109,6 @@ HorizonEnsureSeqReady(SgStreamRef ref, int32 stream_id)
 		st->seq_ready = true;
 	}
 	LWLockRelease(sg_shared->lock);
-	pfree(maxima);
 }
 
 /*

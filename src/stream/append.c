@@ -387,7 +387,7 @@ sg_append(PG_FUNCTION_ARGS)
 	if (!StreamLockAppend(meta))
 		meta = StreamLookup(name, SG_PRIV_APPEND);
 	sg_check_payload(meta, PG_GETARG_DATUM(1), 0);
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamEnsureSeqReady(meta->ref, meta->stream_id);
 	part = sg_choose_partition(meta, !PG_ARGISNULL(4), PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4),
 							   keystr, keystr ? (int) strlen(keystr) : 0);
 	Assert(StreamAppendLockHeld(meta->stream_id, false));
@@ -556,7 +556,7 @@ sg_append_batch(PG_FUNCTION_ARGS)
 		meta = StreamLookup(name, SG_PRIV_APPEND);
 	for (i = 0; i < n; i++)
 		sg_check_payload(meta, payloads[i], i + 1);
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamEnsureSeqReady(meta->ref, meta->stream_id);
 
 	ev = palloc0(sizeof(SgEventRow) * n);
 	segs = palloc(sizeof(int32) * n);
@@ -624,7 +624,7 @@ StreamAppendEvents(SgStreamMeta *meta, SgEventRow *ev, int n)
 		return;
 	for (i = 0; i < n; i++)
 		sg_check_payload(meta, ev[i].payload, n > 1 ? i + 1 : 0);
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamEnsureSeqReady(meta->ref, meta->stream_id);
 	segs = palloc(sizeof(int32) * n);
 	for (i = 0; i < n; i++)
 	{

@@ -628,7 +628,7 @@ sg_poll_run(FunctionCallInfo fcinfo, const char *name, const char *consumer, int
 
 		/* looked up again after a sleep: dropped, or a privilege revoked */
 		meta = StreamLookup(name, SG_PRIV_READ);
-		HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+		StreamEnsureSeqReady(meta->ref, meta->stream_id);
 		first = palloc(sizeof(int64) * meta->nparts);
 		last = palloc(sizeof(int64) * meta->nparts);
 
@@ -747,7 +747,7 @@ sg_read(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	meta = StreamLookup(name, SG_PRIV_READ);
 	StreamCheckPartition(meta, partition);
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamEnsureSeqReady(meta->ref, meta->stream_id);
 	horizon = HorizonReadable(meta->ref.slot, partition, NULL, NULL);
 	if (after + 1 < horizon)
 	{

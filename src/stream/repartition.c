@@ -114,7 +114,7 @@ RepartitionGrow(const char *name, int32 stream_id, int old_n, int new_n)
 		elog(ERROR, "streamguard.stream_repartition is missing: run ALTER EXTENSION streamguard UPDATE");
 	StreamLockAppendExclusive(stream_id);
 	meta = StreamLookup(name, SG_PRIV_NONE);
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamEnsureSeqReady(meta->ref, meta->stream_id);
 	if (HorizonHasOwnAppends(meta->ref))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -82,7 +82,7 @@ ConsumerSeekSeq(SgStreamMeta *meta, const char *consumer, int partition, int64 s
 {
 	int			p;
 
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamEnsureSeqReady(meta->ref, meta->stream_id);
 	sg_seek_prepare(meta, consumer);
 	for (p = 0; p < meta->nparts; p++)
 	{
@@ -141,7 +141,7 @@ ConsumerSeekTime(SgStreamMeta *meta, const char *consumer, TimestampTz from)
 	int32		min_seg,
 				cur_seg;
 
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamEnsureSeqReady(meta->ref, meta->stream_id);
 	StreamSegmentRange(meta, &min_seg, &cur_seg);
 	sg_seek_prepare(meta, consumer);
 	for (p = 0; p < meta->nparts; p++)
@@ -249,7 +249,7 @@ sg_seq_at_time(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	meta = StreamLookup(name, SG_PRIV_READ);
 	StreamCheckPartition(meta, partition);
-	HorizonEnsureSeqReady(meta->ref, meta->stream_id);
+	StreamEnsureSeqReady(meta->ref, meta->stream_id);
 	StreamSegmentRange(meta, &min_seg, &cur_seg);
 	SgBecomeDataOwner(&save, false);
 	seq = sg_seq_for_time(meta, partition, at, min_seg, cur_seg);
