@@ -154,6 +154,7 @@ sub server_ticks
 		next unless $f[1] == $pm;
 		(my $title = slurp("/proc/$pid/cmdline")) =~ s/\0+/ /g;
 		$title =~ s/^postgres:\s*//;
+		$title =~ s/^[\w.-]+:\s+//;   # the cluster name
 		$title =~ s/\s+$//;
 		$title =~ s/[0-9]+/N/g;
 		$t{$title} += $f[11] + $f[12];
