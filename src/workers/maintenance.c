@@ -5,7 +5,9 @@
  *		(launcher.c), and the pipeline supervisor it runs.
  *
  * A maintenance worker, every streamguard.maintenance_naptime, for each
- * stream of its database, each step in its own short transaction:
+ * stream of its database, each step in its own short transaction (the
+ * stream list says which streams have a rotation or a dedup expiry to do,
+ * so that an idle stream costs a round no transaction of its own):
  *	- rotation: once the current segment is segment_interval old and holds
  *	  events, create the next segment table and make it current;
  *	- retention: a sealed segment whose successor took over more than
@@ -79,6 +81,9 @@ typedef struct SgStreamTask
 	int64		segment_us;
 	int32		current_seg;
 	int32		min_seg;
+	bool		young;			/* the current segment is younger than
+								 * segment_interval: no rotation this round */
+	bool		dedup_due;		/* some dedup key is older than the window */
 } SgStreamTask;
 
 typedef void (*SgStep) (SgStreamTask *task);
@@ -154,16 +159,33 @@ sg_step_list(SgStreamTask *unused)
 				col_retention,
 				col_segment,
 				col_current,
-				col_min;
+				col_min,
+				col_created,
+				col_dedup;
+	TimestampTz now = GetCurrentTimestamp();
 
-	if (SPI_execute("SELECT id, retention, segment_interval, current_seg, min_seg "
-					"FROM streamguard.stream ORDER BY id", true, 0) != SPI_OK_SELECT)
+	/*
+	 * With each stream, what its rotation and dedup steps would find, so
+	 * that a round over idle streams does not cost two transactions per
+	 * stream: the creation time of the current segment (the rotation step
+	 * reads it again and decides), and whether any dedup key has expired.
+	 * What changes after this read is seen one round later.
+	 */
+	if (SPI_execute("SELECT s.id, s.retention, s.segment_interval, s.current_seg, s.min_seg, "
+					"g.created_at AS current_created, "
+					"EXISTS (SELECT 1 FROM streamguard.append_dedup d WHERE d.stream_id = s.id "
+					"  AND d.appended_at < pg_catalog.now() - s.dedup_window) AS dedup_due "
+					"FROM streamguard.stream s LEFT JOIN streamguard.segment g "
+					"  ON g.stream_id = s.id AND g.seg = s.current_seg "
+					"ORDER BY s.id", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "stream list failed");
 	col_id = SgColumn(SPI_tuptable->tupdesc, "id");
 	col_retention = SgColumn(SPI_tuptable->tupdesc, "retention");
 	col_segment = SgColumn(SPI_tuptable->tupdesc, "segment_interval");
 	col_current = SgColumn(SPI_tuptable->tupdesc, "current_seg");
 	col_min = SgColumn(SPI_tuptable->tupdesc, "min_seg");
+	col_created = SgColumn(SPI_tuptable->tupdesc, "current_created");
+	col_dedup = SgColumn(SPI_tuptable->tupdesc, "dedup_due");
 	old = MemoryContextSwitchTo(sg_round_cxt);
 	sg_tasks = palloc0(sizeof(SgStreamTask) * Max(SPI_processed, 1));
 	MemoryContextSwitchTo(old);
@@ -180,6 +202,13 @@ sg_step_list(SgStreamTask *unused)
 		task->segment_us = sg_interval_us(t, d, col_segment);
 		task->current_seg = DatumGetInt32(SPI_getbinval(t, d, col_current, &isnull));
 		task->min_seg = DatumGetInt32(SPI_getbinval(t, d, col_min, &isnull));
+		{
+			Datum		created = SPI_getbinval(t, d, col_created, &isnull);
+
+			/* no segment row: let the rotation step report it */
+			task->young = !isnull && now - DatumGetTimestampTz(created) < task->segment_us;
+		}
+		task->dedup_due = DatumGetBool(SPI_getbinval(t, d, col_dedup, &isnull));
 
 		/* reconcile shared memory with the catalog (both only grow) */
 		HorizonRaiseSegments(MyDatabaseId, task->id, task->current_seg, task->min_seg);
@@ -634,7 +663,8 @@ MaintenanceWorkerMain(Datum arg)
 				CHECK_FOR_INTERRUPTS();
 				if (task->retention_us > 0)
 				{
-					sg_run_step(sg_step_rotate, task, "segment rotation");
+					if (!task->young)
+						sg_run_step(sg_step_rotate, task, "segment rotation");
 					if (task->current_seg > task->min_seg)
 						sg_run_step(sg_step_bounds, task, "segment bounds");
 					while (task->min_seg < task->current_seg)
@@ -645,7 +675,8 @@ MaintenanceWorkerMain(Datum arg)
 							break;
 					}
 				}
-				sg_run_step(sg_step_dedup, task, "dedup expiry");
+				if (task->dedup_due)
+					sg_run_step(sg_step_dedup, task, "dedup expiry");
 			}
 		}
 

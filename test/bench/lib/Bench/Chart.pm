@@ -5,7 +5,9 @@
 # either way.
 #   bars():    median events/s per contender, horizontal bars, a panel per
 #              group (Bench::Benchmark's bar_charts);
-#   latency(): p50, p99 and max latency per contender (log scale).
+#   latency(): p50, p99 and max latency per contender (log scale);
+#   curve():   measures against the amount of work, a panel per measure
+#              (Bench::Curves).
 # Each chart's data file (tab-separated) and gnuplot script sit next to it.
 #
 package Bench::Chart;
@@ -112,6 +114,34 @@ sub latency
 		"     '' using 4:0 with points pt 7 ps 1.3 lc rgb '#b03030' title 'max', \\\n",
 		"     '' using 2:(\$0-0.175):(sprintf(' %.2f', \$2)) with labels left notitle, \\\n",
 		"     '' using 3:(\$0+0.175):(sprintf(' %.2f', \$3)) with labels left notitle\n");
+	return $self->run_gnuplot("$dir/bench-$name.gp", $png);
+}
+
+# a curve, bench-$name.png: a panel per measure, each plotted against the
+# points @$x (log scale when none is 0); $series = [[label, [value per
+# point]], ...], undef for a missing value
+sub curve
+{
+	my ($self, $name, $title, $xlabel, $x, $series) = @_;
+	my $dir = $self->{dir};
+	my $png = "$dir/bench-$name.png";
+	my @s = grep { grep { defined } @{ $_->[1] } } @$series;
+	return 0 unless @s && @$x;
+	spurt("$dir/bench-$name.dat", map { my $i = $_; join("\t", $x->[$i], map { $_->[1][$i] // 'NaN' } @s) . "\n" } 0 .. $#$x);
+	my @gp = ("set terminal pngcairo noenhanced size 900," . (100 + 230 * @s) . " font 'Sans,10'\n",
+		"set output " . gp_str($png) . "\n", "set datafile separator tab\n", "set datafile missing 'NaN'\n", "unset key\n",
+		((grep { $_ <= 0 } @$x) ? () : "set logscale x\n"), "set xlabel " . gp_str($xlabel) . "\n", "set grid\n",
+		"set yrange [0:*]\n", "set rmargin 10\n", "set offsets graph 0.03, graph 0.03, graph 0.1, 0\n",
+		"set xtics (" . join(', ', map { "\"$_\" $_" } @$x) . ")\n",
+		"set multiplot layout " . scalar(@s) . ",1 title " . gp_str("$title\n" . $self->subtitle) . "\n");
+	for my $i (0 .. $#s)
+	{
+		push @gp, "set title " . gp_str($s[$i][0]) . "\n",
+		  "plot " . gp_str("$dir/bench-$name.dat") . " using 1:" . ($i + 2) . " with linespoints pt 7 lw 2 lc rgb '#4a7ebb', \\\n",
+		  "     '' using 1:" . ($i + 2) . ":(sprintf(' %.4g', \$" . ($i + 2) . ")) with labels left offset 0.5,0.5\n";
+	}
+	push @gp, "unset multiplot\n";
+	spurt("$dir/bench-$name.gp", @gp);
 	return $self->run_gnuplot("$dir/bench-$name.gp", $png);
 }
 

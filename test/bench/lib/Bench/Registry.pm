@@ -31,7 +31,8 @@ my @REGISTRY = (
 	[ capture  => 'Bench::Capture',  0 ],
 	[ kafka    => 'Bench::Kafka',    0 ],
 	[ cdc      => 'Bench::Cdc',      0 ],
-	[ queues   => 'Bench::Queues',   0 ],);
+	[ queues   => 'Bench::Queues',   0 ],
+	[ curves   => 'Bench::Curves',   0 ],);
 
 my %MODULE = map { $_->[0] => $_->[1] } @REGISTRY;
 
