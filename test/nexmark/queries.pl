@@ -160,7 +160,7 @@ INSERT INTO q5_out SELECT ws, we, auction, n FROM (
 			FROM nx_input, LATERAL generate_series(date_bin('10 ms', (payload->>'ts')::timestamptz, $EPOCH) - interval '40 ms',
 				date_bin('10 ms', (payload->>'ts')::timestamptz, $EPOCH), interval '10 ms') ws
 			WHERE kind = 'bid' GROUP BY 1, 2)
-		SELECT ws, ws + interval '50 ms', auction, n FROM c WHERE n = (SELECT max(n) FROM c c2 WHERE c2.ws = c.ws)},
+		SELECT ws, ws + interval '50 ms', auction, n FROM (SELECT *, max(n) OVER (PARTITION BY ws) AS mx FROM c) m WHERE n = mx},
 		drop => q{SELECT streamguard.drop_stream('nx_q5', force => true)},
 	},
 	{

@@ -30,7 +30,8 @@ my @REGISTRY = (
 	[ windows  => 'Bench::Windows',  1 ],
 	[ capture  => 'Bench::Capture',  0 ],
 	[ kafka    => 'Bench::Kafka',    0 ],
-	[ cdc      => 'Bench::Cdc',      0 ],);
+	[ cdc      => 'Bench::Cdc',      0 ],
+	[ nexmark  => 'Bench::Nexmark',  0 ],);
 
 my %MODULE = map { $_->[0] => $_->[1] } @REGISTRY;
 
