@@ -166,28 +166,27 @@ INSERT INTO q5_out SELECT ws, we, auction, n FROM (
 	{
 		# average selling price per seller over its last 10 closed auctions,
 		# one row per closed auction (Nexmark's OVER window of 10 rows): open
-		# auctions as in q4; each closed one goes to q6_recent (fresh), the
-		# rows of the fresh auctions are emitted with the average over them
-		# and the 9 before, and the sellers' older auctions are trimmed
+		# auctions as in q4; one statement closes them, takes each closed
+		# one's average over it and its seller's last 9 (q6_recent), stores
+		# it there and trims the seller's older ones (what a statement's CTEs
+		# write, its other parts do not see: they read q6_recent as it was)
 		name => 'q6',
 		setup => q{CREATE TABLE q6_out (seller bigint, auction bigint, final numeric, average numeric);
 CREATE TABLE q6_open (id bigint PRIMARY KEY, seller bigint, category int, ts timestamptz, expires timestamptz, final numeric);
 CREATE INDEX ON q6_open (expires);
-CREATE TABLE q6_recent (id bigint PRIMARY KEY, seller bigint, expires timestamptz, final numeric, fresh boolean);
+CREATE TABLE q6_recent (id bigint PRIMARY KEY, seller bigint, expires timestamptz, final numeric);
 CREATE INDEX ON q6_recent (seller, expires, id);
-CREATE INDEX ON q6_recent (seller) WHERE fresh;
 SELECT streamguard.create_pipeline('q6', 'nx', $$} . open_auctions('q6_open') . qq{;
-WITH closed AS (DELETE FROM q6_open WHERE expires < $WM RETURNING id, seller, expires, final)
-INSERT INTO q6_recent SELECT id, seller, expires, final, true FROM closed WHERE final IS NOT NULL;
-INSERT INTO q6_out SELECT seller, id, final, average FROM (
-	SELECT seller, id, final, fresh, avg(final) OVER (PARTITION BY seller ORDER BY expires, id
-		ROWS BETWEEN 9 PRECEDING AND CURRENT ROW) AS average
-	FROM q6_recent WHERE seller IN (SELECT seller FROM q6_recent WHERE fresh)) w WHERE fresh;
-DELETE FROM q6_recent r USING (
-	SELECT id, row_number() OVER (PARTITION BY seller ORDER BY expires DESC, id DESC) AS rn
-	FROM q6_recent WHERE seller IN (SELECT seller FROM q6_recent WHERE fresh)) x
-	WHERE r.id = x.id AND x.rn > 9;
-UPDATE q6_recent SET fresh = false WHERE fresh\$\$);},
+WITH closed AS (DELETE FROM q6_open WHERE expires < $WM RETURNING id, seller, expires, final),
+	won AS (SELECT id, seller, expires, final FROM closed WHERE final IS NOT NULL),
+	hist AS (SELECT id, seller, expires, final, false AS fresh FROM q6_recent WHERE seller IN (SELECT seller FROM won)
+		UNION ALL SELECT id, seller, expires, final, true FROM won),
+	ranked AS (SELECT *, avg(final) OVER (PARTITION BY seller ORDER BY expires, id ROWS BETWEEN 9 PRECEDING AND CURRENT ROW) AS average,
+			row_number() OVER (PARTITION BY seller ORDER BY expires DESC, id DESC) AS rn
+		FROM hist),
+	keep AS (INSERT INTO q6_recent SELECT id, seller, expires, final FROM won),
+	trimmed AS (DELETE FROM q6_recent r USING ranked k WHERE r.id = k.id AND NOT k.fresh AND k.rn > 9)
+INSERT INTO q6_out SELECT seller, id, final, average FROM ranked WHERE fresh\$\$);},
 		out => 'SELECT * FROM q6_out',
 		plain => qq{SELECT seller, id, final, avg(final) OVER (PARTITION BY seller ORDER BY expires, id
 			ROWS BETWEEN 9 PRECEDING AND CURRENT ROW) FROM ($WINNING) w},
