@@ -2,7 +2,7 @@
 # (test/t/155_nexmark.pl) and the benchmark (test/bench/lib/Bench/Nexmark.pm),
 # read with `do`.  It returns a list of queries, each a hash:
 #
-#   name      q0 ... q8
+#   name      q0 ... q8, and q7b (Nexmark's q7 as a plain pipeline)
 #   setup     SQL: the query's output table, its state tables, its pipelines
 #             (all exactly_once) over the stream `nx` (test/nexmark/generator.sql's
 #             events, then one event {"kind": "end", "ts": "2030-01-01..."} that
@@ -203,6 +203,39 @@ SELECT streamguard.create_window_pipeline('q7', 'nx', 'q7_out', '100 ms',
 		plain => qq{SELECT date_bin('100 ms', (payload->>'ts')::timestamptz, $EPOCH) AS ws,
 		date_bin('100 ms', (payload->>'ts')::timestamptz, $EPOCH) + interval '100 ms',
 		'all', max((payload->>'price')::numeric) FROM nx_input GROUP BY 1},
+	},
+	{
+		# Nexmark's q7 itself: the bids with the highest price of each
+		# tumbling window (a row-valued result, which a window aggregate is
+		# not): per open window, its highest price so far and the bids at that
+		# price, in state tables; when the watermark passes the window's end,
+		# its bids move to the output
+		name => 'q7b',
+		setup => q{CREATE TABLE q7b_out (auction bigint, bidder bigint, price numeric, ts timestamptz);
+CREATE TABLE q7b_max (ws timestamptz PRIMARY KEY, price numeric);
+CREATE TABLE q7b_bids (ws timestamptz, auction bigint, bidder bigint, price numeric, ts timestamptz);
+CREATE INDEX ON q7b_bids (ws);
+SELECT streamguard.create_pipeline('q7b', 'nx', $$} . qq{
+INSERT INTO q7b_max AS m SELECT date_bin('100 ms', (payload->>'ts')::timestamptz, $EPOCH), max((payload->>'price')::numeric)
+	FROM batch WHERE payload->>'kind' = 'bid' GROUP BY 1
+	ON CONFLICT (ws) DO UPDATE SET price = greatest(m.price, excluded.price);
+DELETE FROM q7b_bids c USING q7b_max m WHERE c.ws = m.ws AND c.price < m.price;
+INSERT INTO q7b_bids SELECT m.ws, (b.payload->>'auction')::bigint, (b.payload->>'bidder')::bigint,
+		(b.payload->>'price')::numeric, (b.payload->>'ts')::timestamptz
+	FROM batch b JOIN q7b_max m ON m.ws = date_bin('100 ms', (b.payload->>'ts')::timestamptz, $EPOCH)
+		AND m.price = (b.payload->>'price')::numeric
+	WHERE b.payload->>'kind' = 'bid';
+WITH closed AS (DELETE FROM q7b_max WHERE ws + interval '100 ms' <= $WM RETURNING ws),
+	moved AS (DELETE FROM q7b_bids c USING closed WHERE c.ws = closed.ws RETURNING c.auction, c.bidder, c.price, c.ts)
+INSERT INTO q7b_out SELECT * FROM moved\$\$);},
+		out => 'SELECT * FROM q7b_out',
+		plain => qq{SELECT (b.payload->>'auction')::bigint, (b.payload->>'bidder')::bigint, (b.payload->>'price')::numeric,
+			(b.payload->>'ts')::timestamptz
+		FROM nx_input b JOIN (SELECT date_bin('100 ms', (payload->>'ts')::timestamptz, $EPOCH) AS ws, max((payload->>'price')::numeric) AS mx
+				FROM nx_input WHERE kind = 'bid' GROUP BY 1) m
+			ON m.ws = date_bin('100 ms', (b.payload->>'ts')::timestamptz, $EPOCH) AND m.mx = (b.payload->>'price')::numeric
+		WHERE b.kind = 'bid'},
+		drop => 'DROP TABLE IF EXISTS q7b_max, q7b_bids',
 	},
 	{
 		# new users who opened an auction in the same tumbling window: a join

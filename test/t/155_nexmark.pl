@@ -1,4 +1,4 @@
-# Nexmark at a small scale (test/nexmark/generator.sql): q0 to q8 as
+# Nexmark at a small scale (test/nexmark/generator.sql): q0 to q8 (and q7b) as
 # exactly_once streamguard pipelines over one stream `nx` (a kind field),
 # defined in test/nexmark/queries.pl (shared with the benchmark), each
 # result equal to the same query run as plain SQL over the whole input, and
@@ -19,7 +19,7 @@ use StreamguardTest;
 my @queries = do "$FindBin::RealBin/../nexmark/queries.pl" or die "queries.pl: $@ $!";
 my $events = $ENV{NX_EVENTS} || 5000;
 
-# ten pipelines: room for their workers beside the maintenance worker
+# eleven pipelines: room for their workers beside the maintenance worker
 my $node = sg_node('nexmark', extra => "max_worker_processes = 24\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
 $node->safe_psql('postgres', slurp_file("$FindBin::RealBin/../nexmark/generator.sql"));
