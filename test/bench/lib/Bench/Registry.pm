@@ -32,7 +32,8 @@ my @REGISTRY = (
 	[ kafka    => 'Bench::Kafka',    0 ],
 	[ cdc      => 'Bench::Cdc',      0 ],
 	[ queues   => 'Bench::Queues',   0 ],
-	[ curves   => 'Bench::Curves',   0 ],);
+	[ curves   => 'Bench::Curves',   0 ],
+	[ nexmark  => 'Bench::Nexmark',  0 ],);
 
 my %MODULE = map { $_->[0] => $_->[1] } @REGISTRY;
 
