@@ -164,7 +164,7 @@ CaptureBackfillMain(Datum arg)
 		int			covered;
 		MemoryContext oldcxt;
 
-		SgExitIfPostmasterDead();
+		SgWorkerLoopTop();
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{

@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "access/tupdesc.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
@@ -527,4 +528,23 @@ SgExitIfPostmasterDead(void)
 {
 	if (!PostmasterIsAlive())
 		proc_exit(1);
+}
+
+/*
+ * The first step of each round of a worker's loop that works in a
+ * database (pipeline, maintenance, backfill): exit when the postmaster is
+ * gone, then report the round's table statistics.  A backend reports them
+ * when it goes idle (PostgresMain); a background worker's own loop must do
+ * it, or the tables only its workers write (sinks, the checkpoint log,
+ * window state, the dedup keys) look untouched to autovacuum, which then
+ * never vacuums or analyzes them, until the worker exits.
+ * pgstat_report_stat(false) flushes at most about once a second; it must
+ * run outside a transaction.
+ */
+void
+SgWorkerLoopTop(void)
+{
+	SgExitIfPostmasterDead();
+	if (!IsTransactionOrTransactionBlock())
+		(void) pgstat_report_stat(false);
 }

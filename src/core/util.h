@@ -35,8 +35,9 @@
 /* set by _PG_init when loaded through shared_preload_libraries */
 extern bool SgLoaded;
 
-/* a worker loop's first step: gone with the postmaster (see util.c) */
+/* a worker loop's first steps: gone with the postmaster, stats reported (see util.c) */
 extern void SgExitIfPostmasterDead(void);
+extern void SgWorkerLoopTop(void);
 
 /*
  * running.c: the pipeline this process runs (a pipeline worker; none

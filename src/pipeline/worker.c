@@ -296,7 +296,7 @@ PipelineWorkerMain(Datum arg)
 		ErrorData  *edata = NULL;
 		MemoryContext oldcxt = CurrentMemoryContext;
 
-		SgExitIfPostmasterDead();
+		SgWorkerLoopTop();
 		ResetLatch(MyLatch);
 		/* a cancel (batch timeout, a control call) was for a batch now over */
 		QueryCancelPending = false;

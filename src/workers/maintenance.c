@@ -629,7 +629,7 @@ MaintenanceWorkerMain(Datum arg)
 	{
 		int			i;
 
-		SgExitIfPostmasterDead();
+		SgWorkerLoopTop();
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
