@@ -2,8 +2,8 @@
  *
  * streamguard.c
  *		Module load: GUCs, shared-memory requests, the launcher's
- *		registration, and the callbacks through which lower layers reach
- *		the ones above them.
+ *		registration, and the one callback set at load (the wake-up of
+ *		pipelines when appends commit).
  *
  * streamguard must be in shared_preload_libraries: the readable horizon
  * lives in shared memory sized at startup, and the launcher is a static
@@ -14,9 +14,9 @@
  * This file only registers the GUCs: each one's variable is defined by
  * the module that reads it and declared in that module's header.  Each
  * module with shared memory requests and attaches its own; the hooks here
- * call them.  The callbacks installed in _PG_init are the only way a file
- * calls one in a layer above its own (docs/internals.md, "Calls between
- * files").
+ * call them.  No file calls one in a layer above its own, through a
+ * pointer either (docs/internals.md, "Calls between files"): the one
+ * callback installed here stays within shared memory's layer.
  *
  *-------------------------------------------------------------------------
  */
@@ -84,8 +84,9 @@ sg_shmem_startup(void)
 }
 
 /*
- * The callbacks through which lower layers reach the ones above them (each
- * named in the banner of the file that calls it).
+ * The callback horizon_xact.c calls when appends to a stream commit: the
+ * pipeline slots wake that stream's pipeline workers (both in shmem/; the
+ * pointer keeps the two modules' files from calling each other).
  */
 static void
 sg_install_callbacks(void)
