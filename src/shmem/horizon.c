@@ -63,10 +63,8 @@ int			sg_max_partitions = 4096;
 int			sg_max_xact_partitions = 1024;
 
 /*
- * What this layer needs from the layers above, installed by _PG_init so
- * that shared memory calls no one above it: who to wake when appends to a
- * stream commit (pipeline workers), and how to load a partition's highest
- * seq from storage (the catalog).
+ * Who to wake when appends to a stream commit: the pipeline slots'
+ * PipelineWakeStream (this layer too), installed by _PG_init.
  */
 HorizonWakeFn HorizonCommitWake = NULL;
 
