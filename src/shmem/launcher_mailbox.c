@@ -48,6 +48,7 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
+#include "core/compat.h"
 #include "shmem/launcher_mailbox.h"
 
 #define SG_ABSENT_RETRY_MS	60000

@@ -8,6 +8,8 @@
 #   - scripts/private-check.pl: a struct in shared memory is declared by the
 #     module that owns it, and a private header (*_int.h) is included only
 #     in its folder;
+#   - scripts/compat-check.pl: a file using a shim of core/compat.h includes
+#     it (else it builds on some PostgreSQL majors only);
 #   - scripts/internals-check.pl: docs/internals.md has a row for every C
 #     file and names no file that is gone;
 #   - scripts/size-check.pl: no file over 800 lines, no function over 150,
@@ -70,6 +72,21 @@ like($probe, qr{src/core/util\.c includes shmem/horizon_int\.h, private to src/s
 like($probe, qr{shared struct SgGroupShared \(of sg_groups\) is declared in src/stream/group\.h}, '... a shared struct in a public header is named')
   or diag($probe);
 like($probe, qr{sg_probe_locked expects a lock held and does not assert it}, '... a *_locked helper without its assertion is named');
+system('rm', '-rf', $tmp);
+
+# a file that uses a shim of core/compat.h includes it (scripts/compat-check.pl),
+# or it builds on some majors only; a planted file without the include fails
+my $cc = `cd '$root' && perl scripts/compat-check.pl 2>&1`;
+is($? >> 8, 0, 'every file that uses a name of core/compat.h includes it') or diag($cc);
+system('rm', '-rf', $tmp);
+system('mkdir', '-p', $tmp) == 0 or die;
+system("cp -r '$root/src' '$root/scripts' '$tmp/'") == 0 or die;
+open($fh, '>', "$tmp/src/core/probe_compat.c") or die;
+print $fh qq{#include "postgres.h"\nint SgProbeCompat(void);\nint\nSgProbeCompat(void)\n{\n\treturn SG_MY_PROC_INDEX;\n}\n};
+close $fh;
+$probe = `cd '$tmp' && perl scripts/compat-check.pl 2>&1`;
+like($probe, qr{src/core/probe_compat\.c uses SG_MY_PROC_INDEX from core/compat\.h and does not include it},
+	'a file using a compat.h shim without including it fails the check');
 system('rm', '-rf', $tmp);
 
 # docs/internals.md has a row for every C file and names none that is gone
