@@ -49,6 +49,15 @@ respond(int fd, const char *status, const char *ctype, const char *body)
 	SgHttpRespond(fd, status, NULL, ctype, body, strlen(body));
 }
 
+/* a new connection, its search_path pinned as at the start */
+static void
+reconnect(PGconn *conn)
+{
+	PQreset(conn);
+	if (PQstatus(conn) == CONNECTION_OK)
+		PQclear(PQexec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)"));
+}
+
 static void
 serve_one(int fd, PGconn *conn)
 {
@@ -82,11 +91,7 @@ serve_one(int fd, PGconn *conn)
 		return;
 	}
 	if (PQstatus(conn) != CONNECTION_OK)
-	{
-		PQreset(conn);
-		if (PQstatus(conn) == CONNECTION_OK)
-			PQclear(PQexec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)"));
-	}
+		reconnect(conn);
 	{
 		PGresult   *res = SgExec(conn, METRICS_SQL, 0, NULL);
 
@@ -98,9 +103,7 @@ serve_one(int fd, PGconn *conn)
 		if ((res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK) && PQstatus(conn) == CONNECTION_BAD)
 		{
 			PQclear(res);
-			PQreset(conn);
-			if (PQstatus(conn) == CONNECTION_OK)
-				PQclear(PQexec(conn, "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)"));
+			reconnect(conn);
 			res = SgExec(conn, METRICS_SQL, 0, NULL);
 		}
 
