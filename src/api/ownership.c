@@ -5,7 +5,7 @@
  *		REASSIGN OWNED, DROP OWNED, and the per-role quotas on what a role
  *		may create.  The same utility hook hands TRUNCATE of a partition
  *		and the renaming of a trigger to capture_ddl.c (a capture refuses
- *		both).
+ *		both), and DROP EXTENSION streamguard to extension_drop.c.
  *
  * Streams, pipelines and captures are rows of our catalog tables, not
  * PostgreSQL objects, so PostgreSQL's own dependency machinery
@@ -54,6 +54,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
+#include "api/extension_drop.h"
 #include "api/ownership.h"
 #include "api/pipeline.h"
 #include "api/streams.h"
@@ -278,6 +279,19 @@ sg_role_oids(List *rolespecs)
 }
 
 static void
+sg_next_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+				ProcessUtilityContext context, ParamListInfo params,
+				QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+							 queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+}
+
+static void
 sg_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				   ProcessUtilityContext context, ParamListInfo params,
 				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
@@ -318,12 +332,17 @@ sg_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 	}
 
 	/* PostgreSQL checks the caller's rights over the roles first */
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
-							 queryEnv, dest, qc);
+	if (ExtensionDropIsOurs(parsetree) && sg_installed_here())
+	{
+		SgUtilityCall call = {pstmt, queryString, readOnlyTree, context, params,
+		queryEnv, dest, qc};
+
+		ExtensionDropRetrying(prev_process_utility ? prev_process_utility :
+							  standard_ProcessUtility, &call);
+	}
 	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-								queryEnv, dest, qc);
+		sg_next_utility(pstmt, queryString, readOnlyTree, context, params,
+						queryEnv, dest, qc);
 
 	if (!ours || oids == NIL)
 		return;

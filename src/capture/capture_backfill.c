@@ -200,6 +200,9 @@ CaptureBackfillMain(Datum arg)
 			edata = CopyErrorData();
 			FlushErrorState();
 			AbortCurrentTransaction();
+			/* DROP EXTENSION takes the backfills with it */
+			if (!SgExtensionPresent())
+				proc_exit(0);
 			ereport(LOG,
 					(errmsg("streamguard backfill of capture %d: chunk of %d rows failed: %s",
 							capture_id, chunk, edata->message)));

@@ -22,6 +22,7 @@ static const char *const sg_wait_event_names[SG_WE_COUNT] = {
 	[SG_WE_LAUNCHER] = "StreamguardLauncher",
 	[SG_WE_POLL] = "StreamguardPollWait",
 	[SG_WE_BACKFILL] = "StreamguardBackfillThrottle",
+	[SG_WE_DROP_RETRY] = "StreamguardDropRetry",
 };
 
 /*

@@ -213,6 +213,7 @@ typedef enum SgWaitEvent
 	SG_WE_LAUNCHER,				/* the launcher between rounds */
 	SG_WE_POLL,					/* poll(wait => ...) for appends */
 	SG_WE_BACKFILL,				/* a capture backfill throttled */
+	SG_WE_DROP_RETRY,			/* DROP EXTENSION between two attempts */
 	SG_WE_COUNT
 } SgWaitEvent;
 

@@ -548,3 +548,21 @@ SgWorkerLoopTop(void)
 	if (!IsTransactionOrTransactionBlock())
 		(void) pgstat_report_stat(false);
 }
+
+/*
+ * Whether the extension is still installed in this database, asked by a
+ * worker outside a transaction after a failure: DROP EXTENSION takes the
+ * database's pipelines and backfills with it, and a worker whose work went
+ * with it exits instead of retrying.
+ */
+bool
+SgExtensionPresent(void)
+{
+	bool		present;
+
+	Assert(!IsTransactionOrTransactionBlock());
+	StartTransactionCommand();
+	present = OidIsValid(get_extension_oid("streamguard", true));
+	CommitTransactionCommand();
+	return present;
+}

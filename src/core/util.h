@@ -38,6 +38,8 @@ extern bool SgLoaded;
 /* a worker loop's first steps: gone with the postmaster, stats reported (see util.c) */
 extern void SgExitIfPostmasterDead(void);
 extern void SgWorkerLoopTop(void);
+/* after a failure, outside a transaction: is the extension still here? */
+extern bool SgExtensionPresent(void);
 
 /*
  * running.c: the pipeline this process runs (a pipeline worker; none

@@ -194,7 +194,6 @@ static void
 sg_batch_failed(SgWorker *w, ErrorData *edata, int *attempts, bool *isolate)
 {
 	long		backoff;
-	bool		present;
 	const char *own;
 
 	if (PipelineSlotFenceRequested(w->slot))
@@ -206,10 +205,7 @@ sg_batch_failed(SgWorker *w, ErrorData *edata, int *attempts, bool *isolate)
 	own = w->sink->own_error ? w->sink->own_error(w) : NULL;
 
 	/* DROP EXTENSION takes the pipelines with it */
-	StartTransactionCommand();
-	present = OidIsValid(get_extension_oid("streamguard", true));
-	CommitTransactionCommand();
-	if (!present)
+	if (!SgExtensionPresent())
 		sg_clean_exit(w);
 
 	(*attempts)++;
