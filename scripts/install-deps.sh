@@ -30,6 +30,7 @@ TEST_PACKAGES=(
     libipc-run-perl            # PostgreSQL's TAP test framework
     libio-pty-perl             # IPC::Run's pseudo-terminals (test/t/130_sgctl.pl: top, progress)
     curl                       # test/t/130_sgctl.pl scrapes sgctl metrics --listen
+    kcat                       # test/t/145_kafka_local.pl: the documented local Kafka recipe, both ends
     prometheus-postgres-exporter prometheus   # test/t/135_monitoring.pl: the exporter with docs/monitoring, promtool
     chromium chromium-driver   # test/t/131_console.pl: sgctl serve in headless Chromium (skipped without)
     "postgresql-${PG_MAJOR}-pgq3"         # PgQ, a benchmark baseline
