@@ -383,6 +383,8 @@ sg_run_select(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, SgRemot
 	TupleDesc	desc;
 	FmgrInfo   *out;
 	bool	   *isvarlena;
+	MemoryContext rowcxt;
+	MemoryContext oldcxt;
 
 	if (stream)
 	{
@@ -416,9 +418,17 @@ sg_run_select(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, SgRemot
 		getTypeOutputInfo(TupleDescAttr(desc, c)->atttypid, &fn, &isvarlena[c]);
 		fmgr_info(fn, &out[c]);
 	}
+	/*
+	 * each row's values rendered in a short-lived context, reset per row:
+	 * the output functions' scratch memory (detoasted copies, iterators)
+	 * does not pile up in the batch's
+	 */
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "remote sink row", ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(rowcxt);
 	for (i = 0; i < SPI_processed; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(rowcxt);
 		for (c = 0; c < desc->natts; c++)
 		{
 			bool		isnull;
@@ -436,7 +446,6 @@ sg_run_select(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, SgRemot
 					d = PointerGetDatum(PG_DETOAST_DATUM(d));
 				v = OutputFunctionCall(&out[c], d);
 				sg_copy_escape(buf, v);
-				pfree(v);
 			}
 		}
 		appendStringInfoChar(buf, '\n');
@@ -446,6 +455,8 @@ sg_run_select(SgWorker *w, Tuplestorestate *store, int64 n, int64 *rows, SgRemot
 			resetStringInfo(buf);
 		}
 	}
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(rowcxt);
 	*rows = (int64) SPI_processed;
 	BatchLeaveOwner(&ctx);
 	return buf;

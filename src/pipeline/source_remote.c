@@ -238,7 +238,11 @@ sg_remote_scan(SgWorker *w, SgRemoteResult *res, int64 *first, int64 *last)
  * The rows of a read that sg_remote_scan checked (binary results: the
  * integers and the timestamp taken as they are, text as it is, jsonb from
  * its text after the format's version byte) into `store`.  Parsing the
- * payloads is most of a remote source's work.
+ * payloads is most of a remote source's work.  Each row is converted in a
+ * short-lived context, reset after the tuplestore copied the row: the
+ * parser's scratch memory (lexer, parse states, numerics) would otherwise
+ * pile up in the batch's context, a few kilobytes a row, until the batch
+ * ends.
  */
 static void
 sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store)
@@ -246,6 +250,9 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store)
 	int			row;
 	int			c;
 	bool		payload_jsonb = RemoteGetType(res, 3) == JSONBOID;
+	MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext, "remote source row",
+												 ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcxt = CurrentMemoryContext;
 
 	for (row = 0; row < RemoteNTuples(res); row++)
 	{
@@ -254,6 +261,9 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store)
 		const char *payload;
 
 		CHECK_FOR_INTERRUPTS();
+
+		MemoryContextReset(rowcxt);
+		MemoryContextSwitchTo(rowcxt);
 
 		for (c = 0; c < 6; c++)
 			n[c] = RemoteGetIsNull(res, row, c);
@@ -274,8 +284,12 @@ sg_remote_store(SgWorker *w, SgRemoteResult *res, Tuplestorestate *store)
 		v[4] = n[4] ? (Datum) 0 : PointerGetDatum(cstring_to_text_with_len(RemoteGetValue(res, row, 4),
 																			RemoteGetLength(res, row, 4)));
 		v[5] = TimestampTzGetDatum((TimestampTz) sg_remote_int(res, row, 5, 8));
+		/* the tuplestore copies the row into its own context */
+		MemoryContextSwitchTo(oldcxt);
 		tuplestore_putvalues(store, w->event_desc, v, n);
 	}
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(rowcxt);
 }
 
 /*

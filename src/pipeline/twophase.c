@@ -49,7 +49,9 @@ sg_installation_id(void)
 	char	   *id = NULL;
 
 	SgBecomeDataOwner(&save, false);
-	if (SPI_execute("SELECT id::pg_catalog.text FROM streamguard.installation", true, 0) == SPI_OK_SELECT &&
+	/* a cached plan: a two_phase sink builds a gid every batch */
+	if (SPI_execute_plan(SgPlanCached(NULL, "SELECT id::pg_catalog.text FROM streamguard.installation", 0, NULL),
+						 NULL, NULL, true, 0) == SPI_OK_SELECT &&
 		SPI_processed == 1)
 		id = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	SgRestoreUser(&save);

@@ -37,6 +37,13 @@
 #     it at once; after SIGCONT the pipeline goes on (before: after the
 #     timeout the worker hung in the blocking PQcancel, which no signal
 #     ends, until the remote postmaster ran again).
+#  8. Values cross unchanged, row by row, both ways: events whose keys,
+#     dedup keys and payloads hold escapes, tabs and newlines, non-ASCII
+#     text, deep nesting, big and exact numerics, NULLs and a payload large
+#     enough to be compressed, read by a remote source in batches of 7 and
+#     written by a two_phase remote sink in batches of 7, arrive equal to
+#     the originals (a guard for the per-row memory contexts of the
+#     conversion: each row is converted in a context reset for the next).
 
 use strict;
 use warnings;
@@ -437,6 +444,75 @@ $remote->safe_psql('postgres', q{SELECT streamguard.append('rsrc', '{"id": 2}')}
 ok(wait_for_value($local, 'SELECT count(*) FROM rgot', 2, 60), 'stopped: after SIGCONT the pipeline goes on')
   or diag(pipelines_report($local) . "\n" . remote_status_report($local));
 is(val($local, 'SELECT count(DISTINCT id) || \'/\' || count(*) FROM rgot'), '2/2', 'stopped: nothing twice');
+
+# ============================ 8. values cross unchanged, row by row
+
+# the events: ($key, $dedup_key, $payload) as SQL expressions
+my @vals = (
+	[ q{'k\\t1'}, 'NULL', q{'{"a": "tab\\there", "b": "line\\nbreak", "c": "back\\\\slash"}'} ],
+	[ 'NULL', q{'d-1'}, q{'{"n": 12345678901234567890.000000000001, "f": -1.5e-7, "z": 0}'} ],
+	[ q{U&'cl\00E9'}, 'NULL', q{jsonb_build_object('s', U&'caf\00E9 \00FC\00DF', 'e', '')} ],
+	[ q{'deep'}, 'NULL', q{'{"x": [1, [2, [3, [4, {"y": [null, true, false]}]]]]}'} ],
+	[ q{''}, q{''}, q{'[]'} ],
+	[ 'NULL', 'NULL', q{'"just a string"'} ],
+	[ q{'big'}, 'NULL', q{jsonb_build_object('blob', repeat('abcdefgh', 4000), 'tail', 1)} ],
+	[ q{'nul'}, 'NULL', q{'null'} ],);
+my @exprs;
+for my $i (1 .. 60)
+{
+	my ($k, $d, $p) = @{ $vals[ $i % @vals ] };
+	$d = "'d-$i'" if $d ne 'NULL';
+	push @exprs, "($i, $k, $d, jsonb_build_object('i', $i, 'v', ($p)::jsonb))";
+}
+my $events_sql = 'SELECT * FROM (VALUES ' . join(', ', @exprs) . ') AS v (i, k, d, p) ORDER BY i';
+my $append_sql = sub {
+	my ($stream) = @_;
+	return "SELECT count(*) FROM ($events_sql) e, LATERAL streamguard.append('$stream', e.p, e.k, e.d, e.i % 2)";
+};
+# the columns compared, in seq order per partition
+my $cmp = q{SELECT string_agg(concat_ws('|', partition, seq, coalesce(key, '<null>'), payload::text), E'\n'
+	ORDER BY partition, seq) FROM };
+
+$remote->safe_psql('postgres', qq{
+SELECT streamguard.create_stream('rvals', 2);
+SELECT streamguard.grant_stream('rvals', 'sinker', 'read');
+@{[ $append_sql->('rvals') ]};
+SET ROLE sinker;
+CREATE TABLE sink_vals (partition int, seq bigint, key text, payload jsonb, dedup_key text);
+});
+$local->safe_psql('postgres', qq{
+CREATE TABLE vgot (partition int, seq bigint, key text, payload jsonb, dedup_key text);
+SELECT streamguard.create_pipeline('p_vals_src', 'rvals',
+	\$\$INSERT INTO vgot SELECT partition, seq, key, payload, dedup_key FROM batch\$\$,
+	batch_size => 7, source_server => 'rsrc');
+SELECT streamguard.create_stream('lvals', 2);
+@{[ $append_sql->('lvals') ]};
+SELECT streamguard.create_pipeline('p_vals_sink', 'lvals',
+	\$\$SELECT partition, seq, key, payload, dedup_key FROM batch\$\$,
+	batch_size => 7, sink_server => 'r2pc', sink_table => 'public.sink_vals', sink_mode => 'two_phase');
+});
+ok(wait_for_value($local, 'SELECT count(*) FROM vgot', 60, 60), 'values: the remote source delivered 60 events')
+  or diag(pipelines_report($local));
+ok(wait_for_value($remote, 'SELECT count(*) FROM sink_vals', 60, 60), 'values: the remote sink received 60 rows')
+  or diag(pipelines_report($local));
+my $orig_remote = val($remote, $cmp . q{(SELECT * FROM streamguard.read('rvals', 0, 0, 100)
+	UNION ALL SELECT * FROM streamguard.read('rvals', 1, 0, 100)) e});
+my $orig_local = val($local, $cmp . q{(SELECT * FROM streamguard.read('lvals', 0, 0, 100)
+	UNION ALL SELECT * FROM streamguard.read('lvals', 1, 0, 100)) e});
+is(val($local, $cmp . 'vgot'), $orig_remote, 'values: the remote source\'s rows equal the remote events');
+is(val($remote, $cmp . 'sink_vals'), $orig_local, 'values: the remote sink\'s rows equal the local events');
+is( val($local, q{SELECT string_agg(coalesce(dedup_key, '<null>'), ',' ORDER BY partition, seq) FROM vgot}),
+	val($remote, q{SELECT string_agg(coalesce(dedup_key, '<null>'), ',' ORDER BY partition, seq) FROM
+		(SELECT * FROM streamguard.read('rvals', 0, 0, 100) UNION ALL SELECT * FROM streamguard.read('rvals', 1, 0, 100)) e}),
+	'values: the dedup keys too');
+is( val($remote, q{SELECT string_agg(coalesce(dedup_key, '<null>'), ',' ORDER BY partition, seq) FROM sink_vals}),
+	val($local, q{SELECT string_agg(coalesce(dedup_key, '<null>'), ',' ORDER BY partition, seq) FROM
+		(SELECT * FROM streamguard.read('lvals', 0, 0, 100) UNION ALL SELECT * FROM streamguard.read('lvals', 1, 0, 100)) e}),
+	'values: ... both ways');
+like(val($local, q{SELECT payload->'v'->>'n' FROM vgot WHERE (payload->>'i')::int = 1}),
+	qr/^12345678901234567890\.000000000001$/, 'values: an exact numeric stays exact');
+is(val($remote, q{SELECT count(*) FROM pg_prepared_xacts}), '0', 'values: no prepared transaction left');
+$local->safe_psql('postgres', q{SELECT streamguard.drop_pipeline('p_vals_src'); SELECT streamguard.drop_pipeline('p_vals_sink')});
 
 $local->stop;
 $remote->stop;
