@@ -55,9 +55,15 @@
  *	topic_error TOPIC CODE			the topic's metadata carries CODE
  *	quit
  *
+ * Every connection the brokers accept has TCP_NODELAY set, as a real
+ * broker's has (see nodelay() below).
+ *
  *-------------------------------------------------------------------------
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <netinet/tcp.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
@@ -78,6 +84,52 @@ static rd_kafka_mock_cluster_t *mc;
 static char bootstraps[1024];
 static rd_kafka_t *producer;
 static rd_kafka_t *txn_producer;
+
+/*
+ * The mock brokers' connections with TCP_NODELAY, as a Kafka broker sets it
+ * on every connection it accepts.  Without it a client with several
+ * requests in flight on one connection (a produce request per partition,
+ * AddPartitionsToTxn, EndTxn) waits, between two answers, for its kernel's
+ * delayed acknowledgement (up to 40 ms on Linux): Nagle's algorithm holds
+ * the broker's next small answer until the previous one is acknowledged.
+ * librdkafka's mock cluster accepts its connections itself, with no option
+ * for this, so accept() and accept4() are wrapped here: an executable's
+ * exported definitions come before libc's for the libraries' calls too.
+ */
+static void
+nodelay(int fd)
+{
+	int			one = 1;
+
+	if (fd >= 0)
+		(void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+__attribute__((visibility("default"))) int
+accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	static int	(*real) (int, struct sockaddr *, socklen_t *);
+	int			s;
+
+	if (real == NULL)
+		real = (int (*) (int, struct sockaddr *, socklen_t *)) dlsym(RTLD_NEXT, "accept");
+	s = real(fd, addr, len);
+	nodelay(s);
+	return s;
+}
+
+__attribute__((visibility("default"))) int
+accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	static int	(*real) (int, struct sockaddr *, socklen_t *, int);
+	int			s;
+
+	if (real == NULL)
+		real = (int (*) (int, struct sockaddr *, socklen_t *, int)) dlsym(RTLD_NEXT, "accept4");
+	s = real(fd, addr, len, flags);
+	nodelay(s);
+	return s;
+}
 
 static void
 quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
