@@ -27,19 +27,24 @@ CREATE TABLE logical.t (LIKE plain.t INCLUDING ALL);
 SELECT streamguard.create_stream('bench_cdc', 4);
 SELECT streamguard.capture_table('captured.t', 'bench_cdc', backfill => false);
 
--- the streamguard consumer of the latency test: long-polls for secs
--- seconds, committing after every poll, and records for each event the
--- row's write time and the time the poll returned it
+-- the streamguard consumer of the latency and catch-up tests: long-polls
+-- group grp for at most secs seconds, committing after every poll, and
+-- records for each event the row's write time and the time the poll
+-- returned it; with drain, it returns at the first empty poll (the backlog
+-- is consumed)
 CREATE TABLE cdc_recv (stamp timestamptz, recv timestamptz);
-CREATE PROCEDURE cdc_consume(secs float8) LANGUAGE plpgsql AS $$
+CREATE PROCEDURE cdc_consume(secs float8, grp text DEFAULT 'lat', drain boolean DEFAULT false) LANGUAGE plpgsql AS $$
 DECLARE
 	t_end timestamptz := clock_timestamp() + make_interval(secs => secs);
+	n bigint;
 BEGIN
 	WHILE clock_timestamp() < t_end LOOP
 		INSERT INTO cdc_recv (stamp, recv)
 		SELECT (e.payload -> 'row' ->> 'at')::timestamptz, clock_timestamp()
-		FROM streamguard.poll('bench_cdc', 'lat', 1000, wait => '200 ms') e;
+		FROM streamguard.poll('bench_cdc', grp, 1000, wait => '200 ms') e;
+		GET DIAGNOSTICS n = ROW_COUNT;
 		COMMIT;
+		EXIT WHEN drain AND n = 0;
 	END LOOP;
 END $$;
 -- the logical consumer's lines, loaded after the run

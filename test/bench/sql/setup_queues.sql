@@ -6,12 +6,15 @@
 -- delivery: the audit counts ids never receipted (lost) and receipted twice
 -- (delivered twice).
 CREATE SEQUENCE q_ids;
+CREATE FUNCTION q_now_us() RETURNS bigint LANGUAGE sql VOLATILE
+AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint $$;
 CREATE TABLE q_recv (id bigint NOT NULL, sent_us bigint NOT NULL, recv_us bigint NOT NULL);
+-- the restart scenarios' producers: an id per committed event, written in
+-- the event's transaction
+CREATE TABLE q_sent (id bigint PRIMARY KEY, at_us bigint NOT NULL DEFAULT q_now_us());
 CREATE TABLE q_ctl (stop boolean NOT NULL);
 INSERT INTO q_ctl VALUES (false);
 
-CREATE FUNCTION q_now_us() RETURNS bigint LANGUAGE sql VOLATILE
-AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint $$;
 
 -- The consumers: one transaction per batch; they return after an empty poll
 -- once q_ctl.stop is set, or after limit_s seconds.
@@ -93,4 +96,21 @@ BEGIN
         EXIT WHEN (SELECT stop FROM q_ctl);
         EXIT WHEN clock_timestamp() > t0 + make_interval(secs => limit_s);
     END LOOP;
+END $$;
+
+-- the `RR readers` scenario: counts the rows of every table of the schemas
+-- (the contender's), in the caller's snapshot; a table dropped meanwhile
+-- is skipped
+CREATE FUNCTION q_scan(schemas text[]) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE r record; n bigint; total bigint := 0;
+BEGIN
+    FOR r IN SELECT c.oid::regclass AS rel FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+             WHERE s.nspname = ANY (schemas) AND c.relkind IN ('r', 'p') LOOP
+        BEGIN
+            EXECUTE format('SELECT count(*) FROM %s', r.rel) INTO n;
+            total := total + n;
+        EXCEPTION WHEN undefined_table THEN NULL;
+        END;
+    END LOOP;
+    RETURN total;
 END $$;

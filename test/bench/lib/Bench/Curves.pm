@@ -18,9 +18,17 @@
 #   clients     C producer clients appending single events to a 4-partition
 #               stream: events/s and p99 ms;
 #   workers     a CPU-bound pipeline (Parallel.pm's SQL) with W workers:
-#               drain rate of BENCH_CURVES_EVENTS events.
+#               drain rate of BENCH_CURVES_EVENTS events;
+#   backlog     a 4-partition stream with a retention (30 min, segments of
+#               2 s) holding N unread events (BENCH_CURVES_BACKLOG): the fill
+#               rate (append_batch, 1,000 events a transaction), appends (4
+#               clients) and polls from the head while the backlog is there,
+#               a pipeline's drain rate from the head, storage and segments,
+#               and the time retention takes to drop the older half once it
+#               is cut to half the oldest segment's age.
 # Each curve is a table in latest.md with the ratio of its far end to its
-# start, and a chart bench-curves-<curve>.png.  Something that should stay
+# start, a verdict (no figure more than 20 % worse at the far end, except
+# where a physical limit explains it) and a chart bench-curves-<curve>.png.  Something that should stay
 # flat (wake-up latency over idle pipelines, append and poll latency over
 # streams) and grows is a bug to find.
 #
@@ -49,22 +57,36 @@ FROM batch};
 my $COPY_SQL = 'INSERT INTO cv_sink (partition, seq, key, payload) SELECT partition, seq, key, payload FROM batch';
 
 # the curves, in the order they run: name => [title, x label, measures:
-# [key, heading, printf format, 'text' for a column without ratio or chart]]
+# [key, heading, printf format, kind, why]]; kind: hi (higher is better), lo
+# (lower is better), grows (expected to grow with the work: no verdict), text
+# (a column without ratio or chart); why: the physical limit that explains a
+# far end more than 20 % worse than the start, if there is one
+my $CORES = '2 cores: ';
 my @CURVES = (
 	[ pipelines => 'idle pipelines', 'idle pipelines',
-		[ [ cpu => 'idle server CPU, % of a core', '%.2f' ], [ wake50 => 'wake-up p50 ms', '%.2f' ],
-			[ wake99 => 'wake-up p99 ms', '%.2f' ], [ top => 'idle CPU by process, %', '%s', 'text' ] ] ],
+		[ [ cpu => 'idle server CPU, % of a core', '%.2f', 'lo', 'each idle pipeline wakes at most once a second: idle CPU linear in the pipelines by design' ],
+			[ wake50 => 'wake-up p50 ms', '%.2f', 'lo' ], [ wake99 => 'wake-up p99 ms', '%.2f', 'lo' ],
+			[ top => 'idle CPU by process, %', '%s', 'text' ] ] ],
 	[ streams => 'streams', 'streams in the database',
-		[ [ cpu => 'idle server CPU, % of a core', '%.2f' ], [ eps => 'append events/s (1 client)', '%.0f' ],
-			[ app50 => 'append p50 ms', '%.3f' ], [ app99 => 'append p99 ms', '%.3f' ],
-			[ poll50 => 'poll p50 ms', '%.3f' ], [ poll99 => 'poll p99 ms', '%.3f' ],
+		[ [ cpu => 'idle server CPU, % of a core', '%.2f', 'lo' ], [ eps => 'append events/s (1 client)', '%.0f', 'hi' ],
+			[ app50 => 'append p50 ms', '%.3f', 'lo' ], [ app99 => 'append p99 ms', '%.3f', 'lo' ],
+			[ poll50 => 'poll p50 ms', '%.3f', 'lo' ], [ poll99 => 'poll p99 ms', '%.3f', 'lo' ],
 			[ top => 'idle CPU by process, %', '%s', 'text' ] ] ],
 	[ partitions => 'partitions of the stream', 'partitions',
-		[ [ eps => 'append events/s (4 clients)', '%.0f' ], [ drain => 'pipeline drain events/s', '%.0f' ] ] ],
+		[ [ eps => 'append events/s (4 clients)', '%.0f', 'hi' ], [ drain => 'pipeline drain events/s', '%.0f', 'hi' ] ] ],
 	[ clients => 'producer clients', 'producer clients',
-		[ [ eps => 'append events/s', '%.0f' ], [ app50 => 'append p50 ms', '%.3f' ], [ app99 => 'append p99 ms', '%.3f' ] ] ],
+		[ [ eps => 'append events/s', '%.0f', 'hi' ],
+			[ app50 => 'append p50 ms', '%.3f', 'lo', $CORES . 'beyond 2 clients each append waits for the others\' CPU (latency ~ clients / cores)' ],
+			[ app99 => 'append p99 ms', '%.3f', 'lo', $CORES . 'beyond 2 clients each append waits for the others\' CPU (latency ~ clients / cores)' ] ] ],
 	[ workers => 'pipeline workers, CPU-bound SQL', 'workers => N',
-		[ [ drain => 'drain events/s', '%.0f' ] ] ],);
+		[ [ drain => 'drain events/s', '%.0f', 'hi' ] ] ],
+	[ backlog => 'backlog of a stream with retention', 'events waiting',
+		[ [ fill => 'fill events/s (append_batch)', '%.0f', 'hi' ], [ eps => 'append events/s (4 clients)', '%.0f', 'hi' ],
+			[ app99 => 'append p99 ms', '%.3f', 'lo' ], [ poll50 => 'poll p50 ms (head)', '%.3f', 'lo' ],
+			[ poll99 => 'poll p99 ms (head)', '%.3f', 'lo' ], [ head => 'poll drain events/s (head)', '%.0f', 'hi' ],
+			[ drain => 'pipeline drain events/s (head)', '%.0f', 'hi' ], [ mb => 'storage MB', '%.0f', 'grows' ],
+			[ bpe => 'bytes/event', '%.0f', 'lo' ], [ segs => 'segments', '%d', 'grows' ],
+			[ cut => 'retention cut: segments before -> after, s', '%s', 'text' ] ] ],);
 
 sub knobs
 {
@@ -75,8 +97,9 @@ sub knobs
 		BENCH_CURVES_PIPELINES  => [ '0 10 50 100 200', $LIST ],
 		BENCH_CURVES_STREAMS    => [ '1 10 100 1000',   $LIST ],
 		BENCH_CURVES_PARTITIONS => [ '1 4 16 64',       $LIST ],
-		BENCH_CURVES_CLIENTS    => [ '1 2 4 8 16 32',   $LIST ],
-		BENCH_CURVES_WORKERS    => [ '1 2 4',           $LIST ],);
+		BENCH_CURVES_CLIENTS    => [ '1 2 4 8 16 32 64 128', $LIST ],
+		BENCH_CURVES_WORKERS    => [ '1 2 4',           $LIST ],
+		BENCH_CURVES_BACKLOG    => [ '100000 1000000',  $LIST ],);
 }
 
 sub once { return 1; }
@@ -367,6 +390,89 @@ sub curve_workers
 	return;
 }
 
+# a stream of 4 partitions with a retention (30 min, segments of 2 s, so
+# that the segment count grows with the backlog) holding N events nobody has
+# read: the fill rate, appends while the backlog is there, polls and a
+# pipeline from its head, its storage and segments; then the retention is cut
+# to half the age of the oldest segment and the drop of the older half timed
+sub curve_backlog
+{
+	my ($self) = @_;
+	for my $n (points('backlog'))
+	{
+		next if $n < 1000;
+		my $st = "cv_b_$n";
+		my ($ok, undef, $e) = sql_try("SELECT streamguard.create_stream('$st', 4, retention => '30 min', segment_interval => '2 s')");
+		if (!$ok) { $self->note('backlog', "$n: create_stream: " . error_line($e)); next; }
+		my %v;
+		my $t0 = time;
+		my $f = prefill("cv_backlog_fill_$n", 'append_batch_sg.sql', { stream => $st }, int($n / 1000));
+		if (!$f) { $self->note('backlog', "$n: the fill failed"); drop_stream($st, timeout => 1800); next; }
+		$v{fill} = int($n / 1000) * 1000 / (time - $t0);
+		log_msg(sprintf('curves: backlog %s filled in %.0f s', $n, time - $t0));
+		my $a = appends("cv_backlog_app_$n", $st, 4);
+		@v{qw(eps app99)} = @$a{qw(tps p99)} if $a;
+		my $p = timed_pgbench("cv_backlog_poll_$n", 'curves_poll.sql', { stream => $st, consumer => 'cv_b_poll' }, -c => 1, -j => 1, -t => 500);
+		@v{qw(poll50 poll99)} = @$p{qw(p50 p99)} if $p;
+		# polls of 1,000 committed one by one, fewer than the backlog holds
+		my $t = int($n / 2000) < 200 ? int($n / 2000) : 200;
+		my $h = pgbench("cv_backlog_head_$n", 'drain_poll.sql', { stream => $st, consumer => 'cv_b_head' }, -c => 1, -j => 1, -t => $t);
+		my $got = sql_value("SELECT coalesce(sum(committed_seq), 0) FROM streamguard.consumers WHERE stream = '$st' AND consumer = 'cv_b_head'");
+		$v{head} = $got * $h->{tps} / $h->{processed} if $h && $got && $h->{processed};
+		$self->note('backlog', "$n: a pgbench run failed") unless $a && $p && $h;
+		$v{drain} = $self->head_drain($n, $st);
+		@v{qw(mb bpe segs)} = split /\|/, sql("SELECT round(sz / 1048576.0, 1) || '|' || round(sz::numeric / greatest(ev, 1), 1) || '|' || segs
+			FROM (SELECT (SELECT sum(pg_total_relation_size(format('streamguard_data.%I', 's' || g.stream_id || '_' || g.seg)::regclass))
+			              FROM streamguard.segment g JOIN streamguard.stream s ON s.id = g.stream_id WHERE s.name = '$st') AS sz,
+			             retained_events AS ev, segments AS segs FROM streamguard.streams WHERE stream = '$st') AS x");
+		$v{cut} = $self->retention_cut($n, $st, $v{segs});
+		$self->put('backlog', $n, %v);
+		drop_stream($st, timeout => 1800);
+		checkpoint();
+	}
+	sql_try('DROP TABLE IF EXISTS cv_sink');
+	return;
+}
+
+# a pipeline from the head of the backlog: its drain rate over the first
+# BENCH_CURVES_EVENTS events (it reads on while the sink is counted)
+sub head_drain
+{
+	my ($self, $n, $st) = @_;
+	sql(sink_ddl('cv_sink'));
+	checkpoint();
+	my $want = $K{BENCH_CURVES_EVENTS} < $n ? $K{BENCH_CURVES_EVENTS} : $n;
+	my $err = create_pipeline("cv_backlog_$n", $st, $COPY_SQL);
+	$err ||= wait_count('SELECT count(*) FROM cv_sink', $want, $K{BENCH_PIPELINE_TIMEOUT}, "cv_backlog_$n");
+	drop_pipeline("cv_backlog_$n");
+	my $s = $err ? undef : sink_stats('cv_sink');
+	$err ||= 'a single batch: no time span' if $s && !defined $s->{rate};
+	$self->note('backlog', "$n: pipeline: $err") if $err;
+	return $err ? undef : $s->{rate};
+}
+
+# the retention cut to half the age of the oldest sealed segment: segments
+# before -> after, and the seconds until the maintenance worker dropped every
+# segment sealed before the cut (120 s at most)
+sub retention_cut
+{
+	my ($self, $n, $st, $before) = @_;
+	my $of = "FROM streamguard.segment g JOIN streamguard.stream s ON s.id = g.stream_id WHERE s.name = '$st'";
+	my $age = sql_value("SELECT ceil(extract(epoch FROM now() - min(g.sealed_at)) / 2)::int $of AND g.sealed_at IS NOT NULL");
+	return 'no sealed segment' unless $age;
+	# the first segment the cut keeps
+	my $keep = sql_value("SELECT min(g.seg) $of AND (g.sealed_at IS NULL OR g.sealed_at > now() - interval '$age s')");
+	my $t0 = time;
+	my ($ok, undef, $e) = sql_try("SELECT streamguard.alter_stream('$st', retention => '$age s', segment_interval => '2 s')");
+	return 'alter_stream: ' . error_line($e) unless $ok;
+	my $min = 0;
+	my $done = wait_until(120, 0.2, sub { $min = sql_value("SELECT min_seg FROM streamguard.stream WHERE name = '$st'") // $min; $min >= $keep; });
+	my $dt = time - $t0;
+	my $after = sql_value("SELECT segments FROM streamguard.streams WHERE stream = '$st'") // '?';
+	$self->note('backlog', "$n: retention: the first segment is $min after 120 s, not $keep") unless $done;
+	return sprintf('%d -> %s, %.1f s', $before, $after, $dt);
+}
+
 # ---------------------------------------------------------------------------
 # Report and charts
 # ---------------------------------------------------------------------------
@@ -379,6 +485,27 @@ sub ratio
 	return unless @x >= 2;
 	my ($a, $b) = map { $self->{pt}{$curve}{$_}{$key} } @x[ 0, -1 ];
 	return $a > 0 ? sprintf('%.2f', $b / $a) : undef;
+}
+
+# the curve's verdict: which measures are more than 20 % worse at the far end
+# than at the start (throughput below 0.8 x, latency, CPU or size above
+# 1.2 x), and which of those a physical limit explains
+sub verdict
+{
+	my ($self, $name, $measures) = @_;
+	my (@bad, @why, @ok);
+	for my $m (grep { $_->[3] eq 'hi' || $_->[3] eq 'lo' } @$measures)
+	{
+		my $r = $self->ratio($name, $m->[0]) // next;
+		my $worse = $m->[3] eq 'hi' ? $r < 0.8 : $r > 1.2;
+		if (!$worse) { push @ok, $m->[1]; next; }
+		$m->[4] ? push(@why, "$m->[1] ($r ×: $m->[4])") : push(@bad, "$m->[1] ($r ×)");
+	}
+	return 'Verdict: no figure to judge (fewer than 2 points).' unless @ok || @bad || @why;
+	my $v = @bad ? 'Verdict: **more than 20 % worse at the far end, unexplained**: ' . join(', ', @bad) . '.'
+	  : 'Verdict: no figure more than 20 % worse at the far end than at the start' . (@why ? ' except where a physical limit explains it' : '') . '.';
+	$v .= ' Explained by a physical limit: ' . join('; ', @why) . '.' if @why;
+	return $v;
 }
 
 sub report
@@ -401,7 +528,8 @@ sub report
 			my $p = $self->{pt}{$name}{$x} // next;
 			push @out, "| $x | " . join(' | ', map { defined $p->{ $_->[0] } ? sprintf($_->[2], $p->{ $_->[0] }) : '—' } @$measures) . " |\n";
 		}
-		push @out, "| far end / start | " . join(' | ', map { my $r = $_->[3] ? undef : $self->ratio($name, $_->[0]); defined $r ? "$r ×" : '—' } @$measures) . " |\n";
+		push @out, "| far end / start | " . join(' | ', map { my $r = $_->[3] eq 'text' ? undef : $self->ratio($name, $_->[0]); defined $r ? "$r ×" : '—' } @$measures) . " |\n";
+		push @out, "\n" . $self->verdict($name, $measures) . "\n";
 		push @out, "\nNotes: " . join('; ', @{ $self->{notes_of}{$name} }) . "\n" if $self->{notes_of}{$name};
 	}
 	return @out;
@@ -417,7 +545,7 @@ sub charts
 		my @x = grep { $self->{pt}{$name}{$_} } points($name);
 		next unless @x >= 2;
 		$made += $chart->curve("curves-$name", "cost as the work grows: $title", $xlabel, \@x,
-			[ map { my $k = $_->[0]; [ $_->[1], [ map { $self->{pt}{$name}{$_}{$k} } @x ] ] } grep { !$_->[3] } @$measures ]);
+			[ map { my $k = $_->[0]; [ $_->[1], [ map { $self->{pt}{$name}{$_}{$k} } @x ] ] } grep { $_->[3] ne 'text' } @$measures ]);
 	}
 	return $made;
 }
