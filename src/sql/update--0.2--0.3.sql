@@ -15,8 +15,10 @@
 -- from whoever created it first.  Pin the path first, refuse a schema that
 -- someone other than a superuser controls, then move the extension into
 -- pg_catalog with schema streamguard as one of its members -- the state a
--- fresh 0.3 installation has (docs/security.md, "Install schema").
-SET search_path = pg_catalog, pg_temp;
+-- fresh 0.3 installation has (docs/security.md, "Install schema").  The
+-- path is set locally: ALTER EXTENSION undoes it when the script ends (a
+-- plain SET would stay in the caller's session; scripts/script-settings-check.pl).
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 
 DO $check$
 DECLARE

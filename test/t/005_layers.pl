@@ -145,4 +145,24 @@ $probe = `cd '$tmp' && perl scripts/size-check.pl 2>&1`;
 like($probe, qr{exception core/probe_big\.c no longer applies}, 'an exception that no longer applies fails the check')
   or diag($probe);
 system('rm', '-rf', $tmp);
+
+# the extension's scripts leave the caller's settings alone
+# (scripts/script-settings-check.pl): no top-level SET, no
+# set_config(..., false); a planted one of each fails
+my $ss = `cd '$root' && perl scripts/script-settings-check.pl 2>&1`;
+is($? >> 8, 0, 'no setting of an extension script outlives it in the caller\'s session') or diag($ss);
+like($ss, qr/^[1-9]\d* files, [1-9]\d* top-level statements/m, '... and the check read the scripts');
+system('mkdir', '-p', "$tmp/src") == 0 or die;
+system("cp -r '$root/src/sql' '$tmp/src/' && cp -r '$root/scripts' '$tmp/'") == 0 or die;
+open($fh, '>>', "$tmp/src/sql/views.sql") or die;
+print $fh "\n-- a comment; SET search_path = nowhere;\nSET search_path = public;\n"
+  . "DO \$p\$ BEGIN PERFORM pg_catalog.set_config('lock_timeout', '1s', false); END \$p\$;\n"
+  . "CREATE FUNCTION streamguard.probe() RETURNS int LANGUAGE sql\nSET search_path = pg_catalog, pg_temp\nAS 'SELECT 1';\n";
+close $fh;
+$probe = `cd '$tmp' && perl scripts/script-settings-check.pl 2>&1`;
+isnt($? >> 8, 0, 'a planted top-level SET fails the check');
+like($probe, qr{src/sql/views\.sql:\d+: a top-level SET outlives the script}, '... and is named') or diag($probe);
+like($probe, qr{src/sql/views\.sql:\d+: set_config\(\.\.\., false\) outlives}, '... so is set_config(..., false) in a DO block');
+like($probe, qr/^2 setting\(s\)|, 2 setting\(s\)/m, '... and a function\'s SET clause and a comment are not counted') or diag($probe);
+system('rm', '-rf', $tmp);
 done_testing();

@@ -374,6 +374,38 @@ for my $db (qw(dump_01 dump_02))
 	  or diag(only_in($dump{$db}, $dump{dump_fresh}));
 }
 
+# ------------------------------------------- the caller's session settings
+# CREATE EXTENSION and each ALTER EXTENSION UPDATE, in one session with a
+# search_path and other settings of its own: every setting is as before
+# (0.3's update once left search_path = pg_catalog, pg_temp behind, and
+# the session's next unqualified statement failed;
+# scripts/script-settings-check.pl keeps the kind out of the scripts)
+$node->safe_psql('postgres', 'CREATE DATABASE session_01; CREATE DATABASE session_02; CREATE DATABASE session_fresh');
+# (plpgsql's settings appear when a script first loads it: not the session's)
+my $settings = q{SELECT string_agg(name || '=' || setting, ', ' ORDER BY name) FROM pg_settings WHERE name NOT LIKE 'plpgsql.%'};
+for my $case (['session_01', q{CREATE EXTENSION streamguard VERSION '0.1'; ALTER EXTENSION streamguard UPDATE TO '0.2'; ALTER EXTENSION streamguard UPDATE}],
+	['session_02', q{CREATE EXTENSION streamguard VERSION '0.2'; ALTER EXTENSION streamguard UPDATE}],
+	['session_fresh', q{CREATE EXTENSION streamguard}])
+{
+	my ($db, $steps) = @$case;
+	my $out = $node->safe_psql($db, qq{
+CREATE SCHEMA app;
+CREATE TABLE app.t (i int);
+SET search_path = app, public;
+SET lock_timeout = '7s';
+SET client_min_messages = notice;
+$settings;
+$steps;
+$settings;
+INSERT INTO t VALUES (1);
+SELECT current_setting('search_path'), count(*) FROM t;
+});
+	my ($before, $after, $last) = split /\n/, $out;
+	is($after, $before, "$db: $steps leaves every setting of the session as it was")
+	  or diag(only_in(join("\n", split(/, /, $after)), join("\n", split(/, /, $before))));
+	is($last, 'app, public|1', "$db: ... and the next unqualified statement works");
+}
+
 $node->stop;
 done_testing();
 
