@@ -6,7 +6,11 @@
 #      transaction for BENCH_SECONDS, into the same table t uncaptured
 #      (plain), under capture_table (captured), and uncaptured with a
 #      logical slot (test_decoding) streamed by pg_recvlogical (logical);
-#      WAL bytes per change = pg_current_wal_lsn() difference / changes;
+#      each contender's seconds split into BENCH_SLICES slices run
+#      round-robin, the first contender rotating, so that a load burst on
+#      a shared machine hits all three alike; tx/s = transactions of all
+#      slices / their time; WAL bytes per change = pg_current_wal_lsn()
+#      differences / changes;
 #   2. end-to-end lag at each rate of BENCH_CDC_RATE (a list, changes/s,
 #      pgbench -R) for BENCH_CDC_SECONDS: row column at (clock_timestamp()
 #      at write) to the receive time: for streamguard, clock_timestamp() in
@@ -38,8 +42,12 @@ use Bench::Pg;
 
 my @C = qw(plain captured logical);
 my @P = qw(captured logical);
+# the lag part also times streamguard's consumer committing with
+# synchronous_commit = off (its receipts and positions are lost together
+# in a crash, so it consumes those events again: the same guarantee)
+my @LAT = qw(captured captured_async logical);
 my %LABEL = (plain => 'uncaptured', captured => 'capture_table', logical => 'uncaptured + logical slot (test_decoding)');
-my %PATH = (captured => 'streamguard (capture_table, poll)', logical => 'logical slot (test_decoding, pg_recvlogical)');
+my %PATH = (captured => 'streamguard (capture_table, poll)', captured_async => 'streamguard, the consumer with synchronous_commit = off', logical => 'logical slot (test_decoding, pg_recvlogical)');
 
 my $LIST = [ sub { $_[0] =~ /^\s*[1-9][0-9]*(?:[\s,]+[1-9][0-9]*)*\s*$/ }, 'a list of positive integers, like "1000 5000 20000"' ];
 
@@ -128,36 +136,67 @@ sub run
 	my ($self) = @_;
 	$self->{load0} = loadavg();
 	return if $self->{why};
-	$self->throughput($_) for @C;
+	$self->throughput;
 	for my $rate (rates())
 	{
-		$self->latency($_, $rate) for @P;
+		$self->latency($_, $rate) for @LAT;
 	}
 	$self->outage;
 	$self->{load1} = loadavg();
 	return;
 }
 
-# part 1: one contender's closed-loop writer throughput and WAL per change
+# part 1: the closed-loop writer throughput and WAL per change of every
+# contender, in rotating slices
 sub throughput
 {
-	my ($self, $c) = @_;
+	my ($self) = @_;
+	my $slices = $K{BENCH_SLICES} < 1 ? 1 : $K{BENCH_SLICES};
+	my $secs = int($K{BENCH_SECONDS} / $slices) || 1;
+	my (%n, %t, %wal, %bad);
+	for my $s (0 .. $slices - 1)
+	{
+		for my $i (0 .. $#C)
+		{
+			my $c = $C[ ($i + $s) % @C ];
+			next if $bad{$c};
+			my ($n, $t, $w) = $self->throughput_slice($c, $s, $secs);
+			if (!defined $n) { $bad{$c} = 1; next; }
+			$n{$c} += $n;
+			$t{$c} += $t;
+			$wal{$c} += $w;
+		}
+	}
+	for my $c (@C)
+	{
+		if ($bad{$c} || !$t{$c}) { $self->{res}{"tp|$c"} = 'ERR'; next; }
+		$self->{res}{"tp|$c"} = sprintf('%.0f', $n{$c} / $t{$c});
+		$self->{res}{"walpc|$c"} = sprintf('%.0f', $wal{$c} / ($n{$c} || 1));
+		log_msg("cdc throughput $c: $self->{res}{\"tp|$c\"} tx/s over $slices slice(s), $self->{res}{\"walpc|$c\"} WAL bytes per change");
+	}
+	return;
+}
+
+# one slice of one contender: (transactions, seconds, WAL bytes) or nothing
+sub throughput_slice
+{
+	my ($self, $c, $s, $secs) = @_;
 	my $pid;
+	sql('CHECKPOINT');
+	# the slot starts where the WAL is: the other contenders' slices are not its work
+	sql(q{SELECT pg_replication_slot_advance('bench_cdc', pg_current_wal_lsn())}) if $c eq 'logical';
 	$pid = $self->recvlogical('bench_cdc', "$WORK/cdc_tp.out", 'cdc_tp_recv') if $c eq 'logical';
 	sleep 1 if $pid;
 	my $l0 = lsn();
 	my $res = do {
 		local $ENV{PGOPTIONS} = "-c search_path=$c,public";
-		pgbench("cdc_tp_$c", "$DIR/cdc/insert.sql", {}, -c => $K{BENCH_CLIENTS}, -j => 2, -T => $K{BENCH_SECONDS});
+		pgbench("cdc_tp_${c}_$s", "$DIR/cdc/insert.sql", {}, -c => $K{BENCH_CLIENTS}, -j => 2, -T => $secs);
 	};
 	my $wal = wal_since($l0);
 	stop_pid($pid) if $pid;
 	unlink "$WORK/cdc_tp.out";
-	if (!$res) { $self->{res}{"tp|$c"} = 'ERR'; return; }
-	$self->{res}{"tp|$c"} = sprintf('%.0f', $res->{tps});
-	$self->{res}{"walpc|$c"} = sprintf('%.0f', $wal / ($res->{processed} || 1));
-	log_msg("cdc throughput $c: $res->{tps} tx/s, $self->{res}{\"walpc|$c\"} WAL bytes per change");
-	return;
+	return if !$res || !$res->{tps};
+	return ($res->{processed}, $res->{processed} / $res->{tps}, $wal);
 }
 
 # runs the rate-limited load ($script, into schema $c) for $secs; returns
@@ -192,10 +231,11 @@ sub latency
 	my $t0 = sql('SELECT clock_timestamp()');
 	my ($pid, $spid);
 	my $tsv = "$WORK/cdc_logical.tsv";
-	if ($c eq 'captured')
+	if ($c ne 'logical')
 	{
 		sql(q{TRUNCATE cdc_recv; SELECT streamguard.seek('bench_cdc', 'lat', clock_timestamp())});
-		$pid = $self->sg_consumer('cdc_lat_consumer', $K{BENCH_CDC_SECONDS} + 5);
+		local $ENV{PGOPTIONS} = $c eq 'captured_async' ? '-c synchronous_commit=off' : '';
+		$pid = $self->sg_consumer("cdc_lat_${c}_$rate", $K{BENCH_CDC_SECONDS} + 5);
 	}
 	else
 	{
@@ -205,10 +245,10 @@ sub latency
 		($pid, $spid) = $self->logical_reader('bench_cdc', $tsv, 'cdc_lat') or return $self->{res}{"lat|$k"} = 'ERR';
 	}
 	sleep 1;
-	my $res = load("cdc_lat_${c}_$rate", $c, $rate, $K{BENCH_CDC_SECONDS});
+	my $res = load("cdc_lat_${c}_$rate", $c eq "captured_async" ? "captured" : $c, $rate, $K{BENCH_CDC_SECONDS});
 	my $ok = $res;
 	my $q;
-	if ($c eq 'captured')
+	if ($c ne 'logical')
 	{
 		$ok = defined reap($pid, 60) && $ok;
 		$q = "SELECT extract(epoch FROM recv - stamp) * 1000 AS ms FROM cdc_recv WHERE stamp >= '$t0'";
@@ -326,14 +366,14 @@ sub report
 	my $r = $self->{res};
 	my $num = sub { my $v = $r->{ $_[0] }; defined $v && $v =~ /^[0-9.]+$/ ? $v : undef };
 	push @out, "One server, wal_level = logical for every contender; the same table in three schemas.\n\n",
-		"Writer: $K{BENCH_CLIENTS} pgbench clients, one INSERT per transaction, $K{BENCH_SECONDS} s each.\n\n",
+		"Writer: $K{BENCH_CLIENTS} pgbench clients, one INSERT per transaction, $K{BENCH_SECONDS} s each in $K{BENCH_SLICES} slices run round-robin (the first contender rotating, a CHECKPOINT before each slice).\n\n",
 		"| contender | writer tx/s | WAL bytes/change |\n|---|---:|---:|\n";
 	push @out, "| $LABEL{$_} | " . $self->v("tp|$_") . ' | ' . $self->v("walpc|$_") . " |\n" for @C;
-	push @out, "\nLag: each rate offered (pgbench -R, $K{BENCH_CLIENTS} clients) for $K{BENCH_CDC_SECONDS} s; streamguard = the row's write time to clock_timestamp() in a server-side consumer after its poll(wait => 200 ms) returned; logical = the write time to the moment a Perl reader got pg_recvlogical's line (test_decoding, over the replication protocol and a FIFO). A rate pgbench did not reach (< 95 % of it) is marked.\n\n",
+	push @out, "\nLag: each rate offered (pgbench -R, $K{BENCH_CLIENTS} clients) for $K{BENCH_CDC_SECONDS} s; streamguard = the row's write time to clock_timestamp() in a server-side consumer after its poll(wait => 200 ms) returned, committing after every poll (with synchronous_commit = off in the second streamguard row); logical = the write time to the moment a Perl reader got pg_recvlogical's line (test_decoding, over the replication protocol and a FIFO). A rate pgbench did not reach (< 95 % of it) is marked.\n\n",
 		"| offered/s | path | achieved/s | lag p50 ms | lag p99 ms | lag max ms | changes timed |\n|---:|---|---:|---:|---:|---:|---:|\n";
 	for my $rate (rates())
 	{
-		for my $c (@P)
+		for my $c (@LAT)
 		{
 			my $k = "$rate|$c";
 			push @out, "| $rate | $PATH{$c} | " . join(' | ', $self->achieved($k, $rate), map { $self->v("$_|$k") } qw(p50 p99 max n)) . " |\n";
@@ -347,10 +387,11 @@ sub report
 		push @out, "| $PATH{$c} | " . join(' | ', n_fmt($self->v("out|wal|$c")), n_fmt($self->v("out|backlog|$c")),
 			map { $self->v("cu|$_|$c") } qw(done secs rate p50 p99 max)) . " |\n";
 	}
-	my ($tp, $tc, $p99c, $p99l, $oc) = map { $num->($_) } ('tp|plain', 'tp|captured', 'p99|5000|captured', 'p99|5000|logical', 'out|wal|captured');
+	my ($tp, $tc, $p99c, $p99l, $oc, $p99a) = map { $num->($_) } ('tp|plain', 'tp|captured', 'p99|5000|captured', 'p99|5000|logical', 'out|wal|captured', 'p99|5000|captured_async');
 	push @out, "\nTargets:\n\n",
 		'- captured writer >= 0.8x uncaptured: ' . (defined $tp && defined $tc ? sprintf('%.2fx, ', $tc / $tp) . met($tc >= 0.8 * $tp) : 'not measured') . "\n",
 		'- capture p99 <= 10 ms at 5000/s: ' . (defined $p99c ? "$p99c ms, " . met($p99c <= 10) : 'not measured (5000 not in BENCH_CDC_RATE?)') . "\n",
+		'- the same with the consumer committing asynchronously: ' . (defined $p99a ? "$p99a ms, " . met($p99a <= 10) . (defined $p99l ? sprintf(', %.3f of logical decoding\'s', $p99l ? $p99a / $p99l : 0) : '') : 'not measured') . "\n",
 		'- capture p99 <= 1/5 of logical decoding p99 at 5000/s: ' . (defined $p99c && defined $p99l ? sprintf('%.3f of it, ', $p99l ? $p99c / $p99l : 0) . met($p99c * 5 <= $p99l) : 'not measured') . "\n",
 		'- 0 WAL retained by an absent streamguard consumer: ' . (defined $oc ? "$oc bytes (replication slots besides the test's: $r->{slots}), " . met($oc == 0) : 'not measured') . "\n",
 		sprintf("\nLoad average %s at the start, %s at the end.\n", $self->{load0} // '?', $self->{load1} // '?');
