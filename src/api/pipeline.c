@@ -404,6 +404,7 @@ sg_create_pipeline_0_3(PG_FUNCTION_ARGS)
 {
 	SgPipelineSpec spec;
 
+	SgCheckWritable("create_pipeline", "it creates the pipeline");
 	StreamguardCheckLoaded();
 	PipelineCreateArgs(fcinfo, false, &spec);
 	PipelineCreate(&spec);
@@ -416,6 +417,7 @@ sg_create_pipeline(PG_FUNCTION_ARGS)
 	SgPipelineSpec spec;
 	bool		signature_0_1;
 
+	SgCheckWritable("create_pipeline", "it creates the pipeline");
 	StreamguardCheckLoaded();
 	signature_0_1 = SgCalledAs01(fcinfo, "create_pipeline", 13, 20);
 	PipelineCreateArgs(fcinfo, signature_0_1, &spec);
@@ -431,6 +433,7 @@ sg_pause_pipeline(PG_FUNCTION_ARGS)
 	Oid			caller = GetUserId();
 	SgPipeRow	row;
 
+	SgCheckWritable("pause_pipeline", "it changes the pipeline's state");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "pipeline name");
 	SgEnterCatalog(&save);
@@ -449,6 +452,7 @@ sg_resume_pipeline(PG_FUNCTION_ARGS)
 	Oid			caller = GetUserId();
 	SgPipeRow	row;
 
+	SgCheckWritable("resume_pipeline", "it changes the pipeline's state");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "pipeline name");
 	SgEnterCatalog(&save);
@@ -514,6 +518,7 @@ sg_drop_one(const char *name, Oid caller, bool missing_ok)
 Datum
 sg_drop_pipeline(PG_FUNCTION_ARGS)
 {
+	SgCheckWritable("drop_pipeline", "it drops the pipeline");
 	StreamguardCheckLoaded();
 	sg_drop_one(SgTextArg(fcinfo, 0, "pipeline name"), GetUserId(), false);
 	PG_RETURN_VOID();
@@ -601,6 +606,7 @@ sg_reset_pipeline(PG_FUNCTION_ARGS)
 	SgStreamMeta *meta;
 	char	   *cname;
 
+	SgCheckWritable("reset_pipeline", "it moves the pipeline's positions");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "pipeline name");
 	if (!PG_ARGISNULL(1) && !PG_ARGISNULL(2))
@@ -748,6 +754,7 @@ sg_alter_pipeline_0_3(PG_FUNCTION_ARGS)
 	char	   *name;
 	SgPipelineChange change;
 
+	SgCheckWritable("alter_pipeline", "it changes the pipeline");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "pipeline name");
 	PipelineAlterArgs(fcinfo, false, &change);
@@ -761,6 +768,7 @@ sg_alter_pipeline(PG_FUNCTION_ARGS)
 	char	   *name;
 	SgPipelineChange change;
 
+	SgCheckWritable("alter_pipeline", "it changes the pipeline");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "pipeline name");
 	PipelineAlterArgs(fcinfo, SgCalledAs01(fcinfo, "alter_pipeline", 4, 9), &change);

@@ -48,6 +48,7 @@ sg_purge_dead_letters(PG_FUNCTION_ARGS)
 	char		nulls[2] = {' ', ' '};
 	int64		removed;
 
+	SgCheckWritable("purge_dead_letters", "it deletes dead letters");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "pipeline name");
 	SgEnterCatalog(&save);
@@ -83,6 +84,7 @@ sg_skip_event(PG_FUNCTION_ARGS)
 	int64		next_seq;
 	bool		isnull;
 
+	SgCheckWritable("skip_event", "it moves the pipeline's position");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "pipeline name");
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
@@ -186,6 +188,7 @@ sg_redrive_dead_letters(PG_FUNCTION_ARGS)
 				i;
 	SgOwnerContext ctx;
 
+	SgCheckWritable("redrive_dead_letters", "it appends the dead letters again");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "pipeline name");
 	SgCheckName("pipeline", name);

@@ -63,6 +63,7 @@ sg_create_stream(PG_FUNCTION_ARGS)
 	bool		isnull;
 	int			ret;
 
+	SgCheckWritable("create_stream", "it creates the stream");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "stream name");
 	SgCheckName("stream", name);
@@ -204,6 +205,7 @@ sg_drop_stream(PG_FUNCTION_ARGS)
 				seg;
 	StringInfoData sql;
 
+	SgCheckWritable("drop_stream", "it drops the stream");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "stream name");
 	if (PG_ARGISNULL(1))
@@ -411,6 +413,7 @@ sg_change_grant(FunctionCallInfo fcinfo, bool grant)
 Datum
 sg_grant_stream(PG_FUNCTION_ARGS)
 {
+	SgCheckWritable("grant_stream", "it changes the stream's privileges");
 	sg_change_grant(fcinfo, true);
 	PG_RETURN_VOID();
 }
@@ -418,6 +421,7 @@ sg_grant_stream(PG_FUNCTION_ARGS)
 Datum
 sg_revoke_stream(PG_FUNCTION_ARGS)
 {
+	SgCheckWritable("revoke_stream", "it changes the stream's privileges");
 	sg_change_grant(fcinfo, false);
 	PG_RETURN_VOID();
 }
@@ -448,6 +452,7 @@ sg_alter_stream(PG_FUNCTION_ARGS)
 	Datum		segment = (Datum) 0;
 	bool		segment_null;
 
+	SgCheckWritable("alter_stream", "it changes the stream");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "stream name");
 	SgCheckName("stream", name);
@@ -596,6 +601,7 @@ sg_set_payload_check(PG_FUNCTION_ARGS)
 	Oid			owner;
 	bool		isnull;
 
+	SgCheckWritable("set_payload_check", "it changes the stream");
 	StreamguardCheckLoaded();
 	name = SgTextArg(fcinfo, 0, "stream name");
 	SgCheckName("stream", name);

@@ -630,6 +630,7 @@ sg_create_window_pipeline(PG_FUNCTION_ARGS)
 {
 	SgWindowArgs a;
 
+	SgCheckWritable("create_window_pipeline", "it creates the pipeline");
 	StreamguardCheckLoaded();
 	SgCheckPrimary("create_window_pipeline");
 	sg_window_args(fcinfo, &a);

@@ -468,6 +468,7 @@ sg_capture_table(PG_FUNCTION_ARGS)
 	int32		id;
 	char	   *relname;
 
+	SgCheckWritable("capture_table", "it installs the capture");
 	SgTableStreamArgs(fcinfo, "capture_table", true, &relid, &stream);
 	if (PG_ARGISNULL(3))
 		ereport(ERROR,
@@ -574,6 +575,7 @@ sg_uncapture_table(PG_FUNCTION_ARGS)
 		"WHERE c.relid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 "
 		"AND ($2 IS NULL OR s.name OPERATOR(pg_catalog.=) $2) ORDER BY c.id";
 
+	SgCheckWritable("uncapture_table", "it removes the capture");
 	SgTableStreamArgs(fcinfo, "uncapture_table", false, &relid, &stream);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		ereport(ERROR,

@@ -107,6 +107,31 @@ SgCheckPrimary(const char *function)
 }
 
 /*
+ * An entry point that writes (events, positions, catalog rows) refuses a
+ * read-only transaction and a standby up front, with its own name, rather
+ * than failing later inside one of its SQL statements ("cannot execute
+ * SELECT FOR KEY SHARE in a read-only transaction", with the extension's
+ * SQL as context).  what: what the function writes ("it moves the
+ * consumer's position").
+ */
+void
+SgCheckWritable(const char *function, const char *what)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("streamguard.%s() cannot run on a hot standby", function),
+				 errdetail("It writes to the database: %s.", what),
+				 errhint("Run it on the primary.")));
+	if (XactReadOnly)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("streamguard.%s() cannot run in a read-only transaction", function),
+				 errdetail("It writes to the database: %s.", what),
+				 errhint("Run it in a read-write transaction.")));
+}
+
+/*
  * Names of streams and consumers: 1..63 bytes of letters, digits, '_' and
  * '-', starting with a letter or '_'.  They are only ever used as values,
  * but a strict alphabet keeps them safe to print and to quote.

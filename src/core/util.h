@@ -55,6 +55,7 @@ extern bool SgRunningForbidsAppendTo(int32 stream_id);
 /* entry checks */
 extern void StreamguardCheckLoaded(void);
 extern void SgCheckPrimary(const char *function);
+extern void SgCheckWritable(const char *function, const char *what);
 extern char *SgCatalogVersionProblem(const char *extversion, const char *dbname, char **hint);
 extern bool SgCatalogHas(const char *relname);
 extern bool SgPipelineStatsCatalog(void);

@@ -364,6 +364,7 @@ sg_append(PG_FUNCTION_ARGS)
 	bool		rnulls[2] = {false, false};
 	SgEventRow	ev;
 
+	SgCheckWritable("append", "it appends an event");
 	StreamguardCheckLoaded();
 	SgCheckPrimary("append");
 	name = SgTextArg(fcinfo, 0, "stream name");
@@ -518,6 +519,7 @@ sg_append_batch(PG_FUNCTION_ARGS)
 	int32	   *segs;
 	TimestampTz now;
 
+	SgCheckWritable("append_batch", "it appends events");
 	StreamguardCheckLoaded();
 	SgCheckPrimary("append_batch");
 	InitMaterializedSRF(fcinfo, 0);

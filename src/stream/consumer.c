@@ -683,6 +683,7 @@ sg_poll_0_3(PG_FUNCTION_ARGS)
 	long		wait_ms;
 	char	   *member;
 
+	SgCheckWritable("poll", "it moves the consumer's position");
 	sg_poll_args(fcinfo, &name, &consumer, &max_events);
 	sg_poll_args_0_2(fcinfo, &wait_ms, &member);
 	sg_poll_run(fcinfo, name, consumer, max_events, wait_ms, member);
@@ -699,6 +700,7 @@ sg_poll(PG_FUNCTION_ARGS)
 	char	   *member = NULL;
 	bool		signature_0_1 = SgCalledAs01(fcinfo, "poll", 3, 5);
 
+	SgCheckWritable("poll", "it moves the consumer's position");
 	sg_poll_args(fcinfo, &name, &consumer, &max_events);
 	if (!signature_0_1)
 		sg_poll_args_0_2(fcinfo, &wait_ms, &member);

@@ -683,6 +683,7 @@ sg_leave_group(PG_FUNCTION_ARGS)
 	int			ret;
 	int			i;
 
+	SgCheckWritable("leave_group", "it removes the member from the group");
 	SgConsumerArgs(fcinfo, "leave_group", &name, &consumer);
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,

@@ -162,6 +162,7 @@ sg_seek(PG_FUNCTION_ARGS)
 	SgStreamMeta *meta;
 	SgUserSave	save;
 
+	SgCheckWritable("seek", "it moves the consumer's position");
 	SgConsumerArgs(fcinfo, "seek", &name, &consumer);
 	if (PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		ereport(ERROR,
@@ -199,6 +200,7 @@ sg_seek_time(PG_FUNCTION_ARGS)
 	SgStreamMeta *meta;
 	SgUserSave	save;
 
+	SgCheckWritable("seek", "it moves the consumer's position");
 	SgConsumerArgs(fcinfo, "seek", &name, &consumer);
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -272,6 +274,7 @@ sg_drop_consumer(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	int			ret;
 
+	SgCheckWritable("drop_consumer", "it drops the consumer's positions");
 	SgConsumerArgs(fcinfo, NULL, &name, &consumer);
 
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -165,4 +165,20 @@ like($probe, qr{src/sql/views\.sql:\d+: a top-level SET outlives the script}, '.
 like($probe, qr{src/sql/views\.sql:\d+: set_config\(\.\.\., false\) outlives}, '... so is set_config(..., false) in a DO block');
 like($probe, qr/^2 setting\(s\)|, 2 setting\(s\)/m, '... and a function\'s SET clause and a comment are not counted') or diag($probe);
 system('rm', '-rf', $tmp);
+
+# every SQL-callable function is a writer that refuses read-only
+# transactions up front, or a listed reader (scripts/writable-check.pl);
+# a new function in neither class fails
+my $wc = `cd '$root' && perl scripts/writable-check.pl 2>&1`;
+is($? >> 8, 0, 'every SQL-callable function writes through SgCheckWritable or is a listed reader') or diag($wc);
+like($wc, qr/^[1-9]\d* SQL-callable functions: [1-9]\d* writers/m, '... and the check found them');
+system('mkdir', '-p', $tmp) == 0 or die;
+system("cp -r '$root/src' '$root/scripts' '$tmp/'") == 0 or die;
+open($fh, '>>', "$tmp/src/core/util.c") or die;
+print $fh "\nPG_FUNCTION_INFO_V1(sg_probe_writer);\nDatum sg_probe_writer(PG_FUNCTION_ARGS);\nDatum\nsg_probe_writer(PG_FUNCTION_ARGS)\n{\n\tPG_RETURN_VOID();\n}\n";
+close $fh;
+$probe = `cd '$tmp' && perl scripts/writable-check.pl 2>&1`;
+like($probe, qr{src/core/util\.c: sg_probe_writer neither calls SgCheckWritable}, 'a planted unclassified function fails the check')
+  or diag($probe);
+system('rm', '-rf', $tmp);
 done_testing();
