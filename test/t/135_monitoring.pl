@@ -96,6 +96,14 @@ SELECT streamguard.create_stream('s', 1);
 CREATE TABLE t (n int);
 SELECT streamguard.create_pipeline('p', 's', 'INSERT INTO t SELECT 1 FROM batch', batch_size => 10);
 SELECT count(*) FROM streamguard.append_batch('s', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 7)));
+-- values that exist for some rows only (a paused pipeline has no worker_up,
+-- a window pipeline on a quiet stream): no NaN in a scrape
+SELECT streamguard.create_stream('quiet', 1, retention => '1 hour');
+CREATE TABLE w (window_start timestamptz, window_end timestamptz, key text, events numeric);
+SELECT streamguard.create_window_pipeline('pw2', 'quiet', 'w', '1 hour');
+CREATE TABLE t2 (n int);
+SELECT streamguard.create_pipeline('pp', 's', 'INSERT INTO t2 SELECT 1 FROM batch');
+SELECT streamguard.pause_pipeline('pp');
 });
 ok(wait_pipelines_running($node, [qw(p pr pw pk)], 90), 'the four pipelines of postgres run')
   or diag(pipelines_report($node));
@@ -312,13 +320,21 @@ for my $mode ([ 'one database', [] ], [ 'auto-discovery', ['--auto-discover-data
 	}
 	my @in = map { "$_->{database}/$_->{pipeline}" } labels_of($body2, 'streamguard_pipeline_events_in_total');
 	my @want_in = $what eq 'one database' ? qw(postgres/p postgres/pk postgres/pr postgres/pw)
-	  : qw(postgres/p postgres/pk postgres/pr postgres/pw second/p);
+	  : qw(postgres/p postgres/pk postgres/pr postgres/pw second/p second/pp second/pw2);
 	is_deeply([ sort @in ], \@want_in, "exporter ($what): events_in_total of every pipeline of every database");
 	my $xconsumed = 0;
 	$xconsumed += $1 while $body2 =~ /^streamguard_consumer_consumed_events_total\{consumer="pipeline:p",database="postgres",partition="\d+",server="[^"]+",stream="s"\} (\S+)$/mg;
 	is($xconsumed, 95, "exporter ($what): consumed_events_total of pipeline p");
 	like($body2, qr/^streamguard_stream_appended_events_total\{database="postgres",server="[^"]+",stream="s"\} 95$/m,
 		"exporter ($what): appended_events_total of s");
+	my @nan = grep { /^streamguard_\S+ NaN$/ } split /\n/, $body2;
+	is_deeply(\@nan, [], "exporter ($what): no series is NaN (a value some rows lack has a query of its own)");
+	if (@$args)
+	{
+		unlike($body2, qr/^streamguard_pipeline_worker_up\{[^}]*pipeline="pp"/m, "exporter ($what): a paused pipeline has no worker_up, as in metrics()");
+		like($body2, qr/^streamguard_pipeline_worker_up\{database="second",pipeline="p",server="[^"]+"\} 1$/m, "exporter ($what): ... a running one has 1");
+		like($body2, qr/^streamguard_window_open\{database="second",pipeline="pw2",server="[^"]+"\} 0$/m, "exporter ($what): ... but its other window series");
+	}
 	ok(stop_exporter($x), "exporter ($what): still running after the scrapes");
 	$xall = $body2 if @$args;
 }
