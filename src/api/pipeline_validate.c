@@ -258,33 +258,68 @@ static void sg_check_remote_sink_on(SgRemote *rp, const char *server, const char
 									const char *cols, SgSinkMode mode, const char *conflict);
 
 /*
- * A bookkeeping table of ours on the sink: created now if the remote role
- * may; if it may not, the error says what a remote administrator runs.
+ * The bookkeeping tables of ours a sink mode needs on the remote: created
+ * now if the remote role may; if it may not, one error names every table
+ * that is missing and the hint gives everything a remote administrator
+ * runs (not one table per attempt).
  */
-static void
-sg_ensure_remote_table(SgRemote *rp, const char *server, const char *relname, const char *ddl)
+typedef struct SgRemoteTable
 {
-	const char *params[1] = {relname};
-	SgRemoteResult *res;
-	bool		exists;
-	bool		may_create;
+	const char *relname;
+	const char *ddl;
+} SgRemoteTable;
 
-	res = RemoteExec(rp, "SELECT pg_catalog.to_regclass($1) IS NOT NULL, "
-					 "pg_catalog.has_schema_privilege('public', 'CREATE')", 1, params);
-	exists = strcmp(RemoteGetValue(res, 0, 0), "t") == 0;
-	may_create = strcmp(RemoteGetValue(res, 0, 1), "t") == 0;
-	RemoteClear(res);
-	if (exists)
+static void
+sg_ensure_remote_tables(SgRemote *rp, const char *server, const SgRemoteTable *tables, int n)
+{
+	StringInfoData missing,
+				ddl,
+				names;
+	bool		may_create = false;
+	int			nmissing = 0;
+	int			i;
+
+	initStringInfo(&missing);
+	initStringInfo(&ddl);
+	initStringInfo(&names);
+	for (i = 0; i < n; i++)
+	{
+		const char *params[1] = {tables[i].relname};
+		SgRemoteResult *res;
+
+		res = RemoteExec(rp, "SELECT pg_catalog.to_regclass($1) IS NOT NULL, "
+						 "pg_catalog.has_schema_privilege('public', 'CREATE')", 1, params);
+		may_create = strcmp(RemoteGetValue(res, 0, 1), "t") == 0;
+		if (strcmp(RemoteGetValue(res, 0, 0), "t") != 0)
+		{
+			appendStringInfo(&missing, "%s%s", nmissing ? " and " : "", tables[i].relname);
+			appendStringInfo(&names, "%s%s", nmissing ? ", " : "", tables[i].relname);
+			appendStringInfo(&ddl, "%s;%s", tables[i].ddl, " ");
+			nmissing++;
+		}
+		RemoteClear(res);
+	}
+	if (nmissing == 0)
 		return;
 	if (!may_create)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("table %s does not exist on remote server \"%s\" and its user may not create it",
-						relname, server),
-				 errhint("On the remote, as a role with CREATE on schema public, run: %s; "
+				 errmsg("%s %s %s not exist on remote server \"%s\" and its user may not create %s",
+						nmissing > 1 ? "tables" : "table", missing.data, nmissing > 1 ? "do" : "does",
+						server, nmissing > 1 ? "them" : "it"),
+				 errhint("On the remote, as a role with CREATE on schema public, run: %s"
 						 "then GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO the pipeline's remote user.",
-						 ddl, relname)));
-	RemoteExecOk(rp, ddl);
+						 ddl.data, names.data)));
+	for (i = 0; i < n; i++)
+	{
+		const char *params[1] = {tables[i].relname};
+		SgRemoteResult *res = RemoteExec(rp, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", 1, params);
+		bool		exists = strcmp(RemoteGetValue(res, 0, 0), "t") == 0;
+
+		RemoteClear(res);
+		if (!exists)
+			RemoteExecOk(rp, tables[i].ddl);
+	}
 }
 
 void
@@ -346,22 +381,31 @@ sg_check_remote_sink_on(SgRemote *rp, const char *server, const char *table, con
 		}
 		RemoteClear(res);
 		/* each batch's transaction id, written with its rows (in-doubt resolution) */
-		sg_ensure_remote_table(rp, server, "public.streamguard_sink_marker",
-							   "CREATE TABLE public.streamguard_sink_marker ("
-							   " pipeline text PRIMARY KEY, gid text NOT NULL)");
+		{
+			static const SgRemoteTable marker[] = {
+				{"public.streamguard_sink_marker",
+				"CREATE TABLE public.streamguard_sink_marker (pipeline text PRIMARY KEY, gid text NOT NULL)"},
+			};
+
+			sg_ensure_remote_tables(rp, server, marker, lengthof(marker));
+		}
 	}
 	else
 	{
-		sg_ensure_remote_table(rp, server, "public.streamguard_sink_offsets",
-							   "CREATE TABLE public.streamguard_sink_offsets ("
-							   " pipeline text NOT NULL, partition int NOT NULL, position bigint NOT NULL,"
-							   " PRIMARY KEY (pipeline, partition))");
-		/* dead letters committed with the rows and positions (sink_remote_write.c) */
-		sg_ensure_remote_table(rp, server, "public.streamguard_sink_dead_letters",
-							   "CREATE TABLE public.streamguard_sink_dead_letters ("
-							   " pipeline text NOT NULL, partition int NOT NULL, seq bigint NOT NULL,"
-							   " key text, payload jsonb, dedup_key text, appended_at timestamptz,"
-							   " error text, sqlstate text, PRIMARY KEY (pipeline, partition, seq))");
+		/* the positions, and the dead letters committed with the rows (sink_remote_write.c) */
+		static const SgRemoteTable offsets[] = {
+			{"public.streamguard_sink_offsets",
+				"CREATE TABLE public.streamguard_sink_offsets ("
+				"pipeline text NOT NULL, partition int NOT NULL, position bigint NOT NULL,"
+			" PRIMARY KEY (pipeline, partition))"},
+			{"public.streamguard_sink_dead_letters",
+				"CREATE TABLE public.streamguard_sink_dead_letters ("
+				"pipeline text NOT NULL, partition int NOT NULL, seq bigint NOT NULL,"
+				" key text, payload jsonb, dedup_key text, appended_at timestamptz,"
+			" error text, sqlstate text, PRIMARY KEY (pipeline, partition, seq))"},
+		};
+
+		sg_ensure_remote_tables(rp, server, offsets, lengthof(offsets));
 	}
 }
 

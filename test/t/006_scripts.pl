@@ -4,7 +4,8 @@
 #   - the demo's mode (what `bash scripts/demo.sh` installs on a bare Debian)
 #     is the build packages and procps, none of the test tools;
 #   - scripts/test.sh refuses an unknown layer in SG_LAYERS at once;
-#   - the package lists in README.md ("Two commands") and docs/operations.md
+#   - the package lists in README.md ("Two commands", and the test tools of
+#     the install section) and docs/operations.md
 #     ("The scripted way") are exactly the script's, so that the docs cannot
 #     drift from what a fresh machine gets.
 
@@ -88,6 +89,15 @@ for my $doc (
 	ok(defined $got, "$doc->[0]: the paragraph on the installed packages is there")
 	  or next;
 	is_deeply($got, \@want, "$doc->[0]: it lists exactly the packages of the demo and the test command");
+}
+
+# README's install section: what install-deps.sh installs without --build
+# beyond the build packages, exactly
+{
+	my $got = doc_packages('README.md', 'Without `--build` it also installs the test tools', 'which');
+	ok(defined $got, 'README.md: the sentence on the test tools is there') or diag('not found');
+	is_deeply($got // [], [ sort grep { !$build{$_} } @all ],
+		'README.md: it names exactly the packages the default mode adds to the build ones');
 }
 
 done_testing();

@@ -139,6 +139,23 @@ $local->safe_psql('postgres', qq{ALTER USER MAPPING FOR alice SERVER srv OPTIONS
 expect_ok($local, sink_pipeline('a_ok', 'srv'),
 	'with the password the remote asks for, alice creates a remote-sink pipeline', user => 'alice');
 expect_ok($local, source_pipeline('a_ok_src', 'srv'), '... and a remote-source pipeline', user => 'alice');
+
+# offsets mode needs two bookkeeping tables the remote user may not create
+# (no CREATE on public since PostgreSQL 15): one error names both and its
+# hint gives both statements; created as it says, the pipeline is created
+{
+	my ($ok, $out, $err) = try_psql($local, sink_pipeline('a_off', 'srv', 'offsets'), user => 'alice');
+	ok(!$ok && sqlstate($err) eq '42501', 'offsets mode without its remote tables: 42501') or diag($err);
+	like($err, qr/tables public\.streamguard_sink_offsets and public\.streamguard_sink_dead_letters do not exist on remote server "srv" and its user may not create them/,
+		'... one error names both tables');
+	my ($hint) = $err =~ /^HINT:\s+(.*)$/m;
+	like($hint // '', qr/CREATE TABLE public\.streamguard_sink_offsets .*; CREATE TABLE public\.streamguard_sink_dead_letters .*; then GRANT SELECT, INSERT, UPDATE, DELETE ON public\.streamguard_sink_offsets, public\.streamguard_sink_dead_letters TO/,
+		'... and the hint gives both statements and the grant') or diag($err);
+	my @ddl = ($hint // '') =~ /(CREATE TABLE [^;]+);/g;
+	$remote->safe_psql('postgres', join(";\n", @ddl, 'GRANT SELECT, INSERT, UPDATE, DELETE ON public.streamguard_sink_offsets, public.streamguard_sink_dead_letters TO r_loader'));
+	expect_ok($local, sink_pipeline('a_off', 'srv', 'offsets'), '... run as the hint says, the pipeline is created', user => 'alice');
+	$local->safe_psql('postgres', q{SELECT streamguard.drop_pipeline('a_off')});
+}
 is($local->safe_psql('postgres', q{SELECT string_agg(pipeline || ':' || owner, ',' ORDER BY pipeline) FROM streamguard.pipelines}),
 	'a_ok:alice,a_ok_src:alice', 'both pipelines are owned by alice');
 ok(wait_pipelines_running($local, [qw(a_ok a_ok_src)], 60), 'both run');
