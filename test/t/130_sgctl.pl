@@ -217,7 +217,7 @@ sql(q{SELECT streamguard.create_stream('bad')});
 	($rc, $out, $err) = sg([ 'produce', 'bad', $file, '--skip-bad', '--dedup', '.id' ]);
 	is($rc, 0, '--skip-bad exits 0');
 	like($err, qr/bad\.ndjson:7: skipped: /, '--skip-bad reports the line');
-	is($out, qq(9 events sent to stream "bad" in 1 batches, 1 bad lines skipped\n), '--skip-bad: the summary counts the skipped line');
+	is($out, qq(9 events sent to stream "bad" in 1 batch, 1 bad line skipped\n), '--skip-bad: the summary counts the skipped line');
 	is(sql(q{SELECT string_agg(payload->>'id', ',' ORDER BY seq) FROM streamguard.read('bad', 0, 0, 100)}),
 		'1,2,3,4,5,6,8,9,10', '--skip-bad appends the rest, the re-run nothing twice');
 

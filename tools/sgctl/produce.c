@@ -797,10 +797,10 @@ CmdProduce(int argc, char **argv, SgConnOpts *copts)
 	 */
 	if (rc == SG_EXIT_OK && !quiet && !pr.progress)
 	{
-		printf("%lld events sent to stream \"%s\" in %lld batches",
-			   pr.appended, pr.stream, pr.batches);
+		printf("%lld event%s sent to stream \"%s\" in %lld batch%s",
+			   pr.appended, pr.appended == 1 ? "" : "s", pr.stream, pr.batches, pr.batches == 1 ? "" : "es");
 		if (pr.bad > 0)
-			printf(", %lld bad lines skipped", pr.bad);
+			printf(", %lld bad line%s skipped", pr.bad, pr.bad == 1 ? "" : "s");
 		printf("\n");
 		fflush(stdout);
 	}
