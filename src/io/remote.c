@@ -121,6 +121,7 @@ PG_FUNCTION_INFO_V1(sg_remote_validator);
 int			sg_remote_timeout_ms = 10000;
 
 static void sg_end_stale_session(SgRemote *r);
+static void sg_read_backend_start(SgRemote *r, TimestampTz deadline);
 
 typedef struct SgOption
 {
@@ -289,6 +290,7 @@ RemoteConnect(SgRemote *r, const char *server_name, Oid userid)
 		r->last_error[0] = '\0';
 		/* remote statements must not run longer than we wait for them */
 		sg_exec_ok(r, psprintf("SET statement_timeout = %d", sg_remote_timeout_ms), 0, NULL);
+		sg_read_backend_start(r, deadline);
 		if (r->stale_pid > 0)
 			sg_end_stale_session(r);
 	}
@@ -306,6 +308,22 @@ RemoteConnect(SgRemote *r, const char *server_name, Oid userid)
 	r->backend_pid = PQbackendPID(sg_conn_find(r->conn_id)->conn);
 }
 
+/* the remote backend's start, UTC, as text whatever the session's DateStyle */
+#define SG_BACKEND_START "pg_catalog.to_char(backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"
+
+static void
+sg_read_backend_start(SgRemote *r, TimestampTz deadline)
+{
+	PGresult   *res = sg_exec(r, "SELECT " SG_BACKEND_START " FROM pg_catalog.pg_stat_activity "
+							  "WHERE pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()",
+							  0, NULL, false, false, deadline);
+
+	r->backend_start[0] = '\0';
+	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		strlcpy(r->backend_start, PQgetvalue(res, 0, 0), sizeof(r->backend_start));
+	PQclear(res);
+}
+
 /*
  * End the remote backend of an earlier connection of ours and wait until
  * it is gone.  A backend we gave up on may still hold a statement we sent
@@ -317,15 +335,32 @@ static void
 sg_end_stale_session(SgRemote *r)
 {
 	char		pid[16];
-	const char *params[1] = {pid};
+	const char *params[2] = {pid, r->stale_start};
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), sg_remote_timeout_ms);
 
+	/*
+	 * Only that backend: the same pid and the same start (a pid is reused,
+	 * and ending a stranger's session is not ours to do), and only while it
+	 * is there (no WARNING on the remote for a pid that is gone).
+	 */
+	const char *which;
+	int			nparams = 2;
+
 	snprintf(pid, sizeof(pid), "%d", r->stale_pid);
-	sg_exec_ok(r, "SELECT pg_catalog.pg_terminate_backend($1::pg_catalog.int4)", 1, params);
+	/* a start never read (cannot happen with a visible own row): the pid alone */
+	if (r->stale_start[0] == '\0')
+	{
+		which = "FROM pg_catalog.pg_stat_activity WHERE pid OPERATOR(pg_catalog.=) $1::pg_catalog.int4";
+		nparams = 1;
+	}
+	else
+		which = "FROM pg_catalog.pg_stat_activity WHERE pid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
+			"AND " SG_BACKEND_START " OPERATOR(pg_catalog.=) $2";
+	sg_exec_ok(r, psprintf("SELECT pg_catalog.pg_terminate_backend(pid) %s", which), nparams, params);
 	for (;;)
 	{
-		PGresult   *res = sg_exec(r, "SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
-								  1, params, false, false, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+		PGresult   *res = sg_exec(r, psprintf("SELECT 1 %s", which),
+								  nparams, params, false, false, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 																				sg_remote_timeout_ms));
 		bool		alive = PQntuples(res) > 0;
 

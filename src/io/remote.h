@@ -22,7 +22,9 @@ typedef struct SgRemote
 	int			backend_pid;	/* its remote backend, once set up; 0: none */
 	char		server_name[NAMEDATALEN];
 	int64		rtt_us;			/* last statement's round trip */
+	char		backend_start[32];	/* its start, UTC text: pid and start name it */
 	int			stale_pid;		/* backend of a connection we gave up on */
+	char		stale_start[32];	/* ... and its start (a pid is reused) */
 	char		last_error[256];	/* one line, for the views */
 } SgRemote;
 

@@ -327,7 +327,10 @@ RemoteDisconnect(SgRemote *r)
 	SgConn	   *c = sg_conn_find(r->conn_id);
 
 	if (r->backend_pid > 0)
+	{
 		r->stale_pid = r->backend_pid;
+		strlcpy(r->stale_start, r->backend_start, sizeof(r->stale_start));
+	}
 	if (c)
 		sg_conn_close(c);
 	r->conn_id = 0;

@@ -265,14 +265,20 @@ is($remote->safe_psql('postgres', 'SELECT sc FROM sink_2pc WHERE id = 20'), 'on'
 
 # the remote loses a prepared transaction whose batch committed here
 {
-	# the worker keeps its session; new sessions cannot log in meanwhile
+	# the worker stops between the local commit and COMMIT PREPARED (held
+	# there); then new sessions cannot log in, and it is ended (a mapping
+	# changed under a running worker makes it connect again at its next
+	# batch, so the change comes while it holds)
+	my $off = log_offset($local);
+	$local->safe_psql('postgres', q{SELECT streamguard.inject_fault('p_2pc', 'after_local_commit', 'hold')});
+	$local->safe_psql('postgres', q{SELECT streamguard.append('src', '{"id": 23}')});
+	ok(defined wait_log($local, qr/pipeline "p_2pc": injected fault, holding/, $off, 30),
+		'lost batch: the worker holds between the local commit and COMMIT PREPARED');
 	$local->safe_psql('postgres',
 		q{ALTER USER MAPPING FOR CURRENT_USER SERVER rs OPTIONS (SET password 'wrong')});
-	my $off = log_offset($local);
-	$local->safe_psql('postgres', q{SELECT streamguard.inject_fault('p_2pc', 'after_local_commit', 'exit')});
-	$local->safe_psql('postgres', q{SELECT streamguard.append('src', '{"id": 23}')});
-	ok(defined wait_log($local, qr/pipeline "p_2pc": injected fault, exiting/, $off, 30),
-		'lost batch: worker exited between the local commit and COMMIT PREPARED');
+	my $held = $local->safe_psql('postgres', q{SELECT worker_pid FROM streamguard.pipelines WHERE pipeline = 'p_2pc'});
+	is($local->safe_psql('postgres', qq{SELECT pg_terminate_backend($held)}), 't', 'lost batch: ... and is ended there');
+	ok(wait_for_value($local, qq{SELECT count(*) FROM pg_stat_activity WHERE pid = $held}, '0', 30), 'lost batch: ... gone');
 	is($local->safe_psql('postgres', 'SELECT count(*) FROM streamguard.remote_prepared'), 1,
 		'lost batch: the decision is recorded locally');
 	# "restore the remote from a backup": the prepared transaction is gone

@@ -297,15 +297,20 @@ ok(wait_pipelines_running($local, ['p_2pc'], 30), 'abort: the two_phase pipeline
 $local->safe_psql('postgres', q{SELECT streamguard.append('src', '{"id": 1}')});
 ok(wait_for_value($remote, 'SELECT count(*) FROM sink_2pc', 1, 30), 'abort: delivered');
 {
-	# the worker keeps its session as sinker; any new one logs in as other,
-	# who may not finish sinker's prepared transactions
+	# the worker stops between the local commit and COMMIT PREPARED (held
+	# there, as sinker); then the mapping names other, who may not finish
+	# sinker's prepared transactions, and the worker is ended: its successor
+	# logs in as other.  (A mapping changed under a running worker makes it
+	# connect again at its next batch, so the change comes while it holds.)
+	my $off = log_offset($local);
+	$local->safe_psql('postgres', q{SELECT streamguard.inject_fault('p_2pc', 'after_local_commit', 'hold')});
+	$local->safe_psql('postgres', q{SELECT streamguard.append('src', '{"id": 2}')});
+	ok(defined wait_log($local, qr/pipeline "p_2pc": injected fault, holding/, $off, 30),
+		'abort: the worker holds between the local commit and COMMIT PREPARED');
 	$local->safe_psql('postgres',
 		qq{ALTER USER MAPPING FOR CURRENT_USER SERVER r2pc OPTIONS (SET user 'other', SET password '$other_pw')});
-	my $off = log_offset($local);
-	$local->safe_psql('postgres', q{SELECT streamguard.inject_fault('p_2pc', 'after_local_commit', 'exit')});
-	$local->safe_psql('postgres', q{SELECT streamguard.append('src', '{"id": 2}')});
-	ok(defined wait_log($local, qr/pipeline "p_2pc": injected fault, exiting/, $off, 30),
-		'abort: the worker exited between the local commit and COMMIT PREPARED');
+	my $held = val($local, q{SELECT worker_pid FROM streamguard.pipelines WHERE pipeline = 'p_2pc'});
+	is(val($local, qq{SELECT pg_terminate_backend($held)}), 't', 'abort: the held worker is ended');
 	ok( defined wait_log($local,
 			qr/pipeline "p_2pc": batch failed \(attempt \d+\): remote server "r2pc": permission denied to finish prepared transaction/,
 			$off, 30),

@@ -333,12 +333,13 @@ SELECT streamguard.capture_table('acct', 'cdc');
 	{
 		if ($b == 10)
 		{
-			# p_2pc's worker exits between its local commit and COMMIT
-			# PREPARED, and its next incarnation cannot log in to the sink:
-			# the batch stays in doubt through the upgrade
-			$old->safe_psql('postgres', q{ALTER USER MAPPING FOR CURRENT_USER SERVER warehouse OPTIONS (SET password 'wrong')});
+			# p_2pc's worker stops between its local commit and COMMIT
+			# PREPARED (held there), and, ended, its next incarnation cannot
+			# log in to the sink: the batch stays in doubt through the
+			# upgrade (the mapping changes while it holds: a mapping changed
+			# under a running worker makes it connect again at its next batch)
 			my $off = log_offset($old);
-			$old->safe_psql('postgres', q{SELECT streamguard.inject_fault('p_2pc', 'after_local_commit', 'exit')});
+			$old->safe_psql('postgres', q{SELECT streamguard.inject_fault('p_2pc', 'after_local_commit', 'hold')});
 			$old->safe_psql('postgres', q{SELECT streamguard.pause_pipeline('p_eo')});
 			ok(wait_for_value($old, q{SELECT count(*) FROM streamguard.pipelines p JOIN pg_stat_activity a ON a.pid = p.worker_pid
 				WHERE p.pipeline = 'p_eo'}, '0', 60), "$t: p_eo paused");
@@ -363,8 +364,12 @@ SELECT streamguard.capture_table('acct', 'cdc');
 	ok(wait_for_value($old, q{SELECT open_windows > 0 FROM streamguard.windows WHERE pipeline = 'w_t'}, 't', 60),
 		"$t: the window pipeline has open windows");
 
-	ok(defined wait_log($old, qr/pipeline "p_2pc": injected fault, exiting/, $fault_off, 180),
-		"$t: p_2pc exited with a batch in doubt");
+	ok(defined wait_log($old, qr/pipeline "p_2pc": injected fault, holding/, $fault_off, 180),
+		"$t: p_2pc holds with a batch in doubt");
+	$old->safe_psql('postgres', q{ALTER USER MAPPING FOR CURRENT_USER SERVER warehouse OPTIONS (SET password 'wrong')});
+	my $held = q1($old, q{SELECT worker_pid FROM streamguard.pipelines WHERE pipeline = 'p_2pc'});
+	is(q1($old, qq{SELECT pg_terminate_backend($held)}), 't', "$t: ... and is ended there");
+	ok(wait_for_value($old, qq{SELECT count(*) FROM pg_stat_activity WHERE pid = $held}, '0', 60), "$t: ... gone");
 	my $old_sysid = q1($old, 'SELECT system_identifier FROM pg_catalog.pg_control_system()');
 	is(q1($old, q{SELECT count(*) FROM streamguard.remote_prepared}) . ' '
 		  . q1($remote, q{SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'sg:%'}), '1 1',
