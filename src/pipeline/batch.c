@@ -267,8 +267,14 @@ sg_batch_fetch(SgWorker *w, SgRun *run, bool isolate, SgBatchResult *result)
 										 psprintf("the owner of the pipeline (role %u) no longer exists", w->def.owner));
 		return false;
 	}
-	/* connections the catalog no longer allows are opened again, or refused */
-	WorkerReopenIfServersChanged(w);
+	/* connections the catalog may no longer allow: closed, opened again or refused */
+	if (WorkerServersChanged(w))
+	{
+		if (w->sink->close)
+			w->sink->close(w);
+		if (w->source->close)
+			w->source->close(w);
+	}
 	if (!w->source->begin(w, b))
 	{
 		/* the source is gone: nothing can run any more */

@@ -40,9 +40,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/memutils.h"
-#include "utils/syscache.h"
 #include "utils/timeout.h"
 
 #include "catalog/pipeline_catalog.h"
@@ -186,52 +184,6 @@ sg_close_routines(SgWorker *w)
 }
 
 /*
- * A worker's connections to remote servers and Kafka clusters outlive the
- * catalog rows that allowed them: DROP SERVER, ALTER SERVER, REVOKE USAGE
- * ON FOREIGN SERVER, DROP or ALTER USER MAPPING.  Any change to
- * pg_foreign_server or pg_user_mapping (an invalidation, processed when a
- * batch's transaction starts) marks them stale; the next batch closes the
- * routines, as after a failed batch, and opens them again, which checks the
- * server, the owner's USAGE and its user mapping once more (and so fails
- * the batch, with the reason, when they are gone).  As postgres_fdw does
- * with its cached connections.
- */
-static bool sg_servers_changed = false;
-
-static void
-sg_servers_invalidated(Datum arg, int cacheid, uint32 hashvalue)
-{
-	sg_servers_changed = true;
-}
-
-static void
-sg_watch_servers(void)
-{
-	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, sg_servers_invalidated, (Datum) 0);
-	CacheRegisterSyscacheCallback(USERMAPPINGOID, sg_servers_invalidated, (Datum) 0);
-}
-
-/*
- * In a batch's transaction, before its source and sink are used: when a
- * server or user mapping changed since the last batch, and this pipeline
- * has a remote or Kafka side, its routines are closed (the next use opens
- * them again).
- */
-void
-WorkerReopenIfServersChanged(SgWorker *w)
-{
-	if (!sg_servers_changed)
-		return;
-	sg_servers_changed = false;
-	if (w->def.source_server == NULL && w->def.sink_server == NULL)
-		return;
-	ereport(LOG,
-			(errmsg("streamguard pipeline \"%s\": a foreign server or user mapping changed; connecting again",
-					w->def.name)));
-	sg_close_routines(w);
-}
-
-/*
  * A failed batch (its transaction aborted, `edata` its error): the attempt
  * counted and recorded, the next one isolated once max_attempts attempts
  * failed for a reason that is not transient, then the backoff.  A control
@@ -306,7 +258,7 @@ PipelineWorkerMain(Datum arg)
 					pstrdup(GetConfigOption("synchronous_commit", false, false)) : "on",
 					PGC_SUSET, PGC_S_OVERRIDE);
 
-	sg_watch_servers();
+	WorkerWatchServers();
 	w->slot = PipelineSlot(dbid, w->def.id, w->def.worker, true);
 	PipelineSlotWorkerStarted(w->slot);
 	before_shmem_exit(sg_worker_exit, PointerGetDatum(w));

@@ -141,7 +141,8 @@ extern void WorkerFault(SgWorker *w, SgFaultPoint point);
 extern SgRemote *WorkerRemote(SgWorker *w, SgRemote *r, int side);
 extern void WorkerRemoteStatus(SgWorker *w, int side, SgRemote *r);
 extern void WorkerRecordError(SgWorker *w, const char *message, bool fail);
-extern void WorkerReopenIfServersChanged(SgWorker *w);
+extern void WorkerWatchServers(void);
+extern bool WorkerServersChanged(SgWorker *w);
 extern bool WorkerTransientError(ErrorData *edata);
 
 /* batchexec.c: the worker's part */

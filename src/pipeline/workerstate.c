@@ -16,7 +16,9 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "catalog/pipeline_catalog.h"
@@ -49,6 +51,52 @@ sg_fault_hold(SgWorker *w, SgFaultPoint point)
 		CHECK_FOR_INTERRUPTS();
 	}
 	elog(LOG, "streamguard pipeline \"%s\": injected fault, released", w->def.name);
+}
+
+/*
+ * A worker's connections to remote servers and Kafka clusters outlive the
+ * catalog rows that allowed them: DROP SERVER, ALTER SERVER, REVOKE USAGE
+ * ON FOREIGN SERVER, DROP or ALTER USER MAPPING.  Any change to
+ * pg_foreign_server or pg_user_mapping (an invalidation, processed when a
+ * batch's transaction starts) marks them stale; the next batch closes the
+ * routines, as after a failed batch, and opens them again, which checks the
+ * server, the owner's USAGE and its user mapping once more (and so fails
+ * the batch, with the reason, when they are gone).  As postgres_fdw does
+ * with its cached connections.
+ */
+static bool sg_servers_changed = false;
+
+static void
+sg_servers_invalidated(Datum arg, int cacheid, uint32 hashvalue)
+{
+	sg_servers_changed = true;
+}
+
+void
+WorkerWatchServers(void)
+{
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, sg_servers_invalidated, (Datum) 0);
+	CacheRegisterSyscacheCallback(USERMAPPINGOID, sg_servers_invalidated, (Datum) 0);
+}
+
+/*
+ * In a batch's transaction, before its source and sink are used: whether a
+ * server or user mapping changed since the last batch and this pipeline
+ * has a remote or Kafka side, so that the batch closes its routines (the
+ * next use opens them again).  Clears the mark.
+ */
+bool
+WorkerServersChanged(SgWorker *w)
+{
+	if (!sg_servers_changed)
+		return false;
+	sg_servers_changed = false;
+	if (w->def.source_server == NULL && w->def.sink_server == NULL)
+		return false;
+	ereport(LOG,
+			(errmsg("streamguard pipeline \"%s\": a foreign server or user mapping changed; connecting again",
+					w->def.name)));
+	return true;
 }
 
 void
