@@ -10,6 +10,9 @@
 #   perl scripts/sql-audit.pl [--all]
 use strict;
 use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use CSource qw(slurp);
 
 my $all = grep { $_ eq '--all' } @ARGV;
 my @verbs = qw(SELECT INSERT UPDATE DELETE WITH CREATE DROP LOCK SET COPY ALTER);
@@ -23,10 +26,7 @@ my ($n, $qualified, $nremote) = (0, 0, 0);
 my @report;
 for my $file (sort glob('src/*.c src/*/*.c'))
 {
-	open(my $fh, '<', $file) or die "$file: $!";
-	local $/;
-	my $src = <$fh>;
-	close $fh;
+	my $src = slurp($file);
 	# concatenate adjacent literals: "a" "b" -> "ab"
 	my @lits;
 	while ($src =~ /((?:"(?:[^"\\\n]|\\.)*"\s*)+)/g)

@@ -276,6 +276,7 @@ sg_ensure_remote_tables(SgRemote *rp, const char *server, const SgRemoteTable *t
 				ddl,
 				names;
 	bool		may_create = false;
+	bool	   *exists = palloc(sizeof(bool) * n);
 	int			nmissing = 0;
 	int			i;
 
@@ -289,8 +290,9 @@ sg_ensure_remote_tables(SgRemote *rp, const char *server, const SgRemoteTable *t
 
 		res = RemoteExec(rp, "SELECT pg_catalog.to_regclass($1) IS NOT NULL, "
 						 "pg_catalog.has_schema_privilege('public', 'CREATE')", 1, params);
+		exists[i] = strcmp(RemoteGetValue(res, 0, 0), "t") == 0;
 		may_create = strcmp(RemoteGetValue(res, 0, 1), "t") == 0;
-		if (strcmp(RemoteGetValue(res, 0, 0), "t") != 0)
+		if (!exists[i])
 		{
 			appendStringInfo(&missing, "%s%s", nmissing ? " and " : "", tables[i].relname);
 			appendStringInfo(&names, "%s%s", nmissing ? ", " : "", tables[i].relname);
@@ -311,15 +313,8 @@ sg_ensure_remote_tables(SgRemote *rp, const char *server, const SgRemoteTable *t
 						 "then GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO the pipeline's remote user.",
 						 ddl.data, names.data)));
 	for (i = 0; i < n; i++)
-	{
-		const char *params[1] = {tables[i].relname};
-		SgRemoteResult *res = RemoteExec(rp, "SELECT pg_catalog.to_regclass($1) IS NOT NULL", 1, params);
-		bool		exists = strcmp(RemoteGetValue(res, 0, 0), "t") == 0;
-
-		RemoteClear(res);
-		if (!exists)
+		if (!exists[i])
 			RemoteExecOk(rp, tables[i].ddl);
-	}
 }
 
 void

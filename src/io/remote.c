@@ -121,7 +121,7 @@ PG_FUNCTION_INFO_V1(sg_remote_validator);
 int			sg_remote_timeout_ms = 10000;
 
 static void sg_end_stale_session(SgRemote *r);
-static void sg_read_backend_start(SgRemote *r, TimestampTz deadline);
+static void sg_session_setup(SgRemote *r, TimestampTz deadline);
 
 typedef struct SgOption
 {
@@ -289,8 +289,7 @@ RemoteConnect(SgRemote *r, const char *server_name, Oid userid)
 			sg_remote_fail(r, "could not make the connection non-blocking", NULL);
 		r->last_error[0] = '\0';
 		/* remote statements must not run longer than we wait for them */
-		sg_exec_ok(r, psprintf("SET statement_timeout = %d", sg_remote_timeout_ms), 0, NULL);
-		sg_read_backend_start(r, deadline);
+		sg_session_setup(r, deadline);
 		if (r->stale_pid > 0)
 			sg_end_stale_session(r);
 	}
@@ -311,16 +310,26 @@ RemoteConnect(SgRemote *r, const char *server_name, Oid userid)
 /* the remote backend's start, UTC, as text whatever the session's DateStyle */
 #define SG_BACKEND_START "pg_catalog.to_char(backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"
 
+/*
+ * A new session, in one round trip: its statement_timeout (remote
+ * statements must not run longer than we wait for them) and its backend's
+ * start, which with the pid names this backend later (sg_end_stale_session).
+ */
 static void
-sg_read_backend_start(SgRemote *r, TimestampTz deadline)
+sg_session_setup(SgRemote *r, TimestampTz deadline)
 {
-	PGresult   *res = sg_exec(r, "SELECT " SG_BACKEND_START " FROM pg_catalog.pg_stat_activity "
-							  "WHERE pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()",
-							  0, NULL, false, false, deadline);
+	char		timeout[16];
+	const char *params[1] = {timeout};
+	PGresult   *res;
 
+	snprintf(timeout, sizeof(timeout), "%d", sg_remote_timeout_ms);
+	res = sg_exec(r, "SELECT pg_catalog.set_config('statement_timeout', $1, false), "
+				  "(SELECT " SG_BACKEND_START " FROM pg_catalog.pg_stat_activity "
+				  "WHERE pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid())",
+				  1, params, false, false, deadline);
 	r->backend_start[0] = '\0';
-	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
-		strlcpy(r->backend_start, PQgetvalue(res, 0, 0), sizeof(r->backend_start));
+	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 1))
+		strlcpy(r->backend_start, PQgetvalue(res, 0, 1), sizeof(r->backend_start));
 	PQclear(res);
 }
 

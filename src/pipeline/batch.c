@@ -269,12 +269,7 @@ sg_batch_fetch(SgWorker *w, SgRun *run, bool isolate, SgBatchResult *result)
 	}
 	/* connections the catalog may no longer allow: closed, opened again or refused */
 	if (WorkerServersChanged(w))
-	{
-		if (w->sink->close)
-			w->sink->close(w);
-		if (w->source->close)
-			w->source->close(w);
-	}
+		BatchCloseRoutines(w);
 	if (!w->source->begin(w, b))
 	{
 		/* the source is gone: nothing can run any more */
@@ -451,6 +446,21 @@ sg_batch_at_most_once(SgWorker *w, SgRun *run)
  * `isolate`: the SQL runs event by event under the error policy (the
  * batch failed max_attempts times).
  */
+/*
+ * The source and the sink drop what they hold open -- after a failed batch
+ * (its transaction aborted: a remote transaction must not outlive it), or
+ * when a server or user mapping changed -- and their next use opens it
+ * afresh.
+ */
+void
+BatchCloseRoutines(SgWorker *w)
+{
+	if (w->sink->close)
+		w->sink->close(w);
+	if (w->source->close)
+		w->source->close(w);
+}
+
 SgBatchResult
 BatchRun(SgWorker *w, bool isolate)
 {

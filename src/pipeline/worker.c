@@ -170,20 +170,6 @@ sg_open_routines(SgWorker *w)
 }
 
 /*
- * After a failed batch (its transaction aborted): the source and the sink
- * drop what the batch left open -- a remote transaction must not outlive
- * it -- and the next batch starts afresh.
- */
-static void
-sg_close_routines(SgWorker *w)
-{
-	if (w->sink->close)
-		w->sink->close(w);
-	if (w->source->close)
-		w->source->close(w);
-}
-
-/*
  * A failed batch (its transaction aborted, `edata` its error): the attempt
  * counted and recorded, the next one isolated once max_attempts attempts
  * failed for a reason that is not transient, then the backoff.  A control
@@ -317,7 +303,7 @@ PipelineWorkerMain(Datum arg)
 			w->deadline_armed = false;
 			QueryCancelPending = false;
 			WorkerAbort();
-			sg_close_routines(w);
+			BatchCloseRoutines(w);
 		}
 		PG_END_TRY();
 

@@ -161,6 +161,7 @@ extern void BatchDeadLetter(SgWorker *w, TupleTableSlot *ev, const char *message
 
 /* batch.c */
 extern SgBatchResult BatchRun(SgWorker *w, bool isolate);
+extern void BatchCloseRoutines(SgWorker *w);
 
 /*
  * A sink's view of the source: the positions it settles against
