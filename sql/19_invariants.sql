@@ -162,9 +162,19 @@ SELECT try($$SELECT streamguard.create_stream('a b')$$) AS create_stream,
 SELECT try($$SELECT streamguard.alter_pipeline('inv_p', max_attempts => 0)$$) AS max_attempts;
 SELECT try($$SELECT streamguard.alter_pipeline('inv_p', retry_backoff => '0')$$) AS retry_backoff;
 SELECT try($$SELECT streamguard.alter_pipeline('inv_p', max_backoff => '-1 s')$$) AS max_backoff;
--- a pipeline's counters go with it
+-- the tables with a row per event, or per window and key, carry no foreign
+-- key (a check per row inserted, on the hot path): their rows are deleted
+-- explicitly with the pipeline or the stream
+SELECT c.conrelid::regclass AS hot_table, c.conname FROM pg_constraint c
+WHERE c.contype = 'f' AND (c.conrelid IN ('streamguard.append_dedup'::regclass,
+	'streamguard.pipeline_dedup'::regclass, 'streamguard.window_state'::regclass)
+	OR c.connamespace = 'streamguard_data'::regnamespace);
+INSERT INTO streamguard.window_state (pipeline_id, window_start, window_end, key, events, acc)
+	VALUES (:wid, now(), now() + '10 s', 'k', 1, '{1}');
+-- a pipeline's counters and window state go with it
 SELECT count(*) AS stats_rows FROM streamguard.pipeline_stats WHERE pipeline_id IN (:pid, :wid);
 SELECT streamguard.drop_stream('inv', force => true);
 SELECT count(*) AS stats_rows_after FROM streamguard.pipeline_stats WHERE pipeline_id IN (:pid, :wid);
+SELECT count(*) AS window_state_after FROM streamguard.window_state WHERE pipeline_id = :wid;
 SELECT count(*) AS pipelines_after FROM streamguard.pipeline WHERE id IN (:pid, :wid);
 DROP TABLE inv_sink, inv_win, inv_cap;

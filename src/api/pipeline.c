@@ -509,6 +509,8 @@ sg_drop_one(const char *name, Oid caller, bool missing_ok)
 		   "WHERE p.id = $1 AND c.stream_id = p.stream_id AND c.name = $2",
 		   2, types, values, NULL, SPI_OK_DELETE);
 	SgExec("DELETE FROM streamguard.pipeline_dedup WHERE pipeline_id = $1", 1, types, values, NULL, SPI_OK_DELETE);
+	/* no foreign key there either (objects.sql) */
+	SgExec("DELETE FROM streamguard.window_state WHERE pipeline_id = $1", 1, types, values, NULL, SPI_OK_DELETE);
 	/* remote positions, prepared records, dead letters, skips, the log cascade */
 	SgExec("DELETE FROM streamguard.pipeline WHERE id = $1", 1, types, values, NULL, SPI_OK_DELETE);
 	SgLeaveCatalog(&save);

@@ -148,8 +148,9 @@ CREATE TABLE streamguard.stream_grant (
 
 -- a position update leaves the key alone, so the foreign key costs nothing
 -- on the hot path (nor does the name's domain: only a value written is
--- checked); append_dedup and pipeline_dedup (a row per event) have none
--- and are deleted explicitly
+-- checked); append_dedup, pipeline_dedup (a row per event) and
+-- window_state (a row per window and key) have none and are deleted
+-- explicitly (19_invariants.sql keeps it so)
 CREATE TABLE streamguard.consumer (
 	stream_id int NOT NULL REFERENCES streamguard.stream (id) ON DELETE CASCADE,
 	name streamguard.consumer_name NOT NULL,
@@ -425,9 +426,11 @@ CREATE TABLE streamguard.window_def (
 
 -- the partial aggregates of open windows (and, with late 'update', of
 -- closed ones within the lateness horizon); acc holds one value per
--- aggregate (avg: its sum, then its count at the end of the array)
+-- aggregate (avg: its sum, then its count at the end of the array); no
+-- foreign key (a check per window and key inserted): the pipeline's drop
+-- deletes its rows
 CREATE TABLE streamguard.window_state (
-	pipeline_id int NOT NULL REFERENCES streamguard.window_def (pipeline_id) ON DELETE CASCADE,
+	pipeline_id int NOT NULL,
 	window_start timestamptz NOT NULL,
 	window_end timestamptz NOT NULL,
 	key text,

@@ -355,7 +355,9 @@ ALTER TABLE streamguard.window_def
 	ADD CONSTRAINT window_def_slide_check CHECK (slide > '0' AND slide <= size) NOT VALID,
 	ADD CONSTRAINT window_def_counters_check CHECK (windows_closed >= 0 AND late_events >= 0
 		AND corrections >= 0 AND superseded >= 0) NOT VALID;
+-- no foreign key on window_state: a check per window and key inserted
 ALTER TABLE streamguard.window_state
+	DROP CONSTRAINT window_state_pipeline_id_fkey,
 	ADD CONSTRAINT window_state_events_check CHECK (events >= 0) NOT VALID,
 	ADD CONSTRAINT window_state_revision_check CHECK (revision >= 0) NOT VALID,
 	ADD CONSTRAINT window_state_window_check CHECK (window_end > window_start) NOT VALID;

@@ -44,18 +44,25 @@ sub open_auctions
 	return qq{INSERT INTO $t (id, seller, category, ts, expires)
 	SELECT (payload->>'id')::bigint, (payload->>'seller')::bigint, (payload->>'category')::int,
 		(payload->>'ts')::timestamptz, (payload->>'expires')::timestamptz
-	FROM batch WHERE payload->>'kind' = 'auction';
+	FROM batch WHERE key = 'auction';
 UPDATE $t o SET final = greatest(o.final, w.price)
 	FROM (SELECT a.id, max((b.payload->>'price')::numeric) AS price
 		FROM batch b JOIN $t a ON a.id = (b.payload->>'auction')::bigint
 			AND (b.payload->>'ts')::timestamptz BETWEEN a.ts AND a.expires
-		WHERE b.payload->>'kind' = 'bid' GROUP BY a.id) w
+		WHERE b.key = 'bid' GROUP BY a.id) w
 	WHERE o.id = w.id};
 }
 
 # the watermark of a batch: the highest event time in it (the generator's
 # event times increase with the stream's order)
 my $WM = q{(SELECT max((payload->>'ts')::timestamptz) FROM batch)};
+
+# q5's plain SQL (q5 and q5w): per hopping window, the auctions with the most bids
+my $Q5_PLAIN = qq{WITH c AS (SELECT ws, (payload->>'auction')::bigint AS auction, count(*) AS n
+			FROM nx_input, LATERAL generate_series(date_bin('10 ms', (payload->>'ts')::timestamptz, $EPOCH) - interval '40 ms',
+				date_bin('10 ms', (payload->>'ts')::timestamptz, $EPOCH), interval '10 ms') ws
+			WHERE kind = 'bid' GROUP BY 1, 2)
+		SELECT ws, ws + interval '50 ms', auction, n FROM (SELECT *, max(n) OVER (PARTITION BY ws) AS mx FROM c) m WHERE n = mx};
 
 my @Q = (
 	{
@@ -71,7 +78,7 @@ SELECT streamguard.create_pipeline('q0', 'nx', $$INSERT INTO q0_out SELECT paylo
 SELECT streamguard.create_pipeline('q1', 'nx', $$INSERT INTO q1_out
 	SELECT (payload->>'auction')::bigint, (payload->>'bidder')::bigint,
 		0.908 * (payload->>'price')::numeric, (payload->>'ts')::timestamptz
-	FROM batch WHERE payload->>'kind' = 'bid'$$);},
+	FROM batch WHERE key = 'bid'$$);},
 		out => 'SELECT * FROM q1_out',
 		plain => q{SELECT (payload->>'auction')::bigint, (payload->>'bidder')::bigint,
 		0.908 * (payload->>'price')::numeric, (payload->>'ts')::timestamptz FROM nx_input WHERE kind = 'bid'},
@@ -81,7 +88,7 @@ SELECT streamguard.create_pipeline('q1', 'nx', $$INSERT INTO q1_out
 		setup => q{CREATE TABLE q2_out (auction bigint, price numeric);
 SELECT streamguard.create_pipeline('q2', 'nx', $$INSERT INTO q2_out
 	SELECT (payload->>'auction')::bigint, (payload->>'price')::numeric
-	FROM batch WHERE payload->>'kind' = 'bid' AND (payload->>'auction')::bigint % 123 = 0$$);},
+	FROM batch WHERE key = 'bid' AND (payload->>'auction')::bigint % 123 = 0$$);},
 		out => 'SELECT * FROM q2_out',
 		plain => q{SELECT (payload->>'auction')::bigint, (payload->>'price')::numeric
 		FROM nx_input WHERE kind = 'bid' AND (payload->>'auction')::bigint % 123 = 0},
@@ -97,15 +104,15 @@ CREATE TABLE q3_auctions (id bigint PRIMARY KEY, seller bigint);
 CREATE INDEX ON q3_auctions (seller);
 SELECT streamguard.create_pipeline('q3', 'nx', $$
 INSERT INTO q3_people SELECT (payload->>'id')::bigint, payload->>'name', payload->>'city', payload->>'state'
-	FROM batch WHERE payload->>'kind' = 'person' AND payload->>'state' IN ('OR', 'ID', 'CA');
+	FROM batch WHERE key = 'person' AND payload->>'state' IN ('OR', 'ID', 'CA');
 INSERT INTO q3_out SELECT p.name, p.city, p.state, a.id
-	FROM q3_auctions a JOIN batch b ON b.payload->>'kind' = 'person' AND a.seller = (b.payload->>'id')::bigint
+	FROM q3_auctions a JOIN batch b ON b.key = 'person' AND a.seller = (b.payload->>'id')::bigint
 	JOIN q3_people p ON p.id = a.seller;
 INSERT INTO q3_out SELECT p.name, p.city, p.state, (b.payload->>'id')::bigint
 	FROM batch b JOIN q3_people p ON p.id = (b.payload->>'seller')::bigint
-	WHERE b.payload->>'kind' = 'auction' AND (b.payload->>'category')::int = 10;
+	WHERE b.key = 'auction' AND (b.payload->>'category')::int = 10;
 INSERT INTO q3_auctions SELECT (payload->>'id')::bigint, (payload->>'seller')::bigint
-	FROM batch WHERE payload->>'kind' = 'auction' AND (payload->>'category')::int = 10$$);},
+	FROM batch WHERE key = 'auction' AND (payload->>'category')::int = 10$$);},
 		out => 'SELECT * FROM q3_out',
 		plain => q{SELECT p.payload->>'name', p.payload->>'city', p.payload->>'state', (a.payload->>'id')::bigint
 		FROM nx_input a JOIN nx_input p ON p.kind = 'person' AND (p.payload->>'id')::bigint = (a.payload->>'seller')::bigint
@@ -130,38 +137,57 @@ ON CONFLICT (category) DO UPDATE SET auctions = o.auctions + excluded.auctions, 
 		drop => 'DROP TABLE IF EXISTS q4_open',
 	},
 	{
-		# hot items: a hopping window pipeline counts the bids per auction
+		# hot items: per hopping window (50 ms every 10 ms), the auctions
+		# with the most bids.  One pipeline keeps the bid counts of the open
+		# windows per (window, auction) in a state table; the windows the
+		# batch's watermark has passed move out, their argmax (ties
+		# included) to the output (q5w does the same with a window pipeline)
+		name => 'q5',
+		setup => q{CREATE TABLE q5_out (window_start timestamptz, window_end timestamptz, auction bigint, bids numeric);
+CREATE TABLE q5_counts (ws timestamptz, auction bigint, n bigint NOT NULL, PRIMARY KEY (ws, auction));
+SELECT streamguard.create_pipeline('q5', 'nx', $$} . qq{
+INSERT INTO q5_counts AS c SELECT ws, (b.payload->>'auction')::bigint, count(*)
+	FROM batch b, LATERAL generate_series(date_bin('10 ms', (b.payload->>'ts')::timestamptz, $EPOCH) - interval '40 ms',
+		date_bin('10 ms', (b.payload->>'ts')::timestamptz, $EPOCH), interval '10 ms') ws
+	WHERE b.key = 'bid' GROUP BY 1, 2
+	ON CONFLICT (ws, auction) DO UPDATE SET n = c.n + excluded.n;
+WITH closed AS (DELETE FROM q5_counts WHERE ws <= $WM - interval '50 ms' RETURNING ws, auction, n)
+INSERT INTO q5_out SELECT ws, ws + interval '50 ms', auction, n
+	FROM (SELECT *, max(n) OVER (PARTITION BY ws) AS mx FROM closed) m WHERE n = mx\$\$);},
+		window => 'q5',
+		out => 'SELECT * FROM q5_out',
+		plain => $Q5_PLAIN,
+		drop => 'DROP TABLE IF EXISTS q5_counts',
+	},
+	{
+		# q5 with a window pipeline: a hopping window pipeline counts the bids per auction
 		# (the events of other kinds fall in the NULL key with a count of 0:
 		# a window pipeline has no filter) into the stream nx_q5; a plain
 		# pipeline keeps, per window, the auctions with the most bids (an
 		# argmax, which a window aggregate cannot be)
-		name => 'q5',
-		setup => q{CREATE TABLE q5_out (window_start timestamptz, window_end timestamptz, auction bigint, bids numeric);
-CREATE INDEX ON q5_out (window_start);
-SELECT streamguard.create_stream('nx_q5', 1);
-SELECT streamguard.create_window_pipeline('q5_count', 'nx', NULL, '50 ms', kind => 'hopping', slide => '10 ms',
+		name => 'q5w',
+		setup => q{CREATE TABLE q5w_out (window_start timestamptz, window_end timestamptz, auction bigint, bids numeric);
+CREATE INDEX ON q5w_out (window_start);
+SELECT streamguard.create_stream('nx_q5w', 1);
+SELECT streamguard.create_window_pipeline('q5w_count', 'nx', NULL, '50 ms', kind => 'hopping', slide => '10 ms',
 	aggregates => $${"bids": "count(payload->>'auction')"}$$,
-	event_time => $$payload->>'ts'$$, key => $$payload->>'auction'$$, target_stream => 'nx_q5');
-SELECT streamguard.create_pipeline('q5', 'nx_q5', $$
-DELETE FROM q5_out o USING (SELECT (payload->>'window_start')::timestamptz AS ws, max((payload->>'bids')::numeric) AS mx
+	event_time => $$payload->>'ts'$$, key => $$payload->>'auction'$$, target_stream => 'nx_q5w');
+SELECT streamguard.create_pipeline('q5w', 'nx_q5w', $$
+DELETE FROM q5w_out o USING (SELECT (payload->>'window_start')::timestamptz AS ws, max((payload->>'bids')::numeric) AS mx
 		FROM batch WHERE payload->>'key' IS NOT NULL GROUP BY 1) b
 	WHERE o.window_start = b.ws AND o.bids < b.mx;
-INSERT INTO q5_out SELECT ws, we, auction, n FROM (
+INSERT INTO q5w_out SELECT ws, we, auction, n FROM (
 	SELECT ws, we, auction, n, max(n) OVER (PARTITION BY ws) AS mx FROM (
 		SELECT (payload->>'window_start')::timestamptz AS ws, (payload->>'window_end')::timestamptz AS we,
 			(payload->>'key')::bigint AS auction, (payload->>'bids')::numeric AS n
 		FROM batch WHERE payload->>'key' IS NOT NULL) e) x
-	WHERE n = mx AND n >= coalesce((SELECT max(bids) FROM q5_out o WHERE o.window_start = x.ws), 0)$$);},
-		pipelines => [qw(q5_count q5)],
-		source => 'nx_q5',
-		window => 'q5_count',
-		out => 'SELECT * FROM q5_out',
-		plain => qq{WITH c AS (SELECT ws, (payload->>'auction')::bigint AS auction, count(*) AS n
-			FROM nx_input, LATERAL generate_series(date_bin('10 ms', (payload->>'ts')::timestamptz, $EPOCH) - interval '40 ms',
-				date_bin('10 ms', (payload->>'ts')::timestamptz, $EPOCH), interval '10 ms') ws
-			WHERE kind = 'bid' GROUP BY 1, 2)
-		SELECT ws, ws + interval '50 ms', auction, n FROM (SELECT *, max(n) OVER (PARTITION BY ws) AS mx FROM c) m WHERE n = mx},
-		drop => q{SELECT streamguard.drop_stream('nx_q5', force => true)},
+	WHERE n = mx AND n >= coalesce((SELECT max(bids) FROM q5w_out o WHERE o.window_start = x.ws), 0)$$);},
+		pipelines => [qw(q5w_count q5w)],
+		source => 'nx_q5w',
+		window => 'q5w_count',
+		out => 'SELECT * FROM q5w_out',
+		plain => $Q5_PLAIN,
+		drop => q{SELECT streamguard.drop_stream('nx_q5w', force => true)},
 	},
 	{
 		# average selling price per seller over its last 10 closed auctions,
@@ -217,14 +243,14 @@ CREATE TABLE q7b_bids (ws timestamptz, auction bigint, bidder bigint, price nume
 CREATE INDEX ON q7b_bids (ws);
 SELECT streamguard.create_pipeline('q7b', 'nx', $$} . qq{
 INSERT INTO q7b_max AS m SELECT date_bin('100 ms', (payload->>'ts')::timestamptz, $EPOCH), max((payload->>'price')::numeric)
-	FROM batch WHERE payload->>'kind' = 'bid' GROUP BY 1
+	FROM batch WHERE key = 'bid' GROUP BY 1
 	ON CONFLICT (ws) DO UPDATE SET price = greatest(m.price, excluded.price);
 DELETE FROM q7b_bids c USING q7b_max m WHERE c.ws = m.ws AND c.price < m.price;
 INSERT INTO q7b_bids SELECT m.ws, (b.payload->>'auction')::bigint, (b.payload->>'bidder')::bigint,
 		(b.payload->>'price')::numeric, (b.payload->>'ts')::timestamptz
 	FROM batch b JOIN q7b_max m ON m.ws = date_bin('100 ms', (b.payload->>'ts')::timestamptz, $EPOCH)
 		AND m.price = (b.payload->>'price')::numeric
-	WHERE b.payload->>'kind' = 'bid';
+	WHERE b.key = 'bid';
 WITH closed AS (DELETE FROM q7b_max WHERE ws + interval '100 ms' <= $WM RETURNING ws),
 	moved AS (DELETE FROM q7b_bids c USING closed WHERE c.ws = closed.ws RETURNING c.auction, c.bidder, c.price, c.ts)
 INSERT INTO q7b_out SELECT * FROM moved\$\$);},
@@ -249,13 +275,13 @@ CREATE TABLE q8_people (id bigint, name text, ws timestamptz, PRIMARY KEY (id, w
 CREATE TABLE q8_sellers (seller bigint, ws timestamptz, PRIMARY KEY (seller, ws));
 SELECT streamguard.create_pipeline('q8', 'nx', $$} . qq{
 INSERT INTO q8_people SELECT (payload->>'id')::bigint, payload->>'name', date_bin('50 ms', (payload->>'ts')::timestamptz, $EPOCH)
-	FROM batch WHERE payload->>'kind' = 'person' ON CONFLICT DO NOTHING;
+	FROM batch WHERE key = 'person' ON CONFLICT DO NOTHING;
 INSERT INTO q8_sellers SELECT DISTINCT (payload->>'seller')::bigint, date_bin('50 ms', (payload->>'ts')::timestamptz, $EPOCH)
-	FROM batch WHERE payload->>'kind' = 'auction' ON CONFLICT DO NOTHING;
+	FROM batch WHERE key = 'auction' ON CONFLICT DO NOTHING;
 INSERT INTO q8_out SELECT p.id, p.name, p.ws, p.ws + interval '50 ms'
-	FROM (SELECT DISTINCT CASE payload->>'kind' WHEN 'person' THEN (payload->>'id')::bigint ELSE (payload->>'seller')::bigint END AS id,
+	FROM (SELECT DISTINCT CASE key WHEN 'person' THEN (payload->>'id')::bigint ELSE (payload->>'seller')::bigint END AS id,
 			date_bin('50 ms', (payload->>'ts')::timestamptz, $EPOCH) AS ws
-		FROM batch WHERE payload->>'kind' IN ('person', 'auction')) t
+		FROM batch WHERE key IN ('person', 'auction')) t
 	JOIN q8_people p ON p.id = t.id AND p.ws = t.ws JOIN q8_sellers s ON s.seller = t.id AND s.ws = t.ws
 	ON CONFLICT DO NOTHING;
 DELETE FROM q8_people WHERE ws + interval '50 ms' <= $WM;

@@ -1,4 +1,4 @@
-# Nexmark at a small scale (test/nexmark/generator.sql): q0 to q8 (and q7b) as
+# Nexmark at a small scale (test/nexmark/generator.sql): q0 to q8 (and q5w, q7b) as
 # exactly_once streamguard pipelines over one stream `nx` (a kind field),
 # defined in test/nexmark/queries.pl (shared with the benchmark), each
 # result equal to the same query run as plain SQL over the whole input, and
@@ -19,17 +19,17 @@ use StreamguardTest;
 my @queries = do "$FindBin::RealBin/../nexmark/queries.pl" or die "queries.pl: $@ $!";
 my $events = $ENV{NX_EVENTS} || 5000;
 
-# eleven pipelines: room for their workers beside the maintenance worker
+# thirteen pipelines: room for their workers beside the maintenance worker
 my $node = sg_node('nexmark', extra => "max_worker_processes = 24\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION streamguard');
 $node->safe_psql('postgres', slurp_file("$FindBin::RealBin/../nexmark/generator.sql"));
 $node->safe_psql('postgres', q{SELECT streamguard.create_stream('nx', 1)});
 $node->safe_psql('postgres', $_->{setup}) for @queries;
 my @pipelines = map { @{ $_->{pipelines} } } @queries;
-# batches that cut the input at odd places: 777 events, and 7 for q5's
+# batches that cut the input at odd places: 777 events, and 7 for q5w's
 # second pipeline, so that one window's rows arrive over several batches
 $node->safe_psql('postgres', join(";\n", map { "SELECT streamguard.alter_pipeline('$_', batch_size => "
-	  . ($_ eq 'q5' ? 7 : 777) . ')' } @pipelines));
+	  . ($_ eq 'q5w' ? 7 : 777) . ')' } @pipelines));
 ok(wait_pipelines_running($node, \@pipelines, 90), 'the nexmark pipelines run');
 $node->safe_psql('postgres', qq{
 CREATE TABLE nx_input AS SELECT * FROM nexmark_events(0, $events, 42);

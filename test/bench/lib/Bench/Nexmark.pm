@@ -1,7 +1,8 @@
 #
 # test/bench/lib/Bench/Nexmark.pm -- benchmark 15, Nexmark (docs/nexmark.md).
-# The queries are those of the TAP test, test/nexmark/queries.pl (q0 ... q8
-# and q7b as exactly_once pipelines over the stream nx, each with its plain SQL).
+# The queries are those of the TAP test, test/nexmark/queries.pl (q0 ... q8,
+# q5w and q7b as exactly_once pipelines over the stream nx, each with its
+# plain SQL), their pipelines at BENCH_NX_BATCH events per batch.
 #
 # Set-up: BENCH_NX_EVENTS events of test/nexmark/generator.sql (seed 42) in a
 # table nx_input and, appended in transactions of 10,000, in a 1-partition
@@ -18,7 +19,7 @@
 #              state kept between batches, nothing incremental);
 #   check      the pipeline's result EXCEPT ALL the plain result, both ways,
 #              must be empty (else the run exits 1).
-# Window close latency, per repeat, of the window queries (q5, q7): their
+# Window close latency, per repeat, of the window queries (q5, q5w, q7): their
 # pipelines over a fresh stream while one pgbench client appends 100
 # generator events per transaction at 100 transactions/s (10,000 events/s,
 # the generator's event-time rate) for BENCH_NX_LAT_SECONDS; a window's
@@ -45,6 +46,7 @@ sub knobs
 {
 	return (
 		BENCH_NX_EVENTS      => [ 1000000, 'k1' ],
+		BENCH_NX_BATCH       => [ 10000,  'int' ],
 		BENCH_NX_LAT_SECONDS => [ 10,     'int' ],);
 }
 
@@ -61,7 +63,7 @@ sub queries
 	return @q;
 }
 
-sub contenders { return map { [ "nexmark $_", [@C] ] } qw(q0 q1 q2 q3 q4 q5 q6 q7 q7b q8); }
+sub contenders { return map { [ "nexmark $_", [@C] ] } qw(q0 q1 q2 q3 q4 q5 q5w q6 q7 q7b q8); }
 
 sub setup
 {
@@ -113,6 +115,16 @@ sub run
 	return;
 }
 
+# the query's set-up with its pipelines at BENCH_NX_BATCH events per batch,
+# in one transaction: their workers start with that batch size
+sub setup_sql
+{
+	my ($q, $setup) = @_;
+	return "BEGIN;\n$setup;\n"
+	  . join('', map { "SELECT streamguard.alter_pipeline('$_', batch_size => $K{BENCH_NX_BATCH});\n" } @{ $q->{pipelines} })
+	  . 'COMMIT;';
+}
+
 # the plain-SQL bound: one INSERT ... SELECT over the whole input, timed
 # inside its transaction, into a table like the query's output; its result
 # stays there for the check.  True when it ran.
@@ -140,7 +152,7 @@ sub pipeline
 	my ($first, $last) = ($q->{pipelines}[0], $q->{pipelines}[-1]);
 	sql_try($q->{drop});
 	checkpoint();
-	my ($ok, undef, $err) = sql_try($q->{setup});
+	my ($ok, undef, $err) = sql_try(setup_sql($q, $q->{setup}));
 	if (!$ok) { $self->fail_all([$key], 'ERR', error_line($err)); return 0; }
 	# the first batch's commit: caught before the maintenance worker can trim
 	# the checkpoint log (streamguard.batch_history batches per pipeline)
@@ -193,8 +205,7 @@ sub latency
 	(my $setup = $q->{setup}) =~ s/\('(\w+)', 'nx',/('$1', '$st',/g;
 	sql_try($q->{drop});
 	my ($ok, undef, $err) = sql_try("SELECT streamguard.create_stream('$st', 1);
-DROP SEQUENCE IF EXISTS nx_live_seq; CREATE SEQUENCE nx_live_seq;
-$setup");
+DROP SEQUENCE IF EXISTS nx_live_seq; CREATE SEQUENCE nx_live_seq;\n" . setup_sql($q, $setup));
 	$err = $ok ? '' : error_line($err);
 	for my $p (@{ $q->{pipelines} }) { $err ||= wait_worker($p) ? '' : "the worker of $p did not start"; }
 	my $script = "$WORK/nx_live.sql";
