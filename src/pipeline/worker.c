@@ -170,6 +170,23 @@ sg_open_routines(SgWorker *w)
 }
 
 /*
+ * What a failed batch records and logs of its error: the message, and for a
+ * connection that failed (class 08: a remote server's or Kafka's) its
+ * detail too, which is where the reason is (libpq's "Connection refused",
+ * a timeout): the pipeline's last_error says why, not only that.
+ */
+static char *
+sg_error_text(ErrorData *edata)
+{
+	const char *message = edata->message ? edata->message : "";
+
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION &&
+		edata->detail && edata->detail[0])
+		return psprintf("%s: %s", message, edata->detail);
+	return pstrdup(message);
+}
+
+/*
  * A failed batch (its transaction aborted, `edata` its error): the attempt
  * counted and recorded, the next one isolated once max_attempts attempts
  * failed for a reason that is not transient, then the backoff.  A control
@@ -181,6 +198,7 @@ sg_batch_failed(SgWorker *w, ErrorData *edata, int *attempts, bool *isolate)
 {
 	long		backoff;
 	const char *own;
+	char	   *text;
 
 	if (PipelineSlotFenceRequested(w->slot))
 	{
@@ -195,23 +213,25 @@ sg_batch_failed(SgWorker *w, ErrorData *edata, int *attempts, bool *isolate)
 		sg_clean_exit(w);
 
 	(*attempts)++;
+	text = sg_error_text(edata);
 	if (w->last_error)
 		pfree(w->last_error);
-	w->last_error = MemoryContextStrdup(TopMemoryContext, edata->message ? edata->message : "");
+	w->last_error = MemoryContextStrdup(TopMemoryContext, text);
 	ereport(LOG,
 			(errmsg("streamguard pipeline \"%s\": batch failed (attempt %d): %s",
-					w->def.name, *attempts, edata->message)));
+					w->def.name, *attempts, text)));
 	if (own && !WorkerTransientError(edata) && *attempts >= w->def.max_attempts)
 	{
 		/* the sink's own work (a window's state or emission): stop, skip nothing */
-		char	   *msg = psprintf("%s after %d attempts: %s", own, *attempts, edata->message);
+		char	   *msg = psprintf("%s after %d attempts: %s", own, *attempts, text);
 
 		ereport(LOG,
 				(errmsg("streamguard pipeline \"%s\" failed and stopped: %s", w->def.name, msg)));
 		sg_note_error(w, msg, true);
 		sg_clean_exit(w);
 	}
-	sg_note_error(w, edata->message, false);
+	sg_note_error(w, text, false);
+	pfree(text);
 	if (!WorkerTransientError(edata) && *attempts >= w->def.max_attempts)
 		*isolate = true;
 	backoff = Min(w->def.retry_backoff_ms << Min(*attempts - 1, 20), w->def.max_backoff_ms);

@@ -431,6 +431,12 @@ ok(wait_for_value($local, 'SELECT count(*) FROM rgot', 1, 30), 'stopped: the rem
 			't', $remote_timeout + 10),
 		'stopped: it times out connecting to the stopped remote')
 	  or diag(remote_status_report($local));
+	# the pipeline's own last_error says why, not only that it failed
+	ok( wait_for_value($local,
+			q{SELECT last_error ~ 'could not connect: timed out' FROM streamguard.pipelines WHERE pipeline = 'p_src'},
+			't', $remote_timeout + 10),
+		'stopped: pipelines.last_error gives the reason')
+	  or diag(val($local, q{SELECT last_error FROM streamguard.pipelines WHERE pipeline = 'p_src'}));
 	my $worker2 = val($local, q{SELECT worker_pid FROM streamguard.pipelines WHERE pipeline = 'p_src'});
 	$t1 = time;
 	val($local, qq{SELECT pg_terminate_backend($worker2)});
