@@ -33,6 +33,7 @@
 #include "postgres.h"
 
 #include "commands/extension.h"
+#include "lib/stringinfo.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -173,17 +174,36 @@ sg_open_routines(SgWorker *w)
  * What a failed batch records and logs of its error: the message, and for a
  * connection that failed (class 08: a remote server's or Kafka's) its
  * detail too, which is where the reason is (libpq's "Connection refused",
- * a timeout): the pipeline's last_error says why, not only that.
+ * a timeout): the pipeline's last_error says why, not only that.  The
+ * detail on one line, as remote_status shows it (libpq's has a newline and
+ * a tab before its hint).
  */
 static char *
 sg_error_text(ErrorData *edata)
 {
 	const char *message = edata->message ? edata->message : "";
+	StringInfoData buf;
+	const char *p;
+	bool		space = false;
 
-	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION &&
-		edata->detail && edata->detail[0])
-		return psprintf("%s: %s", message, edata->detail);
-	return pstrdup(message);
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION ||
+		edata->detail == NULL || edata->detail[0] == '\0')
+		return pstrdup(message);
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "%s: ", message);
+	for (p = edata->detail; *p; p++)
+	{
+		if (*p == '\n' || *p == '\r' || *p == '\t' || *p == ' ')
+		{
+			space = true;
+			continue;
+		}
+		if (space && buf.data[buf.len - 1] != ' ')
+			appendStringInfoChar(&buf, ' ');
+		space = false;
+		appendStringInfoChar(&buf, *p);
+	}
+	return buf.data;
 }
 
 /*

@@ -233,10 +233,12 @@ WHERE side = 'sink' AND NOT connected AND coalesce(last_error, '') <> ''}, 4, 40
 	ok($seen, "$kind: while the remote is down, remote_status shows connected = false and last_error")
 	  or diag(remote_status_report($local));
 	diag("remote_status while the remote is down:\n" . remote_status_report($local));
-	# a pipeline's last_error says why it could not connect (libpq's reason)
-	ok( wait_for_value($local, q{SELECT bool_or(last_error ~ 'could not connect: .*(refused|No such file)')
+	# a pipeline's last_error says why it could not connect (libpq's reason),
+	# on one line
+	ok( wait_for_value($local, q{SELECT bool_or(last_error ~ 'could not connect: .*(refused|No such file)'
+			AND strpos(last_error, E'\n') = 0 AND strpos(last_error, E'\t') = 0)
 		FROM streamguard.pipelines WHERE sink_server IS NOT NULL}, 't', 40),
-		"$kind: pipelines.last_error gives libpq's reason")
+		"$kind: pipelines.last_error gives libpq's reason, on one line")
 	  or diag(val($local, q{SELECT string_agg(pipeline || ': ' || coalesce(last_error, ''), E'\n') FROM streamguard.pipelines}));
 	$remote->start;
 	return fault_fired($fx, $kind);

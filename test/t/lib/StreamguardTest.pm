@@ -920,7 +920,8 @@ sub fault_stall_remote
 	my ($fx, $kind, $app, $secs) = @_;
 	my $remote = $fx->{remote};
 	$fx->{armed}{$kind}++;
-	my $deadline = time + 20;
+	my $t_find = time;
+	my $deadline = $t_find + 20;
 	my @pids;
 	while (time < $deadline && !(@pids = remote_pids($remote, $app)))
 	{
@@ -932,6 +933,9 @@ sub fault_stall_remote
 		return 0;
 	}
 	my %old = map { $_ => 1 } @pids;
+	# what the stopped sessions were doing: said when the worker never moved
+	my (undef, $doing) = try_psql($remote, qq{SELECT string_agg(pid || ' ' || state || ' ' || coalesce(wait_event, '-')
+		|| ' ' || left(query, 60), '; ') FROM pg_stat_activity WHERE pid IN (} . join(',', @pids) . ')', timeout => 20);
 	for my $pid (@pids)
 	{
 		$stopped{$pid} = 1;
@@ -951,6 +955,8 @@ sub fault_stall_remote
 	}
 	push @{ $fx->{stall_moved} }, defined $moved ? sprintf('%.1f', $moved) : 'never';
 	note("$kind: a new session after " . ($moved // 'never'));
+	diag(sprintf("$kind: no new session; the stopped one(s), found after %.1f s: %s", $t0 - $t_find, $doing // '?'))
+	  unless defined $moved;
 	return fault_fired($fx, $kind);
 }
 
