@@ -109,10 +109,11 @@ sub row
 }
 
 # a bar chart of the contenders' median events/s (a panel per group, the
-# first contender of a group its baseline), named bench-<name>.png
+# first contender of a group its baseline), named bench-<name>.png, under
+# $title (Bench::Chart's default without)
 sub bar_charts
 {
-	my ($self, $chart) = @_;
+	my ($self, $chart, $title) = @_;
 	my @panels;
 	for my $g ($self->contenders)
 	{
@@ -123,7 +124,7 @@ sub bar_charts
 		  map { [ $_, median($self->{vals}{"$group|$_"} // [], ''), paired_ratio($self->{vals}{"$group|$_"} // [], $base) ] } @$labels;
 		push @panels, [ $group, \@rows ] if @rows;
 	}
-	return @panels ? $chart->bars($self->name, \@panels) : 0;
+	return @panels ? $chart->bars($self->name, \@panels, $title) : 0;
 }
 
 1;

@@ -344,6 +344,25 @@ sub catchup_captured
 	return;
 }
 
+# bench-cdc.png: the lag p50 / p99 / max of each path at each rate
+sub charts
+{
+	my ($self, $chart) = @_;
+	my $r = $self->{res};
+	my @rows;
+	for my $rate (rates())
+	{
+		for my $c (@LAT)
+		{
+			my $k = "$rate|$c";
+			next unless ($r->{"lat|$k"} // '') eq 'ok';
+			push @rows, [ "$rate/s offered: " . ($c eq 'logical' ? 'logical slot' : $c eq 'captured' ? 'capture_table' : 'capture_table, async consumer'),
+				$r->{"p50|$k"}, $r->{"p99|$k"}, $r->{"max|$k"} ];
+		}
+	}
+	return $chart->latency('cdc', 'CDC: change written -> received by the consumer, capture_table + poll vs a logical slot', \@rows);
+}
+
 sub v { my ($self, $k) = @_; return $self->{res}{$k} // '—'; }
 
 sub n_fmt { my ($v) = @_; return defined $v && $v =~ /^[0-9]+(?:\.[0-9]+)?$/ ? fmt($v) : $v // "—"; }

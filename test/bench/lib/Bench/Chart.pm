@@ -63,10 +63,12 @@ sub run_gnuplot
 }
 
 # one bar chart, bench-$name.png: a panel per [group, [[label, median
-# events/s, ratio to the baseline], ...]]
+# events/s, ratio to the baseline], ...]], under $title (by default, what
+# the core benchmarks compare with)
 sub bars
 {
-	my ($self, $name, $panels) = @_;
+	my ($self, $name, $panels, $title) = @_;
+	$title //= "$name: throughput vs raw PostgreSQL and PgQ";
 	my $dir = $self->{dir};
 	my $png = "$dir/bench-$name.png";
 	my $n = 0;
@@ -76,7 +78,7 @@ sub bars
 		"set datafile separator tab\n", "set style fill solid 0.85 border -1\n", "unset key\n",
 		"set xlabel 'thousand events/s (median over the repeats); x baseline: the ratio of the table'\n", "set xrange [0:*]\n",
 		"set offsets 0, graph 0.3, 0.5, 0.5\n", "set grid xtics\n", "set lmargin 52\n",
-		"set multiplot layout " . scalar(@$panels) . ",1 title " . gp_str("$name: throughput vs raw PostgreSQL and PgQ\n" . $self->subtitle) . "\n");
+		"set multiplot layout " . scalar(@$panels) . ",1 title " . gp_str("$title\n" . $self->subtitle) . "\n");
 	my $i = 0;
 	for my $p (@$panels)
 	{

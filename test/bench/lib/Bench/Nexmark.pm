@@ -248,6 +248,26 @@ sub rows
 	  map { $_->[0] =~ /(q\w+)/ } $self->contenders;
 }
 
+# bench-nexmark.png: per query, the pipeline's events/s against the plain
+# SQL's (its bound); bench-nexmark-latency.png: the window queries' close
+# latency
+sub charts
+{
+	my ($self, $chart) = @_;
+	my $n = $self->bar_charts($chart, 'Nexmark: exactly_once pipelines vs the same SQL over the whole input (x bound: pipeline / plain SQL)');
+	my @rows;
+	for my $q (sort keys %{ $self->{lat} })
+	{
+		my $l = $self->{lat}{$q};
+		my ($p50, $p99) = (median($l->{p50} // [], ''), median($l->{p99} // [], ''));
+		my $max = (sort { $b <=> $a } @{ $l->{max} // [] })[0];
+		push @rows, [ $q, $p50, $p99 // $p50, $max // $p99 // $p50 ] if defined $p50 && $p50 ne '';
+	}
+	$n += $chart->latency('nexmark-latency', 'Nexmark window close latency at 10,000 events/s (event past the window end appended -> output row committed)',
+		\@rows) if @rows;
+	return $n;
+}
+
 sub report
 {
 	my ($self) = @_;
