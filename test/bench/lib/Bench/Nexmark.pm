@@ -46,7 +46,7 @@ sub knobs
 {
 	return (
 		BENCH_NX_EVENTS      => [ 1000000, 'k1' ],
-		BENCH_NX_BATCH       => [ 10000,  'int' ],
+		BENCH_NX_BATCH       => [ 10000,  [ sub { $_[0] =~ /^[1-9][0-9]*$/ && $_[0] <= 100000 }, 'an integer from 1 to 100000 (a batch_size)' ] ],
 		BENCH_NX_LAT_SECONDS => [ 10,     'int' ],);
 }
 
