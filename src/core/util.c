@@ -17,6 +17,7 @@
 #include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
+#include "lib/stringinfo.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -129,6 +130,33 @@ SgCheckWritable(const char *function, const char *what)
 				 errmsg("streamguard.%s() cannot run in a read-only transaction", function),
 				 errdetail("It writes to the database: %s.", what),
 				 errhint("Run it in a read-write transaction.")));
+}
+
+/*
+ * `s` on one line, for a message shown in a view's column: every run of
+ * spaces, tabs and line breaks becomes one space, none at either end.
+ * palloc'd.
+ */
+char *
+SgOneLine(const char *s)
+{
+	StringInfoData buf;
+	bool		space = false;
+
+	initStringInfo(&buf);
+	for (; *s; s++)
+	{
+		if (*s == '\n' || *s == '\r' || *s == '\t' || *s == ' ')
+		{
+			space = buf.len > 0;
+			continue;
+		}
+		if (space)
+			appendStringInfoChar(&buf, ' ');
+		space = false;
+		appendStringInfoChar(&buf, *s);
+	}
+	return buf.data;
 }
 
 /*

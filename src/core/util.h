@@ -61,6 +61,7 @@ extern bool SgCatalogHas(const char *relname);
 extern bool SgPipelineStatsCatalog(void);
 
 /* names and arguments */
+extern char *SgOneLine(const char *s);
 extern void SgCheckName(const char *what, const char *name);
 extern char *SgTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern bool SgCalledAs01(FunctionCallInfo fcinfo, const char *function, int nargs_0_1, int nargs_0_2);

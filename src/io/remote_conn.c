@@ -33,6 +33,7 @@
 #include "utils/timestamp.h"
 
 #include "core/compat.h"
+#include "core/util.h"
 #include "io/remote_int.h"
 
 static dlist_head sg_conns = DLIST_STATIC_INIT(sg_conns);
@@ -170,28 +171,13 @@ sg_notice_receiver(void *arg, const PGresult *res)
 void
 sg_set_last_error(SgRemote *r, const char *msg)
 {
-	size_t		n = 0;
-	bool		space = false;
-	const char *p;
+	char	   *line = SgOneLine(msg);
+	int			n;
 
-	for (p = msg; *p && n < sizeof(r->last_error) - 1; p++)
-	{
-		if (*p == '\n' || *p == '\r' || *p == '\t' || *p == ' ')
-		{
-			space = n > 0;
-			continue;
-		}
-		if (space)
-		{
-			r->last_error[n++] = ' ';
-			space = false;
-			if (n >= sizeof(r->last_error) - 1)
-				break;
-		}
-		r->last_error[n++] = *p;
-	}
-	r->last_error[n] = '\0';
-	r->last_error[pg_mbcliplen(r->last_error, (int) n, (int) n)] = '\0';
+	strlcpy(r->last_error, line, sizeof(r->last_error));
+	pfree(line);
+	n = (int) strlen(r->last_error);
+	r->last_error[pg_mbcliplen(r->last_error, n, n)] = '\0';
 }
 
 /* libpq's message without its trailing newlines */

@@ -33,7 +33,6 @@
 #include "postgres.h"
 
 #include "commands/extension.h"
-#include "lib/stringinfo.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -46,6 +45,7 @@
 
 #include "catalog/pipeline_catalog.h"
 #include "core/compat.h"
+#include "core/util.h"
 #include "io/kafka.h"
 #include "pipeline/window.h"
 #include "pipeline/worker.h"
@@ -182,28 +182,11 @@ static char *
 sg_error_text(ErrorData *edata)
 {
 	const char *message = edata->message ? edata->message : "";
-	StringInfoData buf;
-	const char *p;
-	bool		space = false;
 
 	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION ||
 		edata->detail == NULL || edata->detail[0] == '\0')
 		return pstrdup(message);
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "%s: ", message);
-	for (p = edata->detail; *p; p++)
-	{
-		if (*p == '\n' || *p == '\r' || *p == '\t' || *p == ' ')
-		{
-			space = true;
-			continue;
-		}
-		if (space && buf.data[buf.len - 1] != ' ')
-			appendStringInfoChar(&buf, ' ');
-		space = false;
-		appendStringInfoChar(&buf, *p);
-	}
-	return buf.data;
+	return psprintf("%s: %s", message, SgOneLine(edata->detail));
 }
 
 /*

@@ -933,9 +933,6 @@ sub fault_stall_remote
 		return 0;
 	}
 	my %old = map { $_ => 1 } @pids;
-	# what the stopped sessions were doing: said when the worker never moved
-	my (undef, $doing) = try_psql($remote, qq{SELECT string_agg(pid || ' ' || state || ' ' || coalesce(wait_event, '-')
-		|| ' ' || left(query, 60), '; ') FROM pg_stat_activity WHERE pid IN (} . join(',', @pids) . ')', timeout => 20);
 	for my $pid (@pids)
 	{
 		$stopped{$pid} = 1;
@@ -948,6 +945,12 @@ sub fault_stall_remote
 		$moved = time - $t0 if !defined $moved && grep { !$old{$_} } remote_pids($remote, $app);
 		usleep(100_000);
 	}
+	# the worker never moved on: what the stopped sessions were doing (their
+	# entries in pg_stat_activity need nothing of the stopped backends)
+	my $doing;
+	(undef, $doing) = try_psql($remote, qq{SELECT string_agg(pid || ' ' || state || ' ' || coalesce(wait_event, '-')
+		|| ' ' || left(query, 60), '; ') FROM pg_stat_activity WHERE pid IN (} . join(',', @pids) . ')', timeout => 20)
+	  unless defined $moved;
 	for my $pid (@pids)
 	{
 		kill 'CONT', $pid;

@@ -47,6 +47,8 @@ my @P = qw(captured logical);
 # in a crash, so it consumes those events again: the same guarantee)
 my @LAT = qw(captured captured_async logical);
 my %LABEL = (plain => 'uncaptured', captured => 'capture_table', logical => 'uncaptured + logical slot (test_decoding)');
+# the paths' names in the chart (%PATH's, short)
+my %SHORT = (captured => 'capture_table', captured_async => 'capture_table, async consumer', logical => 'logical slot');
 my %PATH = (captured => 'streamguard (capture_table, poll)', captured_async => 'streamguard, the consumer with synchronous_commit = off', logical => 'logical slot (test_decoding, pg_recvlogical)');
 
 my $LIST = [ sub { $_[0] =~ /^\s*[1-9][0-9]*(?:[\s,]+[1-9][0-9]*)*\s*$/ }, 'a list of positive integers, like "1000 5000 20000"' ];
@@ -356,7 +358,7 @@ sub charts
 		{
 			my $k = "$rate|$c";
 			next unless ($r->{"lat|$k"} // '') eq 'ok';
-			push @rows, [ "$rate/s offered: " . ($c eq 'logical' ? 'logical slot' : $c eq 'captured' ? 'capture_table' : 'capture_table, async consumer'),
+			push @rows, [ "$rate/s offered: $SHORT{$c}",
 				$r->{"p50|$k"}, $r->{"p99|$k"}, $r->{"max|$k"} ];
 		}
 	}

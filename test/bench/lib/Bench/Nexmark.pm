@@ -248,6 +248,17 @@ sub rows
 	  map { $_->[0] =~ /(q\w+)/ } $self->contenders;
 }
 
+# a window query's close latency over the repeats: the medians of p50 and
+# p99 (formatted with $fmt, as Bench's median), the maximum, the windows
+sub lat_summary
+{
+	my ($self, $q, $fmt) = @_;
+	my $l = $self->{lat}{$q};
+	my $w = 0;
+	$w += $_ for @{ $l->{windows} // [] };
+	return (median($l->{p50} // [], $fmt), median($l->{p99} // [], $fmt), (sort { $b <=> $a } @{ $l->{max} // [] })[0], $w);
+}
+
 # bench-nexmark.png: per query, the pipeline's events/s against the plain
 # SQL's (its bound); bench-nexmark-latency.png: the window queries' close
 # latency
@@ -258,10 +269,8 @@ sub charts
 	my @rows;
 	for my $q (sort keys %{ $self->{lat} })
 	{
-		my $l = $self->{lat}{$q};
-		my ($p50, $p99) = (median($l->{p50} // [], ''), median($l->{p99} // [], ''));
-		my $max = (sort { $b <=> $a } @{ $l->{max} // [] })[0];
-		push @rows, [ $q, $p50, $p99 // $p50, $max // $p99 // $p50 ] if defined $p50 && $p50 ne '';
+		my ($p50, $p99, $max) = $self->lat_summary($q, '');
+		push @rows, [ $q, $p50, $p99 // $p50, $max // $p99 // $p50 ] if defined $p50;
 	}
 	$n += $chart->latency('nexmark-latency', 'Nexmark window close latency at 10,000 events/s (event past the window end appended -> output row committed)',
 		\@rows) if @rows;
@@ -291,13 +300,9 @@ sub report
 	  "| query | p50 ms | p99 ms | max ms | windows |\n|---|---:|---:|---:|---:|\n";
 	for my $n (sort keys %{ $self->{lat} })
 	{
-		my $l = $self->{lat}{$n};
-		my $max = (sort { $b <=> $a } @{ $l->{max} // [] })[0];
-		my $w = 0;
-		$w += $_ for @{ $l->{windows} // [] };
-		push @out, "| $n | " . join(' | ', median($l->{p50} // [], '%.1f') // 'error', median($l->{p99} // [], '%.1f') // '—',
-			$max // '—', $w) . " |\n";
-		push @out, "\nNotes ($n): " . join('; ', @{ $l->{note} }) . "\n" if $l->{note};
+		my ($p50, $p99, $max, $w) = $self->lat_summary($n, '%.1f');
+		push @out, "| $n | " . join(' | ', $p50 // 'error', $p99 // '—', $max // '—', $w) . " |\n";
+		push @out, "\nNotes ($n): " . join('; ', @{ $self->{lat}{$n}{note} }) . "\n" if $self->{lat}{$n}{note};
 	}
 	return @out;
 }
