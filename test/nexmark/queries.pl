@@ -161,9 +161,10 @@ INSERT INTO q5_out SELECT ws, ws + interval '50 ms', auction, n
 		drop => 'DROP TABLE IF EXISTS q5_counts',
 	},
 	{
-		# q5 with a window pipeline: a hopping window pipeline counts the bids per auction
-		# (the events of other kinds fall in the NULL key with a count of 0:
-		# a window pipeline has no filter) into the stream nx_q5; a plain
+		# q5 with a window pipeline: a hopping window pipeline counts the
+		# bids per auction (the events of other kinds fall in the NULL key
+		# with a count of 0: a window pipeline has no filter) into the
+		# stream nx_q5w; a plain
 		# pipeline keeps, per window, the auctions with the most bids (an
 		# argmax, which a window aggregate cannot be)
 		name => 'q5w',
