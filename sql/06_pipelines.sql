@@ -124,6 +124,24 @@ SET ROLE sg_pipe_owner;
 SELECT streamguard.drop_pipeline('owned');
 RESET ROLE;
 
+-- a worker runs with jit off (a plan would be compiled again every
+-- batch); the SQL may turn it on for its own batch, and the next batch
+-- starts with it off again
+CREATE TABLE jit_seen (batch_no int, before_set text, after_set text);
+SELECT streamguard.create_pipeline('jit_probe', 'orders',
+	$$INSERT INTO jit_seen SELECT (SELECT count(*) FROM jit_seen) + 1, current_setting('jit'), NULL FROM batch LIMIT 1;
+	SET LOCAL jit = on;
+	UPDATE jit_seen SET after_set = current_setting('jit') WHERE after_set IS NULL$$,
+	start_from => 'end');
+SELECT wait_for($$(SELECT worker_pid IS NOT NULL FROM streamguard.pipelines WHERE pipeline = 'jit_probe')$$);
+SELECT streamguard.append('orders', '{"n": 1}') IS NOT NULL AS appended;
+SELECT wait_for($$(SELECT count(*) FROM jit_seen) = 1$$);
+SELECT streamguard.append('orders', '{"n": 2}') IS NOT NULL AS appended;
+SELECT wait_for($$(SELECT count(*) FROM jit_seen) = 2$$);
+SELECT batch_no, before_set, after_set FROM jit_seen ORDER BY batch_no;
+SELECT streamguard.drop_pipeline('jit_probe');
+DROP TABLE jit_seen;
+
 SELECT streamguard.drop_pipeline('order_totals');
 SELECT count(*) AS consumers_left FROM streamguard.consumers WHERE consumer LIKE 'pipeline:%';
 SELECT streamguard.drop_stream('orders', force => true);

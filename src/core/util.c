@@ -50,6 +50,13 @@ bool		SgLoaded = false;
  * Session-level values outrank those, and everything a pipeline's SQL sets
  * is rolled back after each batch (worker.c), so these hold for the life
  * of the worker.
+ *
+ * jit is off for another reason: a worker runs the same small statements
+ * batch after batch, and PostgreSQL compiles a plan anew at every
+ * execution once its estimated cost passes jit_above_cost -- which the
+ * generic plan of a statement over a never-analyzed state table does
+ * easily (10-15 ms of compiling for a batch of 100 events).  A pipeline
+ * whose SQL gains from it says SET LOCAL jit = on in that SQL.
  */
 void
 SgHardenWorkerSession(void)
@@ -71,6 +78,7 @@ SgHardenWorkerSession(void)
 		{"extra_float_digits", "3"},
 		{"row_security", "on"},
 		{"check_function_bodies", "on"},
+		{"jit", "off"},
 	};
 	int			i;
 

@@ -139,26 +139,39 @@ ON CONFLICT (category) DO UPDATE SET auctions = o.auctions + excluded.auctions, 
 	},
 	{
 		# hot items: per hopping window (50 ms every 10 ms), the auctions
-		# with the most bids.  One pipeline keeps the bid counts of the open
-		# windows per (window, auction) in a state table; the windows the
-		# batch's watermark has passed move out, their argmax (ties
-		# included) to the output (q5w does the same with a window pipeline)
+		# with the most bids.  One pipeline counts the bids per 10 ms slice
+		# and auction in a state table (a slice is in five windows: each
+		# bid is counted once, not once per window, as Flink's slice
+		# sharing does), and keeps the watermark it closed up to in a
+		# one-row table; the windows that end past that watermark and at or
+		# before the batch's close: each one's counts summed over its five
+		# slices, its argmax (ties included) to the output; then the slices
+		# no open window holds go.  (q5w does the same with a window
+		# pipeline.)
 		name => 'q5',
 		setup => q{CREATE TABLE q5_out (window_start timestamptz, window_end timestamptz, auction bigint, bids numeric);
-CREATE TABLE q5_counts (ws timestamptz, auction bigint, n bigint NOT NULL, PRIMARY KEY (ws, auction));
+CREATE TABLE q5_slices (slice timestamptz, auction bigint, n bigint NOT NULL, PRIMARY KEY (slice, auction));
+CREATE TABLE q5_wm (wm timestamptz NOT NULL);
+INSERT INTO q5_wm VALUES ('-infinity');
 SELECT streamguard.create_pipeline('q5', 'nx', $$} . qq{
-INSERT INTO q5_counts AS c SELECT ws, (b.payload->>'auction')::bigint, count(*)
-	FROM batch b, LATERAL generate_series(date_bin('10 ms', (b.payload->>'ts')::timestamptz, $EPOCH) - interval '40 ms',
-		date_bin('10 ms', (b.payload->>'ts')::timestamptz, $EPOCH), interval '10 ms') ws
-	WHERE b.key = 'bid' GROUP BY 1, 2
-	ON CONFLICT (ws, auction) DO UPDATE SET n = c.n + excluded.n;
-WITH closed AS (DELETE FROM q5_counts WHERE ws <= $WM - interval '50 ms' RETURNING ws, auction, n)
+INSERT INTO q5_slices AS c SELECT date_bin('10 ms', (b.payload->>'ts')::timestamptz, $EPOCH), (b.payload->>'auction')::bigint, count(*)
+	FROM batch b WHERE b.key = 'bid' GROUP BY 1, 2
+	ON CONFLICT (slice, auction) DO UPDATE SET n = c.n + excluded.n;
+WITH cur AS (SELECT $WM AS wm),
+	closing AS (SELECT DISTINCT s.slice - k * interval '10 ms' AS ws
+		FROM q5_slices s, generate_series(0, 4) k, q5_wm p, cur
+		WHERE s.slice - k * interval '10 ms' + interval '50 ms' > p.wm
+			AND s.slice - k * interval '10 ms' + interval '50 ms' <= cur.wm),
+	counts AS (SELECT c.ws, s.auction, sum(s.n) AS n FROM closing c
+		JOIN q5_slices s ON s.slice >= c.ws AND s.slice < c.ws + interval '50 ms' GROUP BY 1, 2)
 INSERT INTO q5_out SELECT ws, ws + interval '50 ms', auction, n
-	FROM (SELECT *, max(n) OVER (PARTITION BY ws) AS mx FROM closed) m WHERE n = mx\$\$);},
+	FROM (SELECT *, max(n) OVER (PARTITION BY ws) AS mx FROM counts) m WHERE n = mx;
+DELETE FROM q5_slices WHERE slice + interval '50 ms' <= $WM;
+UPDATE q5_wm SET wm = greatest(wm, $WM)\$\$);},
 		window => 'q5',
 		out => 'SELECT * FROM q5_out',
 		plain => $Q5_PLAIN,
-		drop => 'DROP TABLE IF EXISTS q5_counts',
+		drop => 'DROP TABLE IF EXISTS q5_slices, q5_wm',
 	},
 	{
 		# q5 with a window pipeline: a hopping window pipeline counts the
