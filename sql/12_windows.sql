@@ -394,7 +394,39 @@ REVOKE INSERT ON win_mine FROM sg_win_owner;
 DROP TABLE win_mine, win_secret;
 DROP ROLE sg_win_owner, sg_win_other;
 
+-- a batch whose partial aggregates (a row per window and key) outgrow
+-- work_mem: they are written in parts, and the merge adds the parts of a
+-- window up as it would the events (every key comes back 2,000 events
+-- later, past many writes).  The windows must equal a recomputation.
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET work_mem = %L', current_database(), '64kB'); END $$;
+SELECT streamguard.create_stream('parts_src', 1);
+CREATE TABLE parts_out (window_start timestamptz, window_end timestamptz, key text,
+                        events numeric, total numeric, lo numeric, hi numeric, mean numeric);
+SELECT count(*) FROM streamguard.append_batch('parts_src',
+  (SELECT array_agg(CASE WHEN i % 7 = 0 THEN jsonb_build_object('ts', t)
+                         ELSE jsonb_build_object('ts', t, 'n', (i % 100) * 1.5) END ORDER BY i)
+   FROM generate_series(0, 5999) i, LATERAL (SELECT timestamptz '2026-01-01 00:00:00+00' + i * interval '1 ms' AS t) x),
+  keys => (SELECT array_agg('k' || (i % 2000) ORDER BY i) FROM generate_series(0, 5999) i));
+SELECT streamguard.create_window_pipeline('parts', 'parts_src', 'parts_out', '10 s', kind => 'hopping', slide => '5 s',
+  aggregates => '{"events": "count(*)", "total": "sum(payload->>''n'')", "lo": "min(payload->>''n'')",
+                  "hi": "max(payload->>''n'')", "mean": "avg(payload->>''n'')"}',
+  event_time => $$payload->>'ts'$$, batch_size => 10000);
+SELECT wait_for($$(SELECT events_in FROM streamguard.pipelines WHERE pipeline = 'parts') = 6000$$);
+SELECT * FROM streamguard.append('parts_src', '{"ts": "2026-01-01 00:00:30"}', key => 'end');
+SELECT wait_for($$(SELECT count(*) FROM parts_out) = 5000$$);
+WITH e AS (SELECT key, (payload->>'ts')::timestamptz AS t, (payload->>'n')::numeric AS n
+           FROM streamguard.read('parts_src', 0, 0, 10000) WHERE key <> 'end'),
+  w AS (SELECT ws FROM generate_series(timestamptz '2025-12-31 23:59:55+00', '2026-01-01 00:00:05+00', '5 s') ws),
+  r AS (SELECT w.ws, w.ws + interval '10 s' AS we, e.key, count(*)::numeric AS events, sum(e.n) AS total,
+               min(e.n) AS lo, max(e.n) AS hi, round(avg(e.n), 10) AS mean
+        FROM w JOIN e ON e.t >= w.ws AND e.t < w.ws + interval '10 s' GROUP BY 1, 2, 3),
+  o AS (SELECT window_start, window_end, key, events, total, lo, hi, round(mean, 10) FROM parts_out)
+SELECT (SELECT count(*) FROM r) AS recomputed, (SELECT count(*) FROM (SELECT * FROM r EXCEPT ALL SELECT * FROM o) d) AS missing,
+       (SELECT count(*) FROM (SELECT * FROM o EXCEPT ALL SELECT * FROM r) d) AS wrong;
+SELECT streamguard.drop_pipeline('parts');
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET work_mem', current_database()); END $$;
+
 SELECT streamguard.drop_stream(name, force => true) FROM streamguard.stream
-WHERE name IN ('clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s', 'corr_src', 'idle_src', 'sess2_src', 'grow_src', 'held_src');
+WHERE name IN ('parts_src', 'clicks', 'hop_src', 'sess_src', 'ticks', 'w_in', 'w_10s', 'corr_src', 'idle_src', 'sess2_src', 'grow_src', 'held_src');
 DROP TABLE click_counts, hops, sessions, per_second, running, per_minute, corrected, idle_out, sessions2, grow_out,
-  held_out;
+  held_out, parts_out;

@@ -197,7 +197,9 @@ typedef struct SgApplyState
 	SgPartState *ps;			/* event time: per partition */
 	int			nparts;
 	TupleDesc	wdesc;			/* relation "window_rows" */
-	Tuplestorestate *wrows;		/* the batch's rows in their windows */
+	Tuplestorestate *wrows;		/* sessions: the batch's rows; tumbling and
+								 * hopping: the partials per (window, key) */
+	SgWindowPartials *partials; /* tumbling and hopping: filling wrows */
 	int64		nwrows;
 	TimestampTz min_end;		/* earliest end of a window they are in */
 	int32	   *late_parts;		/* the late events: (partition, seq) */
@@ -255,7 +257,7 @@ sg_apply_recorded(SgApplyState *s)
 	}
 }
 
-/* relation "window_rows": an event in a window (ws, we, k, part, seq, v1...) */
+/* relation "window_rows" of sessions: an event (ws, we, k, part, seq, v1...) */
 static TupleDesc
 sg_window_rows_desc(SgWindow *win)
 {
@@ -334,9 +336,7 @@ sg_assign_row(SgApplyState *s, TupleTableSlot *slot, Datum *v, bool *vnull)
 				any_late = true;	/* closed (and its state gone) */
 				continue;
 			}
-			sg_put_row(s->wrows, s->wdesc, part, seq, ws, ws + win->size_us, key, key_null,
-					   v, vnull, win->naggs);
-			s->nwrows++;
+			WindowPartialsAdd(s->partials, ws, key, key_null, v, vnull);
 			if (s->min_end == 0 || ws + win->size_us < s->min_end)
 				s->min_end = ws + win->size_us;
 		}
@@ -357,19 +357,21 @@ sg_apply_assign(SgApplyState *s)
 	MemoryContext old;
 
 	old = MemoryContextSwitchTo(w->batch_cxt);
-	s->wdesc = sg_window_rows_desc(win);
+	s->wdesc = win->kind == SG_WINDOW_SESSION ? sg_window_rows_desc(win) : WindowPartialsDesc(win);
 	MemoryContextSwitchTo(old);
 	if (win->rows && win->nrows > 0)
 	{
 		TupleTableSlot *slot = MakeSingleTupleTableSlot(win->rows_desc, &TTSOpsMinimalTuple);
-		Datum	   *v = palloc(sizeof(Datum) * win->naggs);
-		bool	   *vnull = palloc(sizeof(bool) * win->naggs);
+		Datum	   *v = palloc(sizeof(Datum) * Max(win->naggs, 1));
+		bool	   *vnull = palloc(sizeof(bool) * Max(win->naggs, 1));
 
 		old = MemoryContextSwitchTo(w->batch_cxt);
 		s->wrows = tuplestore_begin_heap(false, false, work_mem);
 		s->late_parts = palloc(sizeof(int32) * win->nrows);
 		s->late_seqs = palloc(sizeof(int64) * win->nrows);
 		MemoryContextSwitchTo(old);
+		if (win->kind != SG_WINDOW_SESSION)
+			s->partials = WindowPartialsBegin(win, w->batch_cxt, s->wrows, s->wdesc);
 		tuplestore_rescan(win->rows);
 		while (tuplestore_gettupleslot(win->rows, true, false, slot))
 		{
@@ -377,6 +379,8 @@ sg_apply_assign(SgApplyState *s)
 			sg_assign_row(s, slot, v, vnull);
 		}
 		ExecDropSingleTupleTableSlot(slot);
+		if (s->partials)
+			s->nwrows = WindowPartialsFinish(s->partials);
 	}
 }
 

@@ -17,10 +17,13 @@
  *		window_emit.c	running our statements over a relation, emitting
  *						windows (the target table as the owner, or the
  *						target stream), late events as dead letters
+ *		window_partial.c	a batch's events of tumbling and hopping
+ *						windows aggregated per (window, key) before the
+ *						merge
  *
- * In this order from the bottom up: window_sql.c and window_emit.c call
- * no other of them, window.c calls window_sql.c, window_apply.c the
- * three others.
+ * In this order from the bottom up: window_sql.c, window_emit.c and
+ * window_partial.c call no other of them, window.c calls window_sql.c,
+ * window_apply.c the others.
  *
  *-------------------------------------------------------------------------
  */
@@ -96,6 +99,15 @@ extern TimestampTz sg_append_watermark(SgWindow *win, bool complete);
 /* window_sql.c */
 extern void sg_build_statements(SgWindow *win);
 extern TupleDesc sg_emit_desc(SgWindow *win);
+
+/* window_partial.c */
+typedef struct SgWindowPartials SgWindowPartials;
+extern TupleDesc WindowPartialsDesc(SgWindow *win);
+extern SgWindowPartials *WindowPartialsBegin(SgWindow *win, MemoryContext parent, Tuplestorestate *out,
+											 TupleDesc desc);
+extern void WindowPartialsAdd(SgWindowPartials *p, TimestampTz ws, Datum key, bool key_null, Datum *v,
+							  bool *vnull);
+extern int64 WindowPartialsFinish(SgWindowPartials *p);
 
 /* window_emit.c */
 extern int	sg_exec_with_rel(const char *sql, SPIPlanPtr *cache, const char *name, Tuplestorestate *rel,

@@ -140,8 +140,29 @@ sg_finals(SgWindow *win, StringInfo buf)
 }
 
 /*
- * The merge of the batch's rows (relation "window_rows") into the state,
- * tumbling and hopping windows.
+ * The accumulator of slot j over the partials r (window_partial.c: a1 ...,
+ * one per slot): counts and sums add up, min and max of them
+ */
+static void
+sg_acc_from_partials(SgWindow *win, StringInfo buf)
+{
+	int			j;
+
+	appendStringInfoString(buf, "ARRAY[");
+	for (j = 0; j < win->nacc; j++)
+	{
+		SgWindowAgg k = j >= win->naggs ? SG_AGG_COUNT : win->aggs[j];
+		const char *fn = k == SG_AGG_MIN ? "min" : k == SG_AGG_MAX ? "max" : "sum";
+
+		appendStringInfo(buf, "%spg_catalog.%s(r.a%d)", j ? ", " : "", fn, j + 1);
+	}
+	appendStringInfoString(buf, "]::pg_catalog.numeric[]");
+}
+
+/*
+ * The merge of the batch's partials (relation "window_rows", a row per
+ * window and key, or more when they were written in parts) into the
+ * state, tumbling and hopping windows.
  */
 static char *
 sg_build_merge_windows(SgWindow *win)
@@ -162,8 +183,8 @@ sg_build_merge_windows(SgWindow *win)
 	appendStringInfoString(&buf,
 						   "INSERT INTO streamguard.window_state AS s "
 						   "(pipeline_id, window_start, window_end, key, events, acc, closed) "
-						   "SELECT $1, r.ws, r.we, r.k, pg_catalog.count(*), ");
-	sg_acc_from_rows(win, &buf);
+						   "SELECT $1, r.ws, r.we, r.k, pg_catalog.sum(r.events)::pg_catalog.int8, ");
+	sg_acc_from_partials(win, &buf);
 	appendStringInfoString(&buf,
 						   ", r.we" OP("<=") "$2 FROM window_rows r GROUP BY r.ws, r.we, r.k "
 						   "ON CONFLICT (pipeline_id, window_start, key) DO UPDATE SET "

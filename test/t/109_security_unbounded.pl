@@ -12,8 +12,10 @@
 # tries the bound) and the loop checks for interrupts under the batch's
 # timeout.  Here alice, an ordinary role, runs the worst window the bounds
 # allow: a hopping window of 1000 windows per event over batches of the
-# largest size (100,000 events), 1e8 window rows a batch, which takes
-# a minute or more and gigabytes of temp files to run to its end.  While it
+# largest size (100,000 events), each event with a key of its own: 1e8
+# (window, key) partial aggregates a batch, which outgrow work_mem and go
+# to temp files (window_partial.c), which takes a minute or more and
+# gigabytes of temp files to run to its end.  While it
 # runs (its worker's temp files at 100 to 400 MB: early in the windows'
 # work):
 #  (pause)    pause_pipeline ends the worker within 20 s;
@@ -58,7 +60,8 @@ SELECT streamguard.grant_stream('hot', 'alice');
 CREATE TABLE public.hop_out (window_start timestamptz, window_end timestamptz, key text, events numeric);
 GRANT INSERT, SELECT ON public.hop_out TO alice;
 SELECT count(*) FROM streamguard.append_batch('hot',
-	ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 100000)));
+	ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 100000)),
+	keys => ARRAY(SELECT 'k' || i FROM generate_series(1, 100000) i));
 });
 
 # the worst window the default bounds allow, at the largest batch size
