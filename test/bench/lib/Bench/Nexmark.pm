@@ -272,7 +272,7 @@ sub charts
 		my ($p50, $p99, $max) = $self->lat_summary($q, '');
 		push @rows, [ $q, $p50, $p99 // $p50, $max // $p99 // $p50 ] if defined $p50;
 	}
-	$n += $chart->latency('nexmark-latency', 'Nexmark window close latency at 10,000 events/s (event past the window end appended -> output row committed)',
+	$n += $chart->latency('nexmark-latency', 'Nexmark window close latency, 10,000 events/s: append past the end -> result committed',
 		\@rows) if @rows;
 	return $n;
 }

@@ -48,7 +48,7 @@ sub main
 	@run{qw(t1 load1)} = (time, loadavg());
 
 	spurt("$work/latest.md", Bench::Report::lines(\%run, \@distinct));
-	my $chart = Bench::Chart->new("$work/charts", $run{load1});
+	my $chart = Bench::Chart->new("$work/charts", @run{qw(load0 load1)});
 	if ($chart)
 	{
 		my $made = 0;
