@@ -335,7 +335,7 @@ sub doc_run_file
 		scalar(@$blocks) - scalar(@runnable)));
 	note("$rel:$_->{line}: skipped: $_->{skip}")
 	  for grep { defined $_->{skip} } @$blocks;
-	return unless @runnable;
+	return 0 unless @runnable;
 
 	(my $db = 'doc_' . lc(basename($rel, '.md'))) =~ s/[^a-z0-9_]/_/g;
 	my $node = $env->{node};
