@@ -21,8 +21,8 @@ use POSIX qw(strftime);
 use Bench;
 
 # a chart maker writing into $dir, or undef (logged) without gnuplot; every
-# chart's subtitle says what ran, when, and the load averages at the start
-# and the end of the run ($load0, $load1: loadavg() strings)
+# chart's subtitle says what ran, when, and the 1-minute load average at the
+# start and the end of the run ($load0, $load1: loadavg() strings)
 sub new
 {
 	my ($class, $dir, $load0, $load1) = @_;
@@ -33,16 +33,16 @@ sub new
 		return;
 	}
 	make_path($dir);
-	return bless { gnuplot => $gnuplot, dir => $dir, load0 => $load0, load1 => $load1 }, $class;
+	my @load = map { (split ' ', $_ // '?')[0] } $load0, $load1;
+	return bless { gnuplot => $gnuplot, dir => $dir, load => \@load }, $class;
 }
 
 # the title line every chart carries: what, when, the machine's load
 sub subtitle
 {
 	my ($self) = @_;
-	my ($l0, $l1) = map { (split ' ', $_ // '?')[0] } @$self{qw(load0 load1)};
 	return sprintf('streamguard %s, %s; load average (1 min) %s at the start, %s at the end',
-		$ENV{BENCH_REV} || 'unknown', strftime('%Y-%m-%d %H:%M UTC', gmtime), $l0, $l1);
+		$ENV{BENCH_REV} || 'unknown', strftime('%Y-%m-%d %H:%M UTC', gmtime), @{ $self->{load} });
 }
 
 # a gnuplot double-quoted string
